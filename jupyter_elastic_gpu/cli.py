@@ -1,0 +1,43 @@
+"""`jupyter-elastic-gpu` (also `jupyter elastic-gpu`): one entry point, one sub-command a task.
+
+Errors a user can fix (a bad file, a wrong option) end with one line on stderr and exit
+status 2, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from collections.abc import Sequence
+
+from ._version import __version__
+from .sim.commands import add_simulate, add_workload
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="jupyter-elastic-gpu",
+        description="Elastic, adaptive GPU scheduling for shared Jupyter GPU servers.",
+    )
+    parser.add_argument("--version", action="version", version=__version__)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    add_simulate(sub)
+    add_workload(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        return args.func(args)
+    except (ValueError, OSError) as e:  # TraceError is a ValueError
+        print(f"jupyter-elastic-gpu {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

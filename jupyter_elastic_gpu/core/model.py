@@ -1,0 +1,124 @@
+"""The snapshot a policy decides on, and the decision it returns.
+
+Everything here is a frozen value: a policy cannot change the world, only describe the
+allocation it wants. The simulator and the live scheduler both build these from their own
+state, which is what makes a policy mean the same thing in a benchmark and in production.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+
+from .speed import SpeedModel
+
+
+class InvalidJob(ValueError):
+    """A job description that no policy could honour (e.g. min_gpus > max_gpus)."""
+
+
+@dataclass(frozen=True)
+class Gpu:
+    """One GPU. ``healthy`` is False when it is failed or used by a process we did not start."""
+
+    id: str
+    node: str = "node0"
+    healthy: bool = True
+
+
+@dataclass(frozen=True)
+class Job:
+    """A training job as the scheduler sees it at one instant.
+
+    ``total_work``/``work_done`` are in the job's work units; ``speed`` turns them into time.
+    ``gpus`` is the current lease (empty: queued or suspended). ``resize_cost`` is the
+    measured seconds without progress that one change of lease costs this job.
+    """
+
+    id: str
+    submit_time: float
+    total_work: float
+    min_gpus: int = 1
+    max_gpus: int = 1
+    requested_gpus: int | None = None
+    work_done: float = 0.0
+    user: str = "default"
+    weight: float = 1.0
+    speed: SpeedModel = field(default_factory=SpeedModel)
+    resize_cost: float = 0.0
+    gpus: tuple[str, ...] = ()
+    started: bool = False
+    attained_gpu_s: float = 0.0
+    queued_s: float = 0.0
+    first_start: float | None = None
+    resizes: int = 0
+    last_change: float | None = None
+    pinned: bool = False
+
+    def __post_init__(self) -> None:
+        if self.min_gpus < 1:
+            raise InvalidJob(f"job {self.id}: min_gpus must be at least 1, got {self.min_gpus}")
+        if self.max_gpus < self.min_gpus:
+            raise InvalidJob(
+                f"job {self.id}: max_gpus ({self.max_gpus}) is below min_gpus ({self.min_gpus})"
+            )
+        if self.requested_gpus is None:
+            object.__setattr__(self, "requested_gpus", self.min_gpus)
+        elif not self.min_gpus <= self.requested_gpus <= self.max_gpus:
+            raise InvalidJob(
+                f"job {self.id}: requested_gpus ({self.requested_gpus}) must lie between "
+                f"min_gpus ({self.min_gpus}) and max_gpus ({self.max_gpus})"
+            )
+        if self.total_work < 0 or self.work_done < 0:
+            raise InvalidJob(f"job {self.id}: work must not be negative")
+        if self.weight <= 0:
+            raise InvalidJob(f"job {self.id}: weight must be positive, got {self.weight}")
+
+    @property
+    def remaining_work(self) -> float:
+        return max(self.total_work - self.work_done, 0.0)
+
+    @property
+    def running(self) -> bool:
+        return bool(self.gpus)
+
+    def remaining_time(self, gpus: int) -> float:
+        """R(g): seconds to finish at ``gpus`` GPUs, from the speed model."""
+        return self.speed.remaining_time(self.remaining_work, gpus)
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """GPUs and the active (queued or running) jobs at one instant."""
+
+    gpus: tuple[Gpu, ...]
+    jobs: tuple[Job, ...]
+
+    def __post_init__(self) -> None:
+        ids = [g.id for g in self.gpus]
+        if len(set(ids)) != len(ids):
+            raise ValueError("GPU ids must be unique")
+        job_ids = [j.id for j in self.jobs]
+        if len(set(job_ids)) != len(job_ids):
+            raise ValueError("job ids must be unique")
+
+    @property
+    def usable_gpus(self) -> tuple[Gpu, ...]:
+        return tuple(g for g in self.gpus if g.healthy)
+
+    def job(self, job_id: str) -> Job:
+        for j in self.jobs:
+            if j.id == job_id:
+                return j
+        raise KeyError(job_id)
+
+
+@dataclass(frozen=True)
+class Decision:
+    """Target allocation {job id: GPU ids} (empty tuple: wait) and a reason per job for people."""
+
+    allocations: Mapping[str, tuple[str, ...]]
+    reasons: Mapping[str, str]
+
+    def count(self, job_id: str) -> int:
+        return len(self.allocations.get(job_id, ()))

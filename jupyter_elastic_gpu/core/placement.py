@@ -1,0 +1,106 @@
+"""Placement: turn GPU counts per job into GPU ids.
+
+Policies decide *how many* GPUs each job gets; this module decides *which*, the same way for
+every policy: a job keeps the GPUs it has (a shrink keeps the ones on its fullest node), a grow
+adds GPUs on the nodes it is already on, and a new job goes to the single node that fits it most
+tightly (best fit keeps whole nodes free for large jobs), spilling over the emptiest nodes only
+when no node can hold it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+
+from .model import Gpu
+
+
+class PlacementError(RuntimeError):
+    """The counts asked for more GPUs than are usable (a policy bug, never user input)."""
+
+
+def _by_node(gpu_ids: Iterable[str], node_of: Mapping[str, str]) -> dict[str, list[str]]:
+    out: dict[str, list[str]] = {}
+    for gid in gpu_ids:
+        out.setdefault(node_of[gid], []).append(gid)
+    return out
+
+
+def place(
+    gpus: Sequence[Gpu],
+    current: Mapping[str, Sequence[str]],
+    counts: Mapping[str, int],
+    order: Sequence[str] | None = None,
+) -> dict[str, tuple[str, ...]]:
+    """GPU ids for every job in ``counts``.
+
+    ``current`` is each job's present lease; ``order`` breaks ties between new jobs (earlier
+    first). Only healthy GPUs are handed out; a job keeps a GPU it holds only while it is healthy.
+    """
+    usable = [g for g in gpus if g.healthy]
+    node_of = {g.id: g.node for g in usable}
+    rank = {g.id: i for i, g in enumerate(usable)}
+    node_rank: dict[str, int] = {}
+    for g in usable:
+        node_rank.setdefault(g.node, len(node_rank))
+    if sum(counts.values()) > len(usable):
+        raise PlacementError(f"{sum(counts.values())} GPUs asked for, {len(usable)} usable")
+
+    free = set(node_of)
+    result: dict[str, list[str]] = {}
+    # 1. Keep what each job holds, trimmed to its new count (fullest node first).
+    for job_id, count in counts.items():
+        held = [gid for gid in current.get(job_id, ()) if gid in free]
+        if count <= 0 or not held:
+            result[job_id] = []
+            continue
+        groups = _by_node(held, node_of)
+        nodes = sorted(groups, key=lambda n: (-len(groups[n]), node_rank[n]))
+        keep = [gid for n in nodes for gid in sorted(groups[n], key=rank.__getitem__)][:count]
+        result[job_id] = keep
+        free.difference_update(keep)
+
+    # 2. Grow jobs that already run, then start new jobs, largest first (packs better).
+    position = {job_id: i for i, job_id in enumerate(order or ())}
+
+    def priority(job_id: str) -> tuple:
+        growing = bool(result[job_id])
+        return (not growing, -counts[job_id], position.get(job_id, len(position)), job_id)
+
+    for job_id in sorted((j for j in counts if counts[j] > len(result[j])), key=priority):
+        need = counts[job_id] - len(result[job_id])
+        free_by_node = _by_node(sorted(free, key=rank.__getitem__), node_of)
+        own = {node_of[gid] for gid in result[job_id]}
+        chosen: list[str] = []
+        # Nodes the job is already on, fullest of free GPUs first.
+        for node in sorted(
+            own & free_by_node.keys(), key=lambda n: (-len(free_by_node[n]), node_rank[n])
+        ):
+            take = free_by_node[node][: need - len(chosen)]
+            chosen.extend(take)
+            free_by_node[node] = free_by_node[node][len(take) :]
+        remaining = need - len(chosen)
+        if remaining > 0:
+            fits = [n for n, ids in free_by_node.items() if len(ids) >= remaining]
+            if fits:
+                node = min(fits, key=lambda n: (len(free_by_node[n]), node_rank[n]))
+                chosen.extend(free_by_node[node][:remaining])
+            else:
+                for node in sorted(
+                    free_by_node, key=lambda n: (-len(free_by_node[n]), node_rank[n])
+                ):
+                    take = free_by_node[node][: need - len(chosen)]
+                    chosen.extend(take)
+                    if len(chosen) == need:
+                        break
+        if len(chosen) < need:
+            raise PlacementError(f"job {job_id}: {need} more GPUs needed, {len(chosen)} free")
+        result[job_id].extend(chosen)
+        free.difference_update(chosen)
+    return {job_id: tuple(sorted(ids, key=rank.__getitem__)) for job_id, ids in result.items()}
+
+
+def nodes_spanned(gpu_ids: Iterable[str], gpus: Sequence[Gpu]) -> tuple[int, ...]:
+    """GPUs per node for a lease, largest first: the placement shape speed can depend on."""
+    node_of = {g.id: g.node for g in gpus}
+    groups = _by_node(gpu_ids, node_of)
+    return tuple(sorted((len(v) for v in groups.values()), reverse=True))

@@ -1,0 +1,228 @@
+"""``adaptive``: our elastic policy (inspired by the SC'20 paper; the algorithm is our own).
+
+Every decision has three steps (docs/policies.md has the reasoning and the citations):
+
+1. **Order.** A job's priority is the GPU-time it still needs at its minimum, R(min) x min, from
+   its measured speed and progress, divided by its weight and by an aging factor
+   1 + waited / ``aging_s`` so that no job waits forever. Running jobs get a small
+   ``stickiness`` bonus so that two jobs of about the same size do not swap places.
+2. **Admit.** In that order each job gets its minimum while GPUs last (jobs that do not fit wait
+   and smaller ones behind them may start). An incoming short job therefore takes GPUs from a
+   long elastic job, which shrinks or is suspended through a checkpoint, instead of queueing.
+3. **Share the rest.** The remaining GPUs go one move at a time to the job where they raise a
+   rank-weighted speed-up the most: weight = (number of admitted jobs at least as long)^p, the
+   marginal-gain form of heSRPT (Berg et al., SIGMETRICS 2020), which minimises mean completion
+   time for jobs with sub-linear speed-up; p is fitted to the jobs' own speed curves. Changing a
+   running job's GPUs is charged its measured resize cost as the share of its remaining time it
+   would lose, times ``1 + resize_margin``, so a resize happens only when the gain beats the cost
+   by that margin. Jobs that are about to finish or were resized moments ago keep their GPUs
+   (the pause between two resizes of a job doubles every ``resize_budget`` resizes).
+
+Placement (which GPUs) is shared with every policy: jobs keep their GPUs and stay on one node
+when they fit (``core.placement``).
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass
+from typing import ClassVar
+
+from ..model import Decision, Job, Snapshot
+from ..placement import place
+from .base import plural, queued_reason
+
+_EPS = 1e-12
+
+
+@dataclass(frozen=True)
+class AdaptiveParams:
+    """Tunables of the adaptive policy; every one is a unit-free factor or a time, with a reason."""
+
+    #: A job that has waited ``aging_s`` seconds counts as half its size when ordering.
+    aging_s: float = 3600.0
+    #: A waiting job must be this fraction smaller than a running one to suspend it.
+    stickiness: float = 0.2
+    #: A resize must gain (1 + resize_margin) times what it costs.
+    resize_margin: float = 1.0
+    #: A job with less than ``finish_guard`` resize costs of work left is never resized.
+    finish_guard: float = 4.0
+    #: After a resize, a job is left alone for ``cooldown`` resize costs ...
+    cooldown: float = 10.0
+    #: ... and that wait doubles after every ``resize_budget`` resizes of the job, which limits
+    #: how often one job is resized without ever freezing it at a bad size.
+    resize_budget: int = 10
+
+    def __post_init__(self) -> None:
+        for name in ("aging_s", "resize_margin", "finish_guard", "cooldown"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must not be negative")
+        if not 0 <= self.stickiness < 1:
+            raise ValueError("stickiness must lie in [0, 1)")
+        if self.resize_budget < 1:
+            raise ValueError("resize_budget must be at least 1")
+
+
+@dataclass
+class _Plan:
+    """Per-job working values of one decision."""
+
+    job: Job
+    key: float
+    frozen: str = ""  # why this job keeps its GPUs, or "" if it may change
+    base: int = 0
+    count: int = 0
+    weight: float = 1.0
+    penalty: float = 0.0
+
+
+class AdaptivePolicy:
+    name: ClassVar[str] = "adaptive"
+    elastic: ClassVar[bool] = True
+    preemptive: ClassVar[bool] = True
+
+    def __init__(self, params: AdaptiveParams | None = None, **overrides: float) -> None:
+        base = params or AdaptiveParams()
+        self.params = AdaptiveParams(**{**base.__dict__, **overrides}) if overrides else base
+
+    # -- step 1 ---------------------------------------------------------------------------
+    def priority_key(self, job: Job) -> float:
+        """Smaller runs first: GPU-time left at the minimum, weighted and aged."""
+        gpu_time = job.min_gpus * job.remaining_time(job.min_gpus)
+        key = gpu_time / job.weight / (1.0 + job.queued_s / max(self.params.aging_s, _EPS))
+        return key * (1.0 - self.params.stickiness) if job.running else key
+
+    def _frozen(self, job: Job, now: float) -> str:
+        if job.pinned:
+            return "its resize is in progress"
+        if not job.running:
+            return ""
+        p, cost = self.params, job.resize_cost
+        if cost > 0 and job.remaining_time(len(job.gpus)) <= p.finish_guard * cost:
+            return "it is about to finish"
+        wait = p.cooldown * cost * 2 ** (job.resizes // p.resize_budget)
+        if job.last_change is not None and now - job.last_change < wait:
+            return "it was resized moments ago"
+        return ""
+
+    # -- step 3 helpers -------------------------------------------------------------------
+    @staticmethod
+    def _speedup(job: Job, g: int) -> float:
+        """Speed at g GPUs in units of one GPU at the job's minimum (linear below it)."""
+        x_min = job.speed.throughput(job.min_gpus)
+        return job.min_gpus * job.speed.throughput(g) / x_min if x_min > 0 else 0.0
+
+    def _exponent(self, plans: list[_Plan], total: int) -> float:
+        """p of a power-law fit S(g) = g^p averaged over the jobs that can scale."""
+        fits = []
+        for plan in plans:
+            job = plan.job
+            top = min(job.max_gpus, total)
+            if top > job.min_gpus:
+                s = self._speedup(job, top) / job.min_gpus
+                if s > 0:
+                    fits.append(math.log(s) / math.log(top / job.min_gpus))
+        return min(max(sum(fits) / len(fits), 0.0), 1.0) if fits else 1.0
+
+    def _value(self, plan: _Plan, g: int) -> float:
+        job = plan.job
+        changed = job.running and g != len(job.gpus)
+        return plan.weight * self._speedup(job, g) - (plan.penalty if changed else 0.0)
+
+    def _best_move(self, plan: _Plan, free: int) -> tuple[float, int] | None:
+        job, a = plan.job, plan.count
+        here = self._value(plan, a)
+        best: tuple[float, int] | None = None
+        for g in range(a + 1, min(job.max_gpus, a + free) + 1):
+            ratio = (self._value(plan, g) - here) / (g - a)
+            if ratio > _EPS and (best is None or ratio > best[0] + _EPS):
+                best = (ratio, g)
+        return best
+
+    # -- the decision ---------------------------------------------------------------------
+    def decide(self, snapshot: Snapshot, now: float) -> Decision:
+        total = len(snapshot.usable_gpus)
+        plans = [_Plan(j, self.priority_key(j), self._frozen(j, now)) for j in snapshot.jobs]
+        # Jobs mid-resize or about to finish keep their GPUs whatever comes: reserve them first.
+        locked = ("its resize is in progress", "it is about to finish")
+        plans.sort(key=lambda p: (p.frozen not in locked, p.key, p.job.submit_time, p.job.id))
+
+        free = total
+        admitted: list[_Plan] = []
+        for plan in plans:
+            job, held = plan.job, len(plan.job.gpus)
+            wants = [held, job.min_gpus] if plan.frozen and held else [job.min_gpus]
+            for need in wants:
+                if need <= free:
+                    plan.base = plan.count = need
+                    free -= need
+                    admitted.append(plan)
+                    break
+            if plan.frozen and plan.count != held:
+                plan.frozen = ""  # admission overrode it: the job is shrunk or suspended
+
+        admitted_by_key = sorted(admitted, key=lambda p: (p.key, p.job.submit_time, p.job.id))
+        exponent = self._exponent(admitted, total)
+        m = len(admitted_by_key)
+        for i, plan in enumerate(admitted_by_key):
+            plan.weight = float(m - i) ** exponent
+            job = plan.job
+            if job.running and job.resize_cost > 0:
+                held = len(job.gpus)
+                r = job.remaining_time(held)
+                if 0 < r < math.inf:
+                    plan.penalty = (
+                        plan.weight
+                        * self._speedup(job, held)
+                        * job.resize_cost
+                        * (1.0 + self.params.resize_margin)
+                        / r
+                    )
+
+        heap: list[tuple[float, int, int, int]] = []  # (-ratio, order, target, count at push)
+        growable = [p for p in admitted_by_key if not p.frozen]
+        for i, plan in enumerate(growable):
+            move = self._best_move(plan, free)
+            if move:
+                heap.append((-move[0], i, move[1], plan.count))
+        heapq.heapify(heap)
+        while free > 0 and heap:
+            _, i, target, at = heapq.heappop(heap)
+            plan = growable[i]
+            if at != plan.count or target - plan.count > free:
+                move = self._best_move(plan, free)
+                if move:
+                    heapq.heappush(heap, (-move[0], i, move[1], plan.count))
+                continue
+            free -= target - plan.count
+            plan.count = target
+            move = self._best_move(plan, free)
+            if move:
+                heapq.heappush(heap, (-move[0], i, move[1], plan.count))
+
+        counts = {p.job.id: p.count for p in plans}
+        allocations = place(
+            snapshot.gpus,
+            {j.id: j.gpus for j in snapshot.jobs},
+            counts,
+            [p.job.id for p in plans],
+        )
+        admitted_jobs = [p.job for p in admitted]
+        reasons = {p.job.id: self._reason(p, free, admitted_jobs) for p in plans}
+        return Decision(allocations, reasons)
+
+    @staticmethod
+    def _reason(plan: _Plan, free: int, admitted: list[Job]) -> str:
+        job, n = plan.job, plan.count
+        if n == 0:
+            return queued_reason(
+                job, job.min_gpus, free, admitted, "that are shorter or waited longer"
+            )
+        if plan.frozen:
+            return f"running on {plural(n, 'GPU')}: kept as is because {plan.frozen}"
+        if n >= job.max_gpus:
+            return f"running on {plural(n, 'GPU')} (its maximum)"
+        if free > 0:
+            return f"running on {n} of up to {job.max_gpus} GPUs: more would not pay for the resize"
+        return f"running on {n} of up to {job.max_gpus} GPUs: the others help other jobs more"

@@ -1,0 +1,86 @@
+"""What every policy shares: the interface, and admission of fixed-size jobs in an order."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import ClassVar, Protocol
+
+from ..model import Decision, Job, Snapshot
+from ..placement import place
+
+
+class Policy(Protocol):
+    """A scheduling policy: a pure function of the snapshot and the time.
+
+    ``elastic`` says whether it changes the GPU count of a running job; ``preemptive`` whether it
+    may take all GPUs from a running job. Both are facts shown in reports, not switches.
+    """
+
+    name: ClassVar[str]
+    elastic: ClassVar[bool]
+    preemptive: ClassVar[bool]
+
+    def decide(self, snapshot: Snapshot, now: float) -> Decision: ...
+
+
+def plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def queued_reason(job: Job, needed: int, free: int, ahead: Sequence[Job], why_ahead: str) -> str:
+    """The sentence a user reads while waiting: what is needed and who holds the GPUs."""
+    holders = [j for j in ahead if j.id != job.id]
+    held = sum(1 for _ in holders)
+    verb = "suspended" if job.started else "queued"
+    if not holders:
+        return f"{verb}: needs {plural(needed, 'GPU')}, {free} free"
+    return (
+        f"{verb}: needs {plural(needed, 'GPU')}, {free} free; "
+        f"GPUs held by {plural(held, 'job')} {why_ahead}"
+    )
+
+
+def fixed_size_decision(
+    snapshot: Snapshot,
+    order: Iterable[Job],
+    size: dict[str, int],
+    why_ahead: str,
+    keep_running: bool,
+) -> Decision:
+    """Admit jobs at a fixed size each, in ``order``, skipping those that do not fit (backfill).
+
+    With ``keep_running`` a running job is never touched (non-preemptive): it is admitted first
+    at its current lease. Otherwise a running job that does not fit in order is preempted.
+    """
+    total = len(snapshot.usable_gpus)
+    ordered = list(order)
+    counts: dict[str, int] = {}
+    free = total
+    admitted: list[Job] = []
+    if keep_running:
+        for job in ordered:
+            if job.running or job.pinned:
+                counts[job.id] = len(job.gpus)
+                free -= len(job.gpus)
+                admitted.append(job)
+    for job in ordered:
+        if job.id in counts:
+            continue
+        want = len(job.gpus) if job.pinned else size[job.id]
+        if want <= free:
+            counts[job.id] = want
+            free -= want
+            admitted.append(job)
+        else:
+            counts[job.id] = 0
+    allocations = place(
+        snapshot.gpus, {j.id: j.gpus for j in snapshot.jobs}, counts, [j.id for j in ordered]
+    )
+    reasons: dict[str, str] = {}
+    for job in ordered:
+        n = len(allocations[job.id])
+        if n:
+            reasons[job.id] = f"running on {plural(n, 'GPU')}"
+        else:
+            reasons[job.id] = queued_reason(job, size[job.id], free, admitted, why_ahead)
+    return Decision(allocations, reasons)

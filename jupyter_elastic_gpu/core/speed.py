@@ -1,0 +1,105 @@
+"""Speed model: how fast a job goes at each GPU count.
+
+Work is counted in the job's own units (samples, or steps at a fixed global batch). A job's
+throughput is known exactly at the GPU counts it has run at (measured), and guessed elsewhere:
+between two measured counts by linear interpolation, outside them from a prior (a profile
+table, as the simulator has, scaled to agree with the nearest measurement), and with neither
+from a sub-linear default curve. Linear interpolation keeps the model monotone wherever the
+measured points are, and every lookup is a dict hit after the first.
+"""
+
+from __future__ import annotations
+
+import bisect
+from collections.abc import Mapping
+
+#: Exponent of the default prior ``X(g) = X(1) * g**alpha`` used before anything is known:
+#: data-parallel training scales sub-linearly, and guessing low only delays a grow.
+DEFAULT_ALPHA = 0.8
+
+
+def _interpolate(points: list[tuple[int, float]], g: int) -> float | None:
+    """Linear interpolation inside the measured range; None outside it."""
+    counts = [c for c, _ in points]
+    i = bisect.bisect_left(counts, g)
+    if i < len(counts) and counts[i] == g:
+        return points[i][1]
+    if i == 0 or i == len(counts):
+        return None
+    (g0, x0), (g1, x1) = points[i - 1], points[i]
+    return x0 + (x1 - x0) * (g - g0) / (g1 - g0)
+
+
+class SpeedModel:
+    """Throughput (work units per second) per GPU count.
+
+    ``measured`` are observed points; ``prior`` is a table of expected points (a profile);
+    ``alpha`` shapes the default curve used where neither says anything. Instances are
+    immutable after construction and cache their answers.
+    """
+
+    __slots__ = ("_cache", "_measured", "_prior", "alpha")
+
+    def __init__(
+        self,
+        measured: Mapping[int, float] | None = None,
+        prior: Mapping[int, float] | None = None,
+        alpha: float = DEFAULT_ALPHA,
+    ) -> None:
+        self._measured = sorted((int(g), float(x)) for g, x in (measured or {}).items() if g > 0)
+        self._prior = sorted((int(g), float(x)) for g, x in (prior or {}).items() if g > 0)
+        self.alpha = alpha
+        self._cache: dict[int, float] = {}
+
+    @property
+    def measured(self) -> dict[int, float]:
+        return dict(self._measured)
+
+    @property
+    def prior(self) -> dict[int, float]:
+        return dict(self._prior)
+
+    def with_measurement(self, gpus: int, throughput: float) -> SpeedModel:
+        """A new model that also knows ``throughput`` at ``gpus``."""
+        measured = dict(self._measured)
+        measured[gpus] = throughput
+        return SpeedModel(measured, dict(self._prior), self.alpha)
+
+    def throughput(self, gpus: int) -> float:
+        if gpus <= 0:
+            return 0.0
+        cached = self._cache.get(gpus)
+        if cached is None:
+            cached = self._cache[gpus] = max(self._estimate(gpus), 0.0)
+        return cached
+
+    def remaining_time(self, remaining_work: float, gpus: int) -> float:
+        """Seconds to finish ``remaining_work`` at ``gpus`` GPUs (inf without GPUs)."""
+        if remaining_work <= 0:
+            return 0.0
+        x = self.throughput(gpus)
+        return remaining_work / x if x > 0 else float("inf")
+
+    def _prior_at(self, gpus: int) -> float:
+        if self._prior:
+            inside = _interpolate(self._prior, gpus)
+            if inside is not None:
+                return inside
+            # Outside the table: continue the curve from its nearest end.
+            g0, x0 = self._prior[0] if gpus < self._prior[0][0] else self._prior[-1]
+            return x0 * (gpus / g0) ** self.alpha
+        return float(gpus) ** self.alpha
+
+    def _estimate(self, gpus: int) -> float:
+        if not self._measured:
+            return self._prior_at(gpus)
+        inside = _interpolate(self._measured, gpus)
+        if inside is not None:
+            return inside
+        # Outside the measured range: the prior's shape, scaled to the nearest measurement.
+        g0, x0 = self._measured[0] if gpus < self._measured[0][0] else self._measured[-1]
+        base = self._prior_at(g0)
+        return x0 * self._prior_at(gpus) / base if base > 0 else 0.0
+
+    def __repr__(self) -> str:
+        return f"SpeedModel(measured={dict(self._measured)}, prior={dict(self._prior)})"

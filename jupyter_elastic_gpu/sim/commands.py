@@ -1,0 +1,202 @@
+"""`jupyter-elastic-gpu simulate` and `jupyter-elastic-gpu workload generate`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from .compare import Costs, compare
+from .engine import SimConfig
+from .workload import Workload
+
+DEFAULT_RUNS = "adaptive,static,termination"
+
+
+def add_simulate(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "simulate",
+        help="replay a workload through several policies and compare them side by side",
+        description="Replay a workload through scheduling policies on a simulated cluster and "
+        "print makespan, JCT, utilisation and resizes per policy, with ratios against "
+        "'static' and 'termination' and the lower bounds.",
+    )
+    src = p.add_argument_group("workload")
+    src.add_argument("--format", choices=("native", "pollux", "philly"), default="native")
+    src.add_argument("--jobs", help="native: jobs CSV (job_id,submit_time,user,profile,...)")
+    src.add_argument("--profiles", help="native: profiles CSV (profile,gpus,throughput)")
+    src.add_argument("--workload", help="pollux or philly: the workload CSV")
+    src.add_argument(
+        "--app-traces",
+        help="pollux (required) and philly (optional): folder of measured application traces, "
+        "one sub-folder per application",
+    )
+    src.add_argument("--cluster", help="philly: keep one virtual cluster")
+    src.add_argument("--start", help="philly: first submit time to take (e.g. 2017-10-03)")
+    src.add_argument("--limit", type=int, help="philly: take this many jobs")
+    src.add_argument(
+        "--max-gpus-per-job", type=int, default=16, help="philly: elastic cap (default 16)"
+    )
+    src.add_argument("--seed", type=int, default=0, help="philly: application assignment seed")
+
+    cl = p.add_argument_group("cluster and mechanisms")
+    cl.add_argument("--nodes", type=int, default=4)
+    cl.add_argument("--gpus-per-node", type=int, default=4)
+    cl.add_argument(
+        "--policy",
+        default=DEFAULT_RUNS,
+        help="comma-separated runs: adaptive, static, termination, tiresias, optimus, elas, "
+        "srtf; POLICY@termination runs a policy with the termination mechanism "
+        f"(default {DEFAULT_RUNS})",
+    )
+    cl.add_argument("--tick", type=float, default=60.0, help="seconds between periodic decisions")
+    cl.add_argument(
+        "--rounds",
+        action="store_true",
+        help="decide only at ticks, like the Pollux simulator (default: at every event too)",
+    )
+    cl.add_argument("--sidecar-cost", type=float, default=6.0, help="seconds per sidecar resize")
+    cl.add_argument(
+        "--termination-cost", type=float, default=60.0, help="seconds per termination restart"
+    )
+    cl.add_argument(
+        "--checkpoint-interval",
+        type=float,
+        default=600.0,
+        help="seconds between periodic checkpoints (work since the last one is lost on a "
+        "termination)",
+    )
+    cl.add_argument("--start-cost", type=float, default=0.0, help="seconds a job takes to start")
+
+    out = p.add_argument_group("output")
+    out.add_argument("--json", metavar="OUT", help="write the results as JSON")
+    out.add_argument("--plot", metavar="OUT.png", help="plot JCT distributions and occupancy")
+    out.add_argument("--no-progress", action="store_true", help="no progress bars")
+    p.set_defaults(func=run_simulate)
+
+
+def add_workload(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("workload", help="make workloads for the simulator")
+    wsub = p.add_subparsers(dest="workload_command", required=True, metavar="COMMAND")
+    g = wsub.add_parser(
+        "generate",
+        help="write a synthetic native workload (jobs.csv + profiles.csv)",
+        description="Generate a reproducible lab workload: Poisson arrivals, log-normal "
+        "durations, a mix of GPU requests and users, synthetic speed profiles.",
+    )
+    g.add_argument("--out", required=True, help="folder to write jobs.csv and profiles.csv into")
+    g.add_argument("--seed", type=int, default=0)
+    g.add_argument("--jobs", type=int, default=50, help="number of jobs (default 50)")
+    g.add_argument("--window", type=float, default=8 * 3600, help="arrival window, seconds")
+    g.add_argument(
+        "--median-duration",
+        type=float,
+        default=1800.0,
+        help="median run time alone at the requested count, seconds (log-normal)",
+    )
+    g.add_argument("--sigma", type=float, default=1.2, help="log-normal sigma of durations")
+    g.add_argument(
+        "--gpu-mix",
+        default="1:0.5,2:0.25,4:0.2,8:0.05",
+        help="requested GPUs and their shares, e.g. 1:0.5,2:0.25,4:0.2,8:0.05",
+    )
+    g.add_argument("--users", type=int, default=6)
+    g.add_argument("--max-gpus", type=int, default=8, help="largest GPU count a job may use")
+    g.set_defaults(func=run_generate)
+
+
+def _need(args: argparse.Namespace, *names: str) -> None:
+    missing = [n for n in names if getattr(args, n.replace("-", "_")) is None]
+    if missing:
+        raise ValueError(f"--format {args.format} needs " + " and ".join(f"--{n}" for n in missing))
+
+
+def load_workload(args: argparse.Namespace) -> Workload:
+    """The workload the arguments name (errors name the file, row and column)."""
+    total = args.nodes * args.gpus_per_node
+    if args.format == "native":
+        from .traces.native import read_native
+
+        _need(args, "jobs", "profiles")
+        return read_native(args.jobs, args.profiles)
+    if args.format == "pollux":
+        from .traces.pollux import read_pollux
+
+        _need(args, "workload", "app-traces")
+        return read_pollux(args.workload, args.app_traces, args.gpus_per_node, max_gpus=total)
+    from .traces.philly import read_philly
+
+    _need(args, "workload")
+    profiles = None
+    if args.app_traces:
+        from .traces.pollux import scaling_curves
+
+        profiles = scaling_curves(args.app_traces, args.gpus_per_node, args.max_gpus_per_job)
+    return read_philly(
+        args.workload,
+        cluster=args.cluster,
+        start=args.start,
+        limit=args.limit,
+        max_gpus_per_job=min(args.max_gpus_per_job, total),
+        app_profiles=profiles,
+        seed=args.seed,
+    )
+
+
+def run_simulate(args: argparse.Namespace) -> int:
+    from .report import format_table, plot, write_json
+
+    config = SimConfig(
+        nodes=args.nodes,
+        gpus_per_node=args.gpus_per_node,
+        tick_s=args.tick,
+        rounds=args.rounds,
+        start_cost_s=args.start_cost,
+    )
+    costs = Costs(args.sidecar_cost, args.termination_cost, args.checkpoint_interval)
+    runs = [r.strip() for r in args.policy.split(",") if r.strip()]
+    workload = load_workload(args)
+    comp = compare(workload, runs, config, costs, progress=not args.no_progress)
+    print(format_table(comp))
+    if args.json:
+        write_json(comp, args.json)
+        print(f"\nwrote {args.json}")
+    if args.plot:
+        plot(comp, args.plot)
+        print(f"wrote {args.plot}")
+    return 0
+
+
+def parse_mix(text: str) -> dict[int, float]:
+    mix = {}
+    for part in text.split(","):
+        gpus, sep, share = part.partition(":")
+        try:
+            mix[int(gpus)] = float(share)
+        except ValueError:
+            raise ValueError(
+                f"--gpu-mix: expected GPUS:SHARE pairs such as 1:0.5,2:0.5, got {part!r}"
+            ) from None
+        if not sep:
+            raise ValueError(f"--gpu-mix: expected GPUS:SHARE, got {part!r}")
+    return mix
+
+
+def run_generate(args: argparse.Namespace) -> int:
+    from .generate import generate_and_write
+
+    jobs, profiles = generate_and_write(
+        args.out,
+        seed=args.seed,
+        jobs=args.jobs,
+        window_s=args.window,
+        duration=("lognormal", args.median_duration, args.sigma),
+        gpu_mix=parse_mix(args.gpu_mix),
+        users=args.users,
+        max_gpus=args.max_gpus,
+    )
+    print(f"wrote {jobs} and {profiles}")
+    print(
+        f"run it: jupyter-elastic-gpu simulate --jobs {jobs} --profiles {profiles}",
+        file=sys.stderr,
+    )
+    return 0

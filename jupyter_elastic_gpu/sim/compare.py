@@ -1,0 +1,97 @@
+"""Run one workload through several policies side by side, the way every benchmark does.
+
+A run name is a policy, optionally with the mechanism that carries out its changes:
+``adaptive`` (sidecar), ``termination`` (= ``adaptive@termination``, the paper's baseline),
+``tiresias@termination`` ... Every run without ``@`` uses the sidecar mechanism, so that only
+the named difference separates two rows of a table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from tqdm.auto import tqdm
+
+from ..core.mechanism import PRESETS, Mechanism, sidecar, termination
+from ..core.policies import POLICIES, make_policy
+from .bounds import lower_bounds
+from .engine import SimConfig, SimResult, simulate
+from .workload import Workload
+
+
+@dataclass(frozen=True)
+class Costs:
+    """Mechanism costs in seconds (``--sidecar-cost`` etc.)."""
+
+    sidecar_s: float = 6.0
+    termination_s: float = 60.0
+    checkpoint_interval_s: float = 600.0
+
+    def mechanism(self, name: str) -> Mechanism:
+        if name == "sidecar":
+            return sidecar(self.sidecar_s)
+        if name == "termination":
+            return termination(self.termination_s, self.checkpoint_interval_s)
+        raise ValueError(f"unknown mechanism '{name}' (known: sidecar, termination)")
+
+
+def parse_run(name: str) -> tuple[str, str]:
+    """'termination' -> ('adaptive', 'termination'); 'optimus@termination' -> (...)."""
+    if name in PRESETS:
+        return PRESETS[name]
+    policy, _, mech = name.partition("@")
+    if policy not in POLICIES:
+        known = ", ".join([*sorted(POLICIES), *sorted(PRESETS)])
+        raise ValueError(f"unknown policy '{policy}' (known: {known})")
+    if mech and mech not in ("sidecar", "termination"):
+        raise ValueError(f"unknown mechanism '{mech}' in '{name}' (known: sidecar, termination)")
+    return policy, mech or "sidecar"
+
+
+@dataclass
+class Comparison:
+    workload: str
+    config: SimConfig
+    costs: Costs
+    results: dict[str, SimResult] = field(default_factory=dict)
+    lower_bound: dict[str, float] = field(default_factory=dict)
+
+    def summaries(self) -> dict[str, dict]:
+        return {name: r.summary() for name, r in self.results.items()}
+
+    def to_json(self) -> dict:
+        return {
+            "workload": self.workload,
+            "cluster": {"nodes": self.config.nodes, "gpus_per_node": self.config.gpus_per_node},
+            "costs": vars(self.costs),
+            "policies": self.summaries(),
+            "lower_bound": self.lower_bound,
+        }
+
+
+def compare(
+    workload: Workload,
+    runs: Sequence[str],
+    config: SimConfig | None = None,
+    costs: Costs | None = None,
+    progress: bool = True,
+) -> Comparison:
+    config = config or SimConfig()
+    costs = costs or Costs()
+    plan = [(name, *parse_run(name)) for name in runs]  # fail before any work on a typo
+    out = Comparison(workload.name, config, costs)
+    total = config.nodes * config.gpus_per_node
+    out.lower_bound = lower_bounds(workload, total, config.gpus_per_node, config.start_cost_s)
+    for name, policy, mech in plan:
+        with tqdm(
+            total=len(workload),
+            desc=f"{workload.name}: {name}",
+            unit="job",
+            disable=not progress,
+            leave=False,
+        ) as bar:
+            out.results[name] = simulate(
+                workload, make_policy(policy), costs.mechanism(mech), config, bar.update
+            )
+    return out

@@ -1,0 +1,364 @@
+"""Discrete-event simulation of one cluster under one policy and one mechanism.
+
+The clock jumps from event to event: an arrival, a completion, the end of a resize pause, a
+periodic tick. At each event (or only at ticks, with ``rounds=True``, the way the Pollux
+simulator works) the engine builds the same ``core`` snapshot the live scheduler builds, asks
+the policy for a decision, and carries out the changes through the mechanism:
+
+* ``sidecar``: a pause of ``pause_s`` with no progress; no work is lost;
+* ``termination``: a pause of ``pause_s`` and the work since the last periodic checkpoint is
+  lost (checkpoints every ``checkpoint_interval_s`` of a run segment).
+
+Between events every job advances linearly at the true speed of its placement. Policies see a
+speed model made of what the job has measured so far with the trace's profile as the prior.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ..core.mechanism import Mechanism
+from ..core.model import Gpu, Job, Snapshot
+from ..core.placement import nodes_spanned
+from ..core.policies import Policy
+from ..core.speed import SpeedModel
+from .workload import JobSpec, Workload
+
+_DONE_EPS = 1e-9
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    nodes: int = 4
+    gpus_per_node: int = 4
+    #: Seconds between periodic decisions.
+    tick_s: float = 60.0
+    #: Decide only at ticks (arrivals and completions wait for the next one), as Pollux does.
+    rounds: bool = False
+    #: Seconds a job needs to start the first time (the same for every policy).
+    start_cost_s: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.nodes < 1 or self.gpus_per_node < 1:
+            raise ValueError("the cluster needs at least one node with one GPU")
+        if self.tick_s <= 0:
+            raise ValueError("tick_s must be positive")
+
+    def gpus(self) -> tuple[Gpu, ...]:
+        return tuple(
+            Gpu(f"n{n}-g{i}", node=f"n{n}")
+            for n in range(self.nodes)
+            for i in range(self.gpus_per_node)
+        )
+
+
+@dataclass
+class _SimJob:
+    spec: JobSpec
+    work_done: float = 0.0
+    gpus: tuple[str, ...] = ()
+    speed: float = 0.0  # true throughput on the current GPUs
+    pause_until: float = 0.0
+    segment_start: float = 0.0  # when progress (re)started on the current lease
+    started: bool = False
+    start: float | None = None
+    finish: float | None = None
+    attained_gpu_s: float = 0.0
+    queued_s: float = 0.0
+    resizes: int = 0
+    last_change: float | None = None
+    lost_gpu_s: float = 0.0
+    measured: dict[int, float] = field(default_factory=dict)
+    model: SpeedModel | None = None
+
+    @property
+    def remaining(self) -> float:
+        return max(self.spec.work - self.work_done, 0.0)
+
+    def speed_model(self) -> SpeedModel:
+        if self.model is None:
+            self.model = SpeedModel(self.measured, self.spec.profile)
+        return self.model
+
+    def finish_time(self, now: float) -> float:
+        if not self.gpus or self.speed <= 0 or self.finish is not None:
+            return math.inf
+        return max(now, self.pause_until) + self.remaining / self.speed
+
+
+@dataclass
+class SimResult:
+    policy: str
+    mechanism: str
+    jobs: list[dict]
+    timeline: list[tuple[float, int]]
+    total_gpus: int
+    resizes: int
+    lost_gpu_s: float
+    decisions: int
+
+    @property
+    def makespan_s(self) -> float:
+        return max(j["finish_s"] for j in self.jobs) - min(j["submit_s"] for j in self.jobs)
+
+    def summary(self) -> dict:
+        jcts = sorted(j["jct_s"] for j in self.jobs)
+        busy = sum(
+            (t1 - t0) * used for (t0, used), (t1, _) in zip(self.timeline, self.timeline[1:])
+        )
+        span = self.makespan_s
+        return {
+            "mechanism": self.mechanism,
+            "makespan_s": span,
+            "mean_jct_s": sum(jcts) / len(jcts),
+            "median_jct_s": _quantile(jcts, 0.5),
+            "p95_jct_s": _quantile(jcts, 0.95),
+            "utilization": busy / (self.total_gpus * span) if span > 0 else 0.0,
+            "resizes": self.resizes,
+            "lost_gpu_s": self.lost_gpu_s,
+            "decisions": self.decisions,
+            "jobs": self.jobs,
+        }
+
+
+def _quantile(values: list[float], q: float) -> float:
+    """Linear-interpolated quantile of sorted values (numpy's default method)."""
+    pos = (len(values) - 1) * q
+    lo, hi = math.floor(pos), math.ceil(pos)
+    return values[lo] + (values[hi] - values[lo]) * (pos - lo)
+
+
+class Simulation:
+    """One run: a workload through a policy and a mechanism on a cluster."""
+
+    def __init__(
+        self,
+        workload: Workload,
+        policy: Policy,
+        mechanism: Mechanism,
+        config: SimConfig | None = None,
+        on_finish: Callable[[int], None] | None = None,
+    ) -> None:
+        if not workload.jobs:
+            raise ValueError(f"workload {workload.name!r} has no jobs")
+        self.config = config or SimConfig()
+        self.gpus = self.config.gpus()
+        total = len(self.gpus)
+        for spec in workload.jobs:
+            if spec.min_gpus > total:
+                raise ValueError(
+                    f"job {spec.job_id} needs at least {spec.min_gpus} GPUs; "
+                    f"the simulated cluster has {total}"
+                )
+        self.workload, self.policy, self.mechanism = workload, policy, mechanism
+        self.on_finish = on_finish
+        self.now = 0.0
+        self.jobs = [_SimJob(spec) for spec in workload.jobs]
+        self.active: list[_SimJob] = []
+        self.timeline: list[tuple[float, int]] = [(0.0, 0)]
+        self.decisions = 0
+
+    # -- time -----------------------------------------------------------------------------
+    def _advance(self, until: float) -> None:
+        dt = until - self.now
+        if dt <= 0:
+            return
+        for job in self.active:
+            if job.finish is not None:
+                continue
+            if not job.gpus:
+                job.queued_s += dt
+                continue
+            job.attained_gpu_s += dt * len(job.gpus)
+            productive = until - max(self.now, job.pause_until)
+            if productive > 0:
+                job.work_done = min(job.spec.work, job.work_done + productive * job.speed)
+        self.now = until
+
+    def _complete(self, job: _SimJob) -> None:
+        job.finish = self.now
+        job.work_done = job.spec.work
+        if self.on_finish:
+            self.on_finish(1)
+
+    # -- the mechanism --------------------------------------------------------------------
+    def _apply(self, job: _SimJob, new: tuple[str, ...]) -> None:
+        old = job.gpus
+        if set(new) == set(old):
+            return
+        now, mech = self.now, self.mechanism
+        if old:
+            job.resizes += 1
+            if mech.loses_work and job.speed > 0:
+                ran = now - max(job.segment_start, job.pause_until)
+                if ran > 0:
+                    since_ckpt = math.fmod(ran, mech.checkpoint_interval_s)
+                    lost = min(since_ckpt * job.speed, job.work_done)
+                    job.work_done -= lost
+                    job.lost_gpu_s += since_ckpt * len(old)
+        job.gpus = tuple(new)
+        job.last_change = now
+        if not new:
+            job.speed = 0.0
+            return
+        placement = nodes_spanned(new, self.gpus)
+        job.speed = job.spec.true_throughput(placement)
+        pause = self.config.start_cost_s if not job.started else mech.pause_s
+        if job.started:
+            job.lost_gpu_s += pause * len(new)
+        job.started = True
+        if job.start is None:
+            job.start = now
+        job.pause_until = now + pause
+        job.segment_start = now
+
+    # -- decisions ------------------------------------------------------------------------
+    def _snapshot(self) -> Snapshot:
+        cost = self.mechanism.expected_cost_s()
+        jobs = []
+        for j in self.active:
+            if j.finish is not None:
+                continue
+            s = j.spec
+            held = len(j.gpus)
+            if held and self.now >= j.pause_until and j.measured.get(held) != j.speed:
+                j.measured[held] = j.speed  # what a live sidecar would report by now
+                j.model = None
+            jobs.append(
+                Job(
+                    id=s.job_id,
+                    submit_time=s.submit_time,
+                    total_work=s.work,
+                    work_done=j.work_done,
+                    min_gpus=s.min_gpus,
+                    max_gpus=s.max_gpus,
+                    requested_gpus=s.requested_gpus,
+                    user=s.user,
+                    speed=j.speed_model(),
+                    resize_cost=cost,
+                    gpus=j.gpus,
+                    started=j.started,
+                    attained_gpu_s=j.attained_gpu_s,
+                    queued_s=j.queued_s,
+                    first_start=j.start,
+                    resizes=j.resizes,
+                    last_change=j.last_change,
+                    pinned=bool(j.gpus) and self.now < j.pause_until,
+                )
+            )
+        return Snapshot(self.gpus, tuple(jobs))
+
+    def _decide(self) -> None:
+        # Finished jobs give their GPUs back before anyone else is placed.
+        for job in self.active:
+            if job.finish is not None and job.gpus:
+                job.gpus, job.speed = (), 0.0
+        self.active = [j for j in self.active if j.finish is None]
+        if not self.active:
+            self._record()
+            return
+        decision = self.policy.decide(self._snapshot(), self.now)
+        self.decisions += 1
+        by_id = {j.spec.job_id: j for j in self.active}
+        # Release first, then grow: the mechanism sees each job's own change only.
+        changes = [(by_id[k], tuple(v)) for k, v in decision.allocations.items()]
+        changes.sort(key=lambda c: len(c[1]) - len(c[0].gpus))
+        for job, new in changes:
+            self._apply(job, new)
+        self._record()
+
+    def _record(self) -> None:
+        used = sum(len(j.gpus) for j in self.active)
+        if self.timeline[-1][0] == self.now:
+            self.timeline[-1] = (self.now, used)
+        elif self.timeline[-1][1] != used:
+            self.timeline.append((self.now, used))
+
+    # -- the loop -------------------------------------------------------------------------
+    def run(self) -> SimResult:
+        cfg = self.config
+        arrivals = list(self.jobs)  # sorted by submit time (Workload sorts)
+        next_arrival = 0
+        self.now = arrivals[0].spec.submit_time
+        self.timeline = [(self.now, 0)]
+        next_tick = (math.floor(self.now / cfg.tick_s) + 1) * cfg.tick_s
+        remaining = len(self.jobs)
+
+        while remaining:
+            completions = [(j.finish_time(self.now), i) for i, j in enumerate(self.active)]
+            next_completion = min(completions, default=(math.inf, -1))[0]
+            next_pause_end = min(
+                (j.pause_until for j in self.active if j.gpus and j.pause_until > self.now),
+                default=math.inf,
+            )
+            t_arrival = (
+                arrivals[next_arrival].spec.submit_time
+                if next_arrival < len(arrivals)
+                else math.inf
+            )
+            if cfg.rounds:
+                t = min(next_tick, next_completion)
+            else:
+                t = min(next_tick, next_completion, next_pause_end, t_arrival)
+            if t == math.inf:
+                raise RuntimeError("simulation stalled: jobs wait but nothing can run them")
+            self._advance(t)
+            event = False
+            for job in self.active:
+                if job.finish is None and job.gpus and job.finish_time(t) <= t + _DONE_EPS:
+                    self._complete(job)
+                    remaining -= 1
+                    event = True
+            while next_arrival < len(arrivals) and arrivals[next_arrival].spec.submit_time <= t:
+                self.active.append(arrivals[next_arrival])
+                next_arrival += 1
+                event = True
+            tick = t >= next_tick
+            if tick:
+                next_tick += cfg.tick_s * max(1, math.floor((t - next_tick) / cfg.tick_s) + 1)
+            if tick or (not cfg.rounds and (event or t == next_pause_end)):
+                self._decide()
+        self._decide()
+        return self._result()
+
+    def _result(self) -> SimResult:
+        jobs = []
+        for j in self.jobs:
+            assert j.finish is not None and j.start is not None
+            jobs.append(
+                {
+                    "job_id": j.spec.job_id,
+                    "user": j.spec.user,
+                    "submit_s": j.spec.submit_time,
+                    "start_s": j.start,
+                    "finish_s": j.finish,
+                    "jct_s": j.finish - j.spec.submit_time,
+                    "resizes": j.resizes,
+                    "lost_gpu_s": j.lost_gpu_s,
+                }
+            )
+        return SimResult(
+            policy=self.policy.name,
+            mechanism=self.mechanism.name,
+            jobs=jobs,
+            timeline=self.timeline,
+            total_gpus=len(self.gpus),
+            resizes=sum(j.resizes for j in self.jobs),
+            lost_gpu_s=sum(j.lost_gpu_s for j in self.jobs),
+            decisions=self.decisions,
+        )
+
+
+def simulate(
+    workload: Workload,
+    policy: Policy,
+    mechanism: Mechanism,
+    config: SimConfig | None = None,
+    on_finish: Callable[[int], None] | None = None,
+) -> SimResult:
+    return Simulation(workload, policy, mechanism, config, on_finish).run()
+
+
+__all__ = ["SimConfig", "SimResult", "Simulation", "simulate"]

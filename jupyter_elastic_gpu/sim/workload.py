@@ -1,0 +1,85 @@
+"""What the simulator replays: job specs with their true speed, read from a trace."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+
+
+class TraceError(ValueError):
+    """Bad input in a workload file; the message names the file, row and column."""
+
+    def __init__(self, path: str, message: str, row: int | None = None, column: str | None = None):
+        self.path, self.row, self.column, self.detail = path, row, column, message
+        where = str(path)
+        if row is not None:
+            where += f", row {row}"
+        if column is not None:
+            where += f", column '{column}'"
+        super().__init__(f"{where}: {message}")
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """One job of a workload.
+
+    ``profile`` maps GPU counts to throughput (work units per second): the simulator's truth,
+    and the prior the policies start from. ``placement_speed``, where a trace has measurements
+    per placement, gives the true throughput for GPUs spread over nodes (a tuple of GPUs per
+    node, e.g. (4, 2)); without it the profile's value for the total count is used.
+    """
+
+    job_id: str
+    submit_time: float
+    work: float
+    profile: Mapping[int, float]
+    min_gpus: int = 1
+    max_gpus: int = 1
+    requested_gpus: int = 1
+    user: str = "default"
+    profile_name: str = ""
+    placement_speed: Callable[[tuple[int, ...]], float] | None = field(
+        default=None, compare=False, repr=False
+    )
+
+    def true_throughput(self, placement: tuple[int, ...]) -> float:
+        """Throughput on GPUs spread as ``placement`` (GPUs per node, zeros ignored)."""
+        placement = tuple(sorted((p for p in placement if p > 0), reverse=True))
+        if not placement:
+            return 0.0
+        if self.placement_speed is not None:
+            return self.placement_speed(placement)
+        return profile_throughput(self.profile, sum(placement))
+
+
+def profile_throughput(profile: Mapping[int, float], gpus: int) -> float:
+    """Throughput at ``gpus`` from a profile table, interpolating between listed counts."""
+    if gpus in profile:
+        return float(profile[gpus])
+    counts = sorted(profile)
+    if not counts or gpus <= 0:
+        return 0.0
+    if gpus < counts[0]:
+        return float(profile[counts[0]]) * gpus / counts[0]
+    if gpus > counts[-1]:
+        return float(profile[counts[-1]])
+    for lo, hi in itertools.pairwise(counts):
+        if lo < gpus < hi:
+            x0, x1 = profile[lo], profile[hi]
+            return float(x0 + (x1 - x0) * (gpus - lo) / (hi - lo))
+    raise AssertionError("unreachable")
+
+
+@dataclass
+class Workload:
+    """A named list of job specs, sorted by submit time."""
+
+    name: str
+    jobs: list[JobSpec]
+
+    def __post_init__(self) -> None:
+        self.jobs.sort(key=lambda j: (j.submit_time, j.job_id))
+
+    def __len__(self) -> int:
+        return len(self.jobs)
