@@ -1,0 +1,1 @@
+"""Readers that turn workload files (native, Pollux, Philly) into simulator workloads."""

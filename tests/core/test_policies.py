@@ -1,0 +1,191 @@
+"""Properties every policy must keep, on random snapshots, plus adaptive's own promises."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from jupyter_elastic_gpu.core import Gpu, Job, Snapshot, SpeedModel
+from jupyter_elastic_gpu.core.policies import POLICIES, AdaptivePolicy, UnknownPolicy, make_policy
+
+ALL = sorted(POLICIES)
+
+
+@st.composite
+def snapshots(draw) -> Snapshot:
+    nodes = draw(st.integers(1, 3))
+    per_node = draw(st.integers(1, 4))
+    gpus = [Gpu(f"n{n}-g{i}", f"n{n}") for n in range(nodes) for i in range(per_node)]
+    # Some GPUs are busy with processes we do not manage.
+    gpus = [
+        Gpu(g.id, g.node, healthy=draw(st.booleans()) or draw(st.booleans())) for g in gpus
+    ]
+    total = len(gpus)
+    free = [g.id for g in gpus if g.healthy]
+    jobs = []
+    for i in range(draw(st.integers(0, 7))):
+        lo = draw(st.integers(1, total))
+        hi = draw(st.integers(lo, total + 2))
+        req = draw(st.integers(lo, hi))
+        work = draw(st.floats(1, 1e5))
+        done = draw(st.floats(0, 1)) * work
+        alpha = draw(st.floats(0.3, 1.0))
+        measured = {g: 10.0 * g**alpha for g in range(1, hi + 1) if draw(st.booleans())}
+        held: tuple[str, ...] = ()
+        n = draw(st.integers(0, hi))
+        if n >= lo and n <= len(free) and draw(st.booleans()):
+            held, free = tuple(free[:n]), free[n:]
+        jobs.append(
+            Job(
+                id=f"j{i}",
+                submit_time=draw(st.floats(0, 1000)),
+                total_work=work,
+                work_done=done,
+                min_gpus=lo,
+                max_gpus=hi,
+                requested_gpus=req,
+                user=draw(st.sampled_from(["ann", "bob"])),
+                speed=SpeedModel(measured, {1: 10.0, hi: 10.0 * hi**alpha}),
+                resize_cost=draw(st.sampled_from([0.0, 6.0, 60.0])),
+                gpus=held,
+                started=bool(held),
+                attained_gpu_s=draw(st.floats(0, 1e5)),
+                queued_s=draw(st.floats(0, 1e4)),
+                resizes=draw(st.integers(0, 30)),
+                last_change=draw(st.one_of(st.none(), st.floats(0, 2000))),
+                pinned=bool(held) and draw(st.integers(0, 5)) == 0,
+            )
+        )
+    return Snapshot(tuple(gpus), tuple(jobs))
+
+
+@pytest.mark.parametrize("name", ALL)
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(snap=snapshots())
+def test_allocation_is_feasible(name, snap):
+    decision = make_policy(name).decide(snap, now=2000.0)
+    healthy = {g.id for g in snap.gpus if g.healthy}
+    assert set(decision.allocations) == {j.id for j in snap.jobs}
+    assert set(decision.reasons) == {j.id for j in snap.jobs}
+    handed = [g for ids in decision.allocations.values() for g in ids]
+    assert len(handed) == len(set(handed)), "a GPU went to two jobs"
+    assert set(handed) <= healthy, "a busy or missing GPU was handed out"
+    for job in snap.jobs:
+        n = len(decision.allocations[job.id])
+        if n:
+            assert n >= job.min_gpus or (job.pinned and n == len(job.gpus))
+            assert n <= max(job.max_gpus, len(job.gpus))
+        if job.pinned and set(job.gpus) <= healthy:
+            assert set(decision.allocations[job.id]) == set(job.gpus), "a pinned job was moved"
+
+
+@pytest.mark.parametrize("name", ALL)
+@settings(max_examples=60, deadline=None)
+@given(snap=snapshots())
+def test_same_snapshot_same_decision(name, snap):
+    a = make_policy(name).decide(snap, now=2000.0)
+    b = make_policy(name).decide(snap, now=2000.0)
+    assert dict(a.allocations) == dict(b.allocations)
+    assert dict(a.reasons) == dict(b.reasons)
+
+
+@settings(max_examples=150, deadline=None)
+@given(snap=snapshots())
+def test_static_never_resizes_or_preempts(snap):
+    decision = make_policy("static").decide(snap, now=2000.0)
+    healthy = {g.id for g in snap.gpus if g.healthy}
+    for job in snap.jobs:
+        if job.gpus and set(job.gpus) <= healthy:
+            assert set(decision.allocations[job.id]) == set(job.gpus)
+        elif decision.allocations[job.id]:
+            assert len(decision.allocations[job.id]) == job.requested_gpus
+
+
+@settings(max_examples=150, deadline=None)
+@given(snap=snapshots())
+def test_non_elastic_policies_run_jobs_at_their_requested_size(snap):
+    for name in ("tiresias", "srtf", "elas"):
+        decision = make_policy(name).decide(snap, now=2000.0)
+        for job in snap.jobs:
+            n = len(decision.allocations[job.id])
+            assert n in (0, job.requested_gpus) or (job.pinned and n == len(job.gpus))
+
+
+def _gpus(n, per_node=8):
+    return tuple(Gpu(f"n{i // per_node}-g{i % per_node}", f"n{i // per_node}") for i in range(n))
+
+
+def linear(x1=10.0, top=8):
+    return SpeedModel({g: x1 * g for g in range(1, top + 1)})
+
+
+def test_adaptive_lone_job_gets_its_maximum():
+    snap = Snapshot(_gpus(8), (Job("a", 0, 1000, min_gpus=1, max_gpus=4, speed=linear()),))
+    d = AdaptivePolicy().decide(snap, 0)
+    assert len(d.allocations["a"]) == 4
+    assert d.reasons["a"] == "running on 4 GPUs (its maximum)"
+
+
+def test_adaptive_does_not_resize_when_the_gain_is_below_the_cost():
+    # 'a' runs on 2 of 4 GPUs with 100 s of work left at 2 GPUs; growing to 4 would save 50 s.
+    a = dict(id="a", submit_time=0, total_work=2000, min_gpus=1, max_gpus=4, speed=linear())
+    a["gpus"] = ("n0-g0", "n0-g1")
+    snap_costly = Snapshot(_gpus(4), (Job(**a, resize_cost=40.0),))
+    snap_cheap = Snapshot(_gpus(4), (Job(**a, resize_cost=1.0),))
+    policy = AdaptivePolicy()
+    assert len(policy.decide(snap_costly, 1000).allocations["a"]) == 2
+    assert len(policy.decide(snap_cheap, 1000).allocations["a"]) == 4
+
+
+def test_adaptive_never_resizes_a_job_about_to_finish():
+    job = Job(
+        "a", 0, 1000, work_done=990, min_gpus=1, max_gpus=4, speed=linear(),
+        resize_cost=6.0, gpus=("n0-g0",),
+    )
+    d = AdaptivePolicy().decide(Snapshot(_gpus(4), (job,)), 500)
+    assert d.allocations["a"] == ("n0-g0",)
+    assert "about to finish" in d.reasons["a"]
+
+
+def test_adaptive_short_arrival_takes_gpus_from_long_elastic_job():
+    long_job = Job(
+        "long", 0, 1e6, min_gpus=1, max_gpus=8, speed=linear(), resize_cost=6.0,
+        gpus=tuple(g.id for g in _gpus(8)), started=True, last_change=0,
+    )
+    short = Job("short", 900, 1000, min_gpus=2, max_gpus=8, speed=linear())
+    d = AdaptivePolicy().decide(Snapshot(_gpus(8), (long_job, short)), 1000)
+    assert len(d.allocations["short"]) >= 2
+    assert 1 <= len(d.allocations["long"]) < 8
+    assert set(d.allocations["long"]) <= set(long_job.gpus)
+
+
+def test_adaptive_queues_with_a_reason_when_nothing_fits():
+    running = Job("r", 0, 1e5, min_gpus=4, max_gpus=4, speed=linear(), gpus=tuple(g.id for g in _gpus(4)))
+    waiting = Job("w", 10, 1e6, min_gpus=4, max_gpus=4, speed=linear())
+    d = AdaptivePolicy().decide(Snapshot(_gpus(4), (running, waiting)), 100)
+    assert d.allocations["w"] == ()
+    assert d.reasons["w"].startswith("queued: needs 4 GPUs, 0 free")
+    assert "held by 1 job" in d.reasons["w"]
+
+
+def test_aging_lets_a_long_waiting_job_in():
+    gpus = _gpus(4)
+    short_running = Job("s", 0, 4000, min_gpus=4, max_gpus=4, speed=linear(), gpus=tuple(g.id for g in gpus))
+    long_waiting = Job("l", 0, 40000, min_gpus=4, max_gpus=4, speed=linear(), queued_s=0)
+    policy = AdaptivePolicy(aging_s=3600)
+    assert policy.decide(Snapshot(gpus, (short_running, long_waiting)), 10).allocations["l"] == ()
+    aged = Job("l", 0, 40000, min_gpus=4, max_gpus=4, speed=linear(), queued_s=100 * 3600)
+    assert policy.decide(Snapshot(gpus, (short_running, aged)), 10).allocations["l"] != ()
+
+
+def test_unknown_policy_names_the_known_ones():
+    with pytest.raises(UnknownPolicy, match="known: adaptive"):
+        make_policy("fifo")
+
+
+def test_invalid_job_is_refused():
+    with pytest.raises(ValueError, match="max_gpus .* below min_gpus"):
+        Job("x", 0, 10, min_gpus=3, max_gpus=2)
+    with pytest.raises(ValueError, match="must not be negative"):
+        Job("x", 0, -1)

@@ -1,0 +1,78 @@
+"""The speed model and placement: small exact cases."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from jupyter_elastic_gpu.core import Gpu, SpeedModel
+from jupyter_elastic_gpu.core.placement import PlacementError, nodes_spanned, place
+
+
+def test_measured_points_and_interpolation():
+    m = SpeedModel({1: 100.0, 4: 340.0})
+    assert m.throughput(1) == 100.0
+    assert m.throughput(4) == 340.0
+    assert m.throughput(2) == pytest.approx(180.0)
+    assert m.throughput(0) == 0.0
+    assert m.remaining_time(1000, 0) == math.inf
+    assert m.remaining_time(0, 2) == 0.0
+
+
+def test_monotone_between_measured_points():
+    m = SpeedModel({1: 100.0, 2: 190.0, 8: 600.0})
+    values = [m.throughput(g) for g in range(1, 9)]
+    assert values == sorted(values)
+
+
+def test_prior_is_scaled_to_the_nearest_measurement():
+    prior = {1: 100.0, 2: 200.0, 4: 400.0, 8: 800.0}
+    m = SpeedModel({2: 150.0}, prior)  # the job runs at 3/4 of its profile
+    assert m.throughput(2) == 150.0
+    assert m.throughput(4) == pytest.approx(300.0)
+    assert m.throughput(8) == pytest.approx(600.0)
+    assert m.throughput(1) == pytest.approx(75.0)
+
+
+def test_default_prior_is_sublinear_and_increasing():
+    m = SpeedModel()
+    assert m.throughput(1) == 1.0
+    assert 1.0 < m.throughput(2) < 2.0
+    assert m.throughput(8) < 8.0
+    assert m.with_measurement(2, 50.0).throughput(2) == 50.0
+
+
+def _two_nodes():
+    return [Gpu(f"a{i}", "a") for i in range(4)] + [Gpu(f"b{i}", "b") for i in range(4)]
+
+
+def test_new_job_goes_to_the_tightest_node():
+    gpus = _two_nodes()
+    current = {"x": ("a0", "a1", "a2")}
+    out = place(gpus, current, {"x": 3, "y": 1, "z": 3})
+    assert out["x"] == ("a0", "a1", "a2")
+    # y fits in node a's last GPU (best fit), z gets node b.
+    assert out["y"] == ("a3",)
+    assert all(g.startswith("b") for g in out["z"])
+
+
+def test_shrink_keeps_gpus_on_the_fullest_node_and_grow_stays_local():
+    gpus = _two_nodes()
+    out = place(gpus, {"x": ("a0", "b0", "b1")}, {"x": 2})
+    assert out["x"] == ("b0", "b1")
+    out = place(gpus, {"x": ("b0",)}, {"x": 3})
+    assert out["x"] == ("b0", "b1", "b2")
+
+
+def test_spans_nodes_only_when_no_node_fits():
+    gpus = _two_nodes()
+    out = place(gpus, {}, {"big": 6})
+    assert nodes_spanned(out["big"], gpus) == (4, 2)
+
+
+def test_unhealthy_gpus_are_never_placed():
+    gpus = [Gpu("a0", "a", healthy=False), Gpu("a1", "a")]
+    assert place(gpus, {"x": ("a0",)}, {"x": 1})["x"] == ("a1",)
+    with pytest.raises(PlacementError):
+        place(gpus, {}, {"x": 2})
