@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from .compare import Costs, compare
+from .compare import Costs, compare, parse_run
 from .engine import SimConfig
 from .workload import Workload
 
@@ -96,8 +96,8 @@ def add_workload(sub: argparse._SubParsersAction) -> None:
     g.add_argument("--sigma", type=float, default=1.2, help="log-normal sigma of durations")
     g.add_argument(
         "--gpu-mix",
-        default="1:0.5,2:0.25,4:0.2,8:0.05",
-        help="requested GPUs and their shares, e.g. 1:0.5,2:0.25,4:0.2,8:0.05",
+        help="requested GPUs and their shares (default 1:0.5,2:0.25,4:0.2,8:0.05, without "
+        "counts above --max-gpus)",
     )
     g.add_argument("--users", type=int, default=6)
     g.add_argument("--max-gpus", type=int, default=8, help="largest GPU count a job may use")
@@ -154,6 +154,8 @@ def run_simulate(args: argparse.Namespace) -> int:
     )
     costs = Costs(args.sidecar_cost, args.termination_cost, args.checkpoint_interval)
     runs = [r.strip() for r in args.policy.split(",") if r.strip()]
+    for run in runs:
+        parse_run(run)  # a typo fails before a large trace is read
     workload = load_workload(args)
     comp = compare(workload, runs, config, costs, progress=not args.no_progress)
     print(format_table(comp))
@@ -190,7 +192,7 @@ def run_generate(args: argparse.Namespace) -> int:
         jobs=args.jobs,
         window_s=args.window,
         duration=("lognormal", args.median_duration, args.sigma),
-        gpu_mix=parse_mix(args.gpu_mix),
+        gpu_mix=parse_mix(args.gpu_mix) if args.gpu_mix else None,
         users=args.users,
         max_gpus=args.max_gpus,
     )

@@ -16,7 +16,7 @@ from tqdm.auto import tqdm
 from ..core.mechanism import PRESETS, Mechanism, sidecar, termination
 from ..core.policies import POLICIES, make_policy
 from .bounds import lower_bounds
-from .engine import SimConfig, SimResult, simulate
+from .engine import SimConfig, SimResult, SimulationStalled, simulate
 from .workload import Workload
 
 
@@ -56,6 +56,8 @@ class Comparison:
     costs: Costs
     results: dict[str, SimResult] = field(default_factory=dict)
     lower_bound: dict[str, float] = field(default_factory=dict)
+    #: Runs that never finished, with the reason (shown instead of a row of figures).
+    stalled: dict[str, str] = field(default_factory=dict)
 
     def summaries(self) -> dict[str, dict]:
         return {name: r.summary() for name, r in self.results.items()}
@@ -67,6 +69,7 @@ class Comparison:
             "costs": vars(self.costs),
             "policies": self.summaries(),
             "lower_bound": self.lower_bound,
+            "did_not_finish": self.stalled,
         }
 
 
@@ -91,7 +94,10 @@ def compare(
             disable=not progress,
             leave=False,
         ) as bar:
-            out.results[name] = simulate(
-                workload, make_policy(policy), costs.mechanism(mech), config, bar.update
-            )
+            try:
+                out.results[name] = simulate(
+                    workload, make_policy(policy), costs.mechanism(mech), config, bar.update
+                )
+            except SimulationStalled as e:
+                out.stalled[name] = str(e)
     return out

@@ -24,9 +24,14 @@ from ..core.model import Gpu, Job, Snapshot
 from ..core.placement import nodes_spanned
 from ..core.policies import Policy
 from ..core.speed import SpeedModel
+from .bounds import lower_bounds
 from .workload import JobSpec, Workload
 
 _DONE_EPS = 1e-9
+
+
+class SimulationStalled(RuntimeError):
+    """The policy and mechanism make no progress (e.g. resizes that lose work, forever)."""
 
 
 @dataclass(frozen=True)
@@ -39,6 +44,8 @@ class SimConfig:
     rounds: bool = False
     #: Seconds a job needs to start the first time (the same for every policy).
     start_cost_s: float = 0.0
+    #: Give up when the run lasts this many times the lower bound of the makespan.
+    stall_factor: float = 50.0
 
     def __post_init__(self) -> None:
         if self.nodes < 1 or self.gpus_per_node < 1:
@@ -285,8 +292,18 @@ class Simulation:
         self.timeline = [(self.now, 0)]
         next_tick = (math.floor(self.now / cfg.tick_s) + 1) * cfg.tick_s
         remaining = len(self.jobs)
+        bound = lower_bounds(self.workload, len(self.gpus), cfg.gpus_per_node, cfg.start_cost_s)
+        give_up = self.now + cfg.stall_factor * max(bound["makespan_s"], cfg.tick_s)
 
         while remaining:
+            if self.now > give_up:
+                raise SimulationStalled(
+                    f"{self.policy.name} with the {self.mechanism.name} mechanism made no headway: "
+                    f"{remaining} of {len(self.jobs)} jobs unfinished after "
+                    f"{(self.now - arrivals[0].spec.submit_time) / 3600:,.0f} simulated hours, "
+                    f"{cfg.stall_factor:g}x the lower bound of the makespan (its resizes keep "
+                    "losing the work they gain)"
+                )
             completions = [(j.finish_time(self.now), i) for i, j in enumerate(self.active)]
             next_completion = min(completions, default=(math.inf, -1))[0]
             next_pause_end = min(
@@ -361,4 +378,4 @@ def simulate(
     return Simulation(workload, policy, mechanism, config, on_finish).run()
 
 
-__all__ = ["SimConfig", "SimResult", "Simulation", "simulate"]
+__all__ = ["SimConfig", "SimResult", "Simulation", "SimulationStalled", "simulate"]

@@ -85,6 +85,8 @@ def format_table(comp: Comparison) -> str:
             row.append(ratio(s[name]["makespan_s"], lb["makespan_s"]))
             rows.append(row)
         out += ["", _grid(rows)]
+    for name, why in comp.stalled.items():
+        out += ["", f"{name}: did not finish: {why}"]
     return "\n".join(out)
 
 

@@ -261,7 +261,15 @@ def read_pollux(
         top = min(2 * requested, limit, max_gpus or limit)
         requested = min(requested, top)
         speed = functools.partial(app.steps_per_second, batch_size=batch)
-        profile = {g: speed(compact(g, gpus_per_node)) for g in range(1, top + 1)}
+        profile = {}
+        for g in range(1, top + 1):
+            try:
+                profile[g] = speed(compact(g, gpus_per_node))
+            except TraceError:
+                if g <= requested:
+                    raise
+                break  # no measurement this far out: the job's elastic range ends here
+        top = max(profile)
         jobs.append(
             JobSpec(
                 job_id=job_id,

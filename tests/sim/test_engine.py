@@ -1,0 +1,148 @@
+"""The simulator on scenarios small enough to compute by hand, and on random workloads."""
+
+from __future__ import annotations
+
+import pytest
+
+from jupyter_elastic_gpu.core.mechanism import Mechanism, sidecar, termination
+from jupyter_elastic_gpu.core.policies import POLICIES, make_policy
+from jupyter_elastic_gpu.sim.bounds import lower_bounds
+from jupyter_elastic_gpu.sim.compare import compare, parse_run
+from jupyter_elastic_gpu.sim.engine import SimConfig, SimulationStalled, simulate
+from jupyter_elastic_gpu.sim.generate import generate_workload
+from jupyter_elastic_gpu.sim.workload import JobSpec, Workload
+
+FREE = Mechanism("free", 0.0)
+
+
+def linear_job(job_id, submit, work, lo=1, hi=4, req=None, per_gpu=1.0):
+    return JobSpec(
+        job_id, submit, work, {g: per_gpu * g for g in range(1, hi + 1)},
+        min_gpus=lo, max_gpus=hi, requested_gpus=req or lo,
+    )
+
+
+def jcts(result):
+    return {j["job_id"]: j["jct_s"] for j in result.jobs}
+
+
+def one_node(gpus):
+    return SimConfig(nodes=1, gpus_per_node=gpus)
+
+
+def test_static_runs_fifo_at_the_requested_size():
+    wl = Workload("w", [linear_job("a", 0, 100, 2, 2), linear_job("b", 0, 100, 2, 2)])
+    r = simulate(wl, make_policy("static"), FREE, one_node(2))
+    assert jcts(r) == pytest.approx({"a": 50.0, "b": 100.0})
+    assert r.summary()["makespan_s"] == pytest.approx(100.0)
+    assert r.summary()["utilization"] == pytest.approx(1.0)
+
+
+def test_adaptive_shrinks_a_long_job_for_a_short_one_and_grows_it_back():
+    # a alone gets 4 GPUs; b arrives at t=10, a shrinks to 1 and b takes 3; b ends at 10+40/3,
+    # then a grows back to 4. Total work 440 on 4 GPUs that never idle: a ends at 110.
+    wl = Workload("w", [linear_job("a", 0, 400), linear_job("b", 10, 40)])
+    r = simulate(wl, make_policy("adaptive"), FREE, one_node(4))
+    assert jcts(r) == pytest.approx({"a": 110.0, "b": 40 / 3})
+    assert r.resizes == 2
+
+
+def test_sidecar_pause_costs_time_but_no_work():
+    # srtf preempts a (100 s of work) for b (10 s) at t=50; a resumes at 60 after a 5 s pause.
+    wl = Workload("w", [linear_job("a", 0, 100, 1, 1), linear_job("b", 50, 10, 1, 1)])
+    r = simulate(wl, make_policy("srtf"), sidecar(5.0), one_node(1))
+    assert jcts(r) == pytest.approx({"a": 115.0, "b": 10.0})
+    assert r.lost_gpu_s == pytest.approx(5.0)
+
+
+def test_termination_loses_the_work_since_the_last_checkpoint():
+    # Checkpoints every 30 s: killed at t=50, a keeps the 30 s checkpoint and loses 20 s of work.
+    wl = Workload("w", [linear_job("a", 0, 100, 1, 1), linear_job("b", 50, 10, 1, 1)])
+    r = simulate(wl, make_policy("srtf"), termination(5.0, 30.0), one_node(1))
+    assert jcts(r) == pytest.approx({"a": 135.0, "b": 10.0})
+    assert r.lost_gpu_s == pytest.approx(20.0 + 5.0)
+
+
+def test_start_cost_delays_every_job_once():
+    wl = Workload("w", [linear_job("a", 0, 100, 1, 1)])
+    r = simulate(wl, make_policy("static"), FREE, SimConfig(1, 1, start_cost_s=7))
+    assert jcts(r) == {"a": 107.0}
+
+
+def test_rounds_mode_waits_for_the_next_tick():
+    wl = Workload("w", [linear_job("a", 10, 100, 1, 1)])
+    r = simulate(wl, make_policy("static"), FREE, SimConfig(1, 1, tick_s=60, rounds=True))
+    # Arrives at 10, placed at the tick at 60, done at 160.
+    assert jcts(r) == {"a": 150.0}
+
+
+def test_placement_speed_is_used_when_a_job_spans_nodes():
+    def spread(placement):
+        return 4.0 if placement == (4,) else 2.0  # across nodes it runs at half speed
+
+    spec = JobSpec("a", 0, 400, {4: 4.0}, 4, 4, 4, placement_speed=spread)
+    cfg = SimConfig(nodes=2, gpus_per_node=2)
+    r = simulate(Workload("w", [spec]), make_policy("static"), FREE, cfg)
+    assert jcts(r) == {"a": 200.0}
+
+
+@pytest.mark.parametrize("run", [*sorted(POLICIES), "termination", "tiresias@termination"])
+def test_every_job_finishes_under_every_policy(run):
+    wl = generate_workload(3, jobs=40, window_s=4 * 3600, max_gpus=8)
+    policy, mech = parse_run(run)
+    mechanism = sidecar(6) if mech == "sidecar" else termination(60, 600)
+    r = simulate(wl, make_policy(policy), mechanism, SimConfig(2, 4))
+    assert len(r.jobs) == 40
+    bound = lower_bounds(wl, 8, 4)
+    s = r.summary()
+    assert s["makespan_s"] >= bound["makespan_s"] - 1e-6
+    assert s["mean_jct_s"] >= bound["mean_jct_s"] - 1e-6
+    assert 0 < s["utilization"] <= 1 + 1e-9
+    for job in r.jobs:
+        assert job["submit_s"] <= job["start_s"] <= job["finish_s"]
+
+
+def test_simulation_is_deterministic():
+    wl = generate_workload(5, jobs=30, window_s=3600)
+    a = simulate(wl, make_policy("adaptive"), sidecar(6), SimConfig(2, 4))
+    b = simulate(wl, make_policy("adaptive"), sidecar(6), SimConfig(2, 4))
+    assert a.jobs == b.jobs and a.timeline == b.timeline
+
+
+def test_lower_bounds_by_hand():
+    # Two 400-unit jobs on 4 linear GPUs at t=0: best alone 100 s each; packing needs 200 s.
+    wl = Workload("w", [linear_job("a", 0, 400), linear_job("b", 0, 400)])
+    assert lower_bounds(wl, 4, 4) == {"makespan_s": 200.0, "mean_jct_s": 100.0}
+
+
+def test_compare_runs_side_by_side_and_rejects_unknown_names():
+    wl = generate_workload(1, jobs=12, window_s=1800, max_gpus=4)
+    comp = compare(wl, ["adaptive", "static", "termination"], SimConfig(1, 4), progress=False)
+    data = comp.to_json()
+    assert set(data["policies"]) == {"adaptive", "static", "termination"}
+    assert data["policies"]["termination"]["mechanism"] == "termination"
+    for key in ("makespan_s", "mean_jct_s", "median_jct_s", "p95_jct_s", "utilization",
+                "resizes", "lost_gpu_s", "jobs"):
+        assert key in data["policies"]["adaptive"]
+    assert set(data["lower_bound"]) == {"makespan_s", "mean_jct_s"}
+    with pytest.raises(ValueError, match="unknown policy 'fifo'"):
+        compare(wl, ["fifo"], SimConfig(1, 4), progress=False)
+    with pytest.raises(ValueError, match="unknown mechanism"):
+        parse_run("optimus@teleport")
+
+
+def test_a_job_larger_than_the_cluster_is_refused():
+    wl = Workload("w", [linear_job("a", 0, 100, 8, 8)])
+    with pytest.raises(ValueError, match="needs at least 8 GPUs"):
+        simulate(wl, make_policy("static"), FREE, one_node(4))
+
+
+def test_a_policy_that_never_finishes_is_reported_not_looped_forever():
+    # optimus ignores resize costs; with termination each 6 <-> 7 GPU swap loses the work it
+    # gained, so it never finishes. The run stops and says so.
+    wl = generate_workload(3, jobs=40, window_s=4 * 3600, max_gpus=8)
+    cfg = SimConfig(2, 4, stall_factor=5)
+    with pytest.raises(SimulationStalled, match="optimus with the termination mechanism"):
+        simulate(wl, make_policy("optimus"), termination(60, 600), cfg)
+    comp = compare(wl, ["adaptive", "optimus@termination"], cfg, progress=False)
+    assert "adaptive" in comp.results and "optimus@termination" in comp.stalled
