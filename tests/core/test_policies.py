@@ -185,7 +185,7 @@ def test_unknown_policy_names_the_known_ones():
 
 
 def test_invalid_job_is_refused():
-    with pytest.raises(ValueError, match="max_gpus .* below min_gpus"):
+    with pytest.raises(ValueError, match=r"max_gpus .* below min_gpus"):
         Job("x", 0, 10, min_gpus=3, max_gpus=2)
     with pytest.raises(ValueError, match="must not be negative"):
         Job("x", 0, -1)
