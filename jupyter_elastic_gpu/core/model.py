@@ -17,7 +17,7 @@ class InvalidJob(ValueError):
     """A job description that no policy could honour (e.g. min_gpus > max_gpus)."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Gpu:
     """One GPU. ``healthy`` is False when it is failed or used by a process we did not start."""
 
@@ -26,7 +26,7 @@ class Gpu:
     healthy: bool = True
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Job:
     """A training job as the scheduler sees it at one instant.
 

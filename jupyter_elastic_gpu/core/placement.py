@@ -25,6 +25,23 @@ def _by_node(gpu_ids: Iterable[str], node_of: Mapping[str, str]) -> dict[str, li
     return out
 
 
+def _unchanged(
+    usable: Sequence[Gpu], current: Mapping[str, Sequence[str]], counts: Mapping[str, int]
+) -> dict[str, tuple[str, ...]] | None:
+    """Every job keeps its healthy lease (the common case at a tick): no work to do."""
+    held = []
+    for job_id, count in counts.items():
+        lease = current.get(job_id, ())
+        if len(lease) != count:
+            return None
+        held.extend(lease)
+    usable_ids = {g.id for g in usable}
+    if len(set(held)) != len(held) or not usable_ids.issuperset(held):
+        return None
+    order = {g.id: i for i, g in enumerate(usable)}
+    return {j: tuple(sorted(current.get(j, ()), key=order.__getitem__)) for j in counts}
+
+
 def place(
     gpus: Sequence[Gpu],
     current: Mapping[str, Sequence[str]],
@@ -37,6 +54,9 @@ def place(
     first). Only healthy GPUs are handed out; a job keeps a GPU it holds only while it is healthy.
     """
     usable = [g for g in gpus if g.healthy]
+    unchanged = _unchanged(usable, current, counts)
+    if unchanged is not None:
+        return unchanged
     node_of = {g.id: g.node for g in usable}
     rank = {g.id: i for i, g in enumerate(usable)}
     node_rank: dict[str, int] = {}

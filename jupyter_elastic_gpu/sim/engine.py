@@ -28,6 +28,8 @@ from .bounds import lower_bounds
 from .workload import JobSpec, Workload
 
 _DONE_EPS = 1e-9
+#: A measured speed this far off the model's estimate triggers a new decision.
+MATERIAL_CHANGE = 0.05
 
 
 class SimulationStalled(RuntimeError):
@@ -222,6 +224,26 @@ class Simulation:
         job.segment_start = now
 
     # -- decisions ------------------------------------------------------------------------
+    def _quiet(self) -> bool:
+        """True when no policy could change anything: nobody waits, nobody could grow."""
+        elastic = self.policy.elastic
+        for j in self.active:
+            if j.finish is not None or not j.gpus:
+                return False
+            if elastic and len(j.gpus) < j.spec.max_gpus:
+                return False
+        return True
+
+    def _surprised(self) -> bool:
+        """A pause just ended on a job whose measured speed is materially off its model (the
+        live scheduler re-decides on such a progress report, not on every heartbeat)."""
+        for j in self.active:
+            if j.gpus and j.pause_until == self.now and j.speed > 0:
+                expected = j.speed_model().throughput(len(j.gpus))
+                if abs(j.speed - expected) > MATERIAL_CHANGE * expected:
+                    return True
+        return False
+
     def _snapshot(self) -> Snapshot:
         cost = self.mechanism.expected_cost_s()
         jobs = []
@@ -335,7 +357,9 @@ class Simulation:
             tick = t >= next_tick
             if tick:
                 next_tick += cfg.tick_s * max(1, math.floor((t - next_tick) / cfg.tick_s) + 1)
-            if tick or (not cfg.rounds and (event or t == next_pause_end)):
+            if (tick and not self._quiet()) or (
+                not cfg.rounds and (event or (t == next_pause_end and self._surprised()))
+            ):
                 self._decide()
         self._decide()
         return self._result()

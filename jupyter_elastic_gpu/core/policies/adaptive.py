@@ -75,6 +75,7 @@ class _Plan:
     count: int = 0
     weight: float = 1.0
     penalty: float = 0.0
+    values: list[float] | None = None
 
 
 class AdaptivePolicy:
@@ -125,20 +126,32 @@ class AdaptivePolicy:
                     fits.append(math.log(s) / math.log(top / job.min_gpus))
         return min(max(sum(fits) / len(fits), 0.0), 1.0) if fits else 1.0
 
-    def _value(self, plan: _Plan, g: int) -> float:
-        job = plan.job
-        changed = job.running and g != len(job.gpus)
-        return plan.weight * self._speedup(job, g) - (plan.penalty if changed else 0.0)
+    def _values(self, plan: _Plan, free: int) -> list[float]:
+        """V(g) for every count the job can reach (up to its max, or what is free now):
+        weighted speed-up, less the resize penalty for leaving its current size."""
+        if plan.values is None:
+            job = plan.job
+            held = len(job.gpus) if job.running else -1
+            speed = job.speed.throughput
+            x_min = speed(job.min_gpus)
+            scale = plan.weight * job.min_gpus / x_min if x_min > 0 else 0.0
+            top = min(job.max_gpus, plan.count + free)  # free only shrinks during a decision
+            plan.values = [
+                scale * speed(g) - (plan.penalty if g != held and held > 0 else 0.0)
+                for g in range(top + 1)
+            ]
+        return plan.values
 
     def _best_move(self, plan: _Plan, free: int) -> tuple[float, int] | None:
-        job, a = plan.job, plan.count
-        here = self._value(plan, a)
-        best: tuple[float, int] | None = None
-        for g in range(a + 1, min(job.max_gpus, a + free) + 1):
-            ratio = (self._value(plan, g) - here) / (g - a)
-            if ratio > _EPS and (best is None or ratio > best[0] + _EPS):
-                best = (ratio, g)
-        return best
+        """The count above the current one with the best value gained per extra GPU."""
+        values, a = self._values(plan, free), plan.count
+        here = values[a]
+        best_ratio, best_g = _EPS, 0
+        for g in range(a + 1, min(len(values) - 1, a + free) + 1):
+            ratio = (values[g] - here) / (g - a)
+            if ratio > best_ratio + _EPS:
+                best_ratio, best_g = ratio, g
+        return (best_ratio, best_g) if best_g else None
 
     # -- the decision ---------------------------------------------------------------------
     def decide(self, snapshot: Snapshot, now: float) -> Decision:
@@ -163,9 +176,9 @@ class AdaptivePolicy:
                 plan.frozen = ""  # admission overrode it: the job is shrunk or suspended
 
         admitted_by_key = sorted(admitted, key=lambda p: (p.key, p.job.submit_time, p.job.id))
-        exponent = self._exponent(admitted, total)
+        exponent = self._exponent(admitted, total) if free else 1.0
         m = len(admitted_by_key)
-        for i, plan in enumerate(admitted_by_key):
+        for i, plan in enumerate(admitted_by_key if free else ()):
             plan.weight = float(m - i) ** exponent
             job = plan.job
             if job.running and job.resize_cost > 0:
@@ -181,7 +194,7 @@ class AdaptivePolicy:
                     )
 
         heap: list[tuple[float, int, int, int]] = []  # (-ratio, order, target, count at push)
-        growable = [p for p in admitted_by_key if not p.frozen]
+        growable = [p for p in admitted_by_key if not p.frozen] if free else []
         for i, plan in enumerate(growable):
             move = self._best_move(plan, free)
             if move:

@@ -194,8 +194,17 @@ class Application:
             )
         return float(value[0]), float(value[1])
 
+    @property
+    def node_size(self) -> int:
+        """GPUs per node in the measured placements (4 in the Pollux traces)."""
+        return max(int(d) for pid in self._by_placement for d in pid)
+
     def steps_per_second(self, placement: Sequence[int], batch_size: int) -> float:
-        placement = tuple(sorted((p for p in placement if p), reverse=True))
+        """Steps per second on GPUs spread as ``placement``. A node larger than the measured
+        ones counts as several measured nodes (a conservative guess: no NVLink bonus)."""
+        size = self.node_size
+        split = [c for p in placement if p for c in compact(p, size)]
+        placement = tuple(sorted(split, reverse=True))
         atomic, accum = self.batch_layout(batch_size, sum(placement))
         step, sync = self.step_times(placement, atomic)
         return 1.0 / (step + accum * (step - sync))
@@ -302,8 +311,11 @@ def scaling_curves(
         batch = app.batch_sizes[len(app.batch_sizes) // 2]
         top = min(max_gpus, app.max_replicas(batch))
         one = app.steps_per_second((1,), batch)
-        curves[name] = {
-            g: app.steps_per_second(compact(g, gpus_per_node), batch) / one
-            for g in range(1, top + 1)
-        }
+        curve = {}
+        for g in range(1, top + 1):
+            try:
+                curve[g] = app.steps_per_second(compact(g, gpus_per_node), batch) / one
+            except TraceError:
+                break  # beyond the measurements: the curve (and the job's range) ends here
+        curves[name] = curve
     return curves

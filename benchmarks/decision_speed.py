@@ -1,0 +1,108 @@
+"""How fast the adaptive policy decides, and how fast the simulator replays a large trace.
+
+Targets (on a 2-core machine): one ``adaptive`` decision with 1,000 jobs on 256 GPUs under
+50 ms (median); 10,000 Philly jobs through the simulator on 256 GPUs under 60 s.
+
+    python benchmarks/decision_speed.py [--data DIR] [--repeat 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import statistics
+import time
+
+from _common import command_line, trace_data
+
+from jupyter_elastic_gpu.core import Gpu, Job, Snapshot, SpeedModel
+from jupyter_elastic_gpu.core.mechanism import sidecar
+from jupyter_elastic_gpu.core.policies import make_policy
+from jupyter_elastic_gpu.sim.engine import SimConfig, simulate
+from jupyter_elastic_gpu.sim.traces.philly import read_philly
+from jupyter_elastic_gpu.sim.traces.pollux import scaling_curves
+
+
+def big_snapshot(jobs: int = 1000, gpus: int = 256, seed: int = 0) -> Snapshot:
+    """A busy 32-node box: every GPU leased, most jobs waiting, measured speeds for runners."""
+    rng = random.Random(seed)
+    gpu_list = tuple(Gpu(f"n{i // 8}-g{i % 8}", f"n{i // 8}") for i in range(gpus))
+    free = [g.id for g in gpu_list]
+    out = []
+    for i in range(jobs):
+        lo = rng.choice([1, 1, 1, 2, 4])
+        hi = lo * rng.choice([1, 2, 4])
+        alpha = rng.uniform(0.5, 0.95)
+        prior = {g: 100 * g**alpha for g in range(1, hi + 1)}
+        held: tuple[str, ...] = ()
+        n = rng.randint(lo, hi)
+        if len(free) >= n and rng.random() < 0.5:
+            held, free = tuple(free[:n]), free[n:]
+        measured = {n: prior[n] * rng.uniform(0.8, 1.1)} if held else {}
+        work = rng.lognormvariate(12, 1.5)
+        out.append(
+            Job(
+                f"j{i}",
+                rng.uniform(0, 3600),
+                work,
+                min_gpus=lo,
+                max_gpus=hi,
+                requested_gpus=lo,
+                work_done=rng.random() * work * bool(held),
+                speed=SpeedModel(measured, prior),
+                resize_cost=6.0,
+                gpus=held,
+                started=bool(held),
+                queued_s=rng.uniform(0, 3600),
+                last_change=rng.uniform(0, 3000) if held else None,
+            )
+        )
+    return Snapshot(gpu_list, tuple(out))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--data", help="folder with pollux/ and philly/ (see benchmarks/README.md)")
+    ap.add_argument("--repeat", type=int, default=20)
+    ap.add_argument("--philly-jobs", type=int, default=10_000)
+    args = ap.parse_args()
+    print(f"$ {command_line()}\n")
+
+    snap = big_snapshot()
+    policy = make_policy("adaptive")
+    times = []
+    for _ in range(args.repeat):
+        t0 = time.perf_counter()
+        decision = policy.decide(snap, 3600.0)
+        times.append(time.perf_counter() - t0)
+    placed = sum(1 for v in decision.allocations.values() if v)
+    med = statistics.median(times) * 1000
+    print(
+        f"adaptive decision, 1,000 jobs on 256 GPUs ({placed} placed): median {med:.1f} ms, "
+        f"max {max(times) * 1000:.1f} ms over {args.repeat} runs  (target < 50 ms: "
+        f"{'met' if med < 50 else 'NOT met'})"
+    )
+
+    data = trace_data(args.data)
+    t0 = time.perf_counter()
+    wl = read_philly(
+        str(data / "philly" / "philly.csv"),
+        limit=args.philly_jobs,
+        max_gpus_per_job=64,
+        app_profiles=scaling_curves(str(data / "pollux"), 8, 64),
+    )
+    read_s = time.perf_counter() - t0
+    cfg = SimConfig(nodes=32, gpus_per_node=8)
+    t0 = time.perf_counter()
+    result = simulate(wl, policy, sidecar(6.0), cfg)
+    sim_s = time.perf_counter() - t0
+    s = result.summary()
+    print(
+        f"simulate {len(wl):,} Philly jobs on 256 GPUs with adaptive: {sim_s:.1f} s "
+        f"({result.decisions:,} decisions, {s['resizes']:,} resizes; reading the trace "
+        f"{read_s:.1f} s)  (target < 60 s: {'met' if sim_s < 60 else 'NOT met'})"
+    )
+
+
+if __name__ == "__main__":
+    main()
