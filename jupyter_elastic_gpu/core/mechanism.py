@@ -3,8 +3,11 @@
 A mechanism is a separate axis from the policy: ``sidecar`` checkpoints at the next step and
 restarts on the new GPUs (a short pause, no work lost); ``termination`` kills the trainer and
 restarts it from its last periodic checkpoint (a full restart, and the work since that
-checkpoint is lost), as termination-based elastic schedulers do. The paper's ``termination``
-baseline is the adaptive policy carried out by the termination mechanism.
+checkpoint is lost), as termination-based elastic schedulers do.
+
+The paper's ``termination`` baseline is the adaptive policy making the decisions it makes with
+the sidecar, carried out by termination. ``termination-aware`` is a stronger baseline we add:
+the adaptive policy told what termination really costs, so that it resizes less.
 """
 
 from __future__ import annotations
@@ -21,22 +24,35 @@ class Mechanism:
     loses_work: bool = False
     #: Seconds between periodic checkpoints (what ``loses_work`` loses at most).
     checkpoint_interval_s: float = 600.0
+    #: The resize cost the policy is told, if not what this mechanism really costs.
+    priced_at_s: float | None = None
 
     def expected_cost_s(self) -> float:
-        """What a policy should expect one change to cost: pause plus, on average, half an
-        interval of lost work."""
+        """What one change really costs on average: the pause plus, where work is lost, half a
+        checkpoint interval."""
         return self.pause_s + (self.checkpoint_interval_s / 2 if self.loses_work else 0.0)
+
+    def policy_cost_s(self) -> float:
+        """The resize cost the policy decides with."""
+        return self.expected_cost_s() if self.priced_at_s is None else self.priced_at_s
 
 
 def sidecar(pause_s: float = 6.0) -> Mechanism:
     return Mechanism("sidecar", pause_s)
 
 
-def termination(pause_s: float = 60.0, checkpoint_interval_s: float = 600.0) -> Mechanism:
-    return Mechanism(
-        "termination", pause_s, loses_work=True, checkpoint_interval_s=checkpoint_interval_s
-    )
+def termination(
+    pause_s: float = 60.0, checkpoint_interval_s: float = 600.0, priced_at_s: float | None = None
+) -> Mechanism:
+    """Kill and restart from the last periodic checkpoint; ``priced_at_s`` is the cost the policy
+    is told (None: the true expected cost, i.e. the ``termination-aware`` variant)."""
+    name = "termination" if priced_at_s is not None else "termination-aware"
+    return Mechanism(name, pause_s, True, checkpoint_interval_s, priced_at_s)
 
 
 #: Names a user can ask for in ``simulate --policy``: a policy, and the mechanism it runs with.
-PRESETS: dict[str, tuple[str, str]] = {"termination": ("adaptive", "termination")}
+PRESETS: dict[str, tuple[str, str]] = {
+    "termination": ("adaptive", "termination"),
+    "termination-aware": ("adaptive", "termination-aware"),
+}
+MECHANISMS = ("sidecar", "termination", "termination-aware")

@@ -1,8 +1,9 @@
 """Run one workload through several policies side by side, the way every benchmark does.
 
 A run name is a policy, optionally with the mechanism that carries out its changes:
-``adaptive`` (sidecar), ``termination`` (= ``adaptive@termination``, the paper's baseline),
-``tiresias@termination`` ... Every run without ``@`` uses the sidecar mechanism, so that only
+``adaptive`` (sidecar), ``termination`` (= ``adaptive@termination``, the paper's baseline:
+the sidecar's decisions carried out by termination), ``termination-aware`` (the adaptive
+policy told termination's true cost), ``tiresias@termination`` ... Every run without ``@`` uses the sidecar mechanism, so that only
 the named difference separates two rows of a table.
 """
 
@@ -13,7 +14,7 @@ from dataclasses import dataclass, field
 
 from tqdm.auto import tqdm
 
-from ..core.mechanism import PRESETS, Mechanism, sidecar, termination
+from ..core.mechanism import MECHANISMS, PRESETS, Mechanism, sidecar, termination
 from ..core.policies import POLICIES, make_policy
 from .bounds import lower_bounds
 from .engine import SimConfig, SimResult, SimulationStalled, simulate
@@ -31,9 +32,11 @@ class Costs:
     def mechanism(self, name: str) -> Mechanism:
         if name == "sidecar":
             return sidecar(self.sidecar_s)
-        if name == "termination":
+        if name == "termination":  # decisions priced as with the sidecar: the paper's baseline
+            return termination(self.termination_s, self.checkpoint_interval_s, self.sidecar_s)
+        if name == "termination-aware":
             return termination(self.termination_s, self.checkpoint_interval_s)
-        raise ValueError(f"unknown mechanism '{name}' (known: sidecar, termination)")
+        raise ValueError(f"unknown mechanism '{name}' (known: {', '.join(MECHANISMS)})")
 
 
 def parse_run(name: str) -> tuple[str, str]:
@@ -44,8 +47,9 @@ def parse_run(name: str) -> tuple[str, str]:
     if policy not in POLICIES:
         known = ", ".join([*sorted(POLICIES), *sorted(PRESETS)])
         raise ValueError(f"unknown policy '{policy}' (known: {known})")
-    if mech and mech not in ("sidecar", "termination"):
-        raise ValueError(f"unknown mechanism '{mech}' in '{name}' (known: sidecar, termination)")
+    if mech and mech not in MECHANISMS:
+        known = ", ".join(MECHANISMS)
+        raise ValueError(f"unknown mechanism '{mech}' in '{name}' (known: {known})")
     return policy, mech or "sidecar"
 
 

@@ -245,7 +245,7 @@ class Simulation:
         return False
 
     def _snapshot(self) -> Snapshot:
-        cost = self.mechanism.expected_cost_s()
+        cost = self.mechanism.policy_cost_s()
         jobs = []
         for j in self.active:
             if j.finish is not None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -18,9 +20,7 @@ def snapshots(draw) -> Snapshot:
     per_node = draw(st.integers(1, 4))
     gpus = [Gpu(f"n{n}-g{i}", f"n{n}") for n in range(nodes) for i in range(per_node)]
     # Some GPUs are busy with processes we do not manage.
-    gpus = [
-        Gpu(g.id, g.node, healthy=draw(st.booleans()) or draw(st.booleans())) for g in gpus
-    ]
+    gpus = [Gpu(g.id, g.node, healthy=draw(st.booleans()) or draw(st.booleans())) for g in gpus]
     total = len(gpus)
     free = [g.id for g in gpus if g.healthy]
     jobs = []
@@ -140,8 +140,15 @@ def test_adaptive_does_not_resize_when_the_gain_is_below_the_cost():
 
 def test_adaptive_never_resizes_a_job_about_to_finish():
     job = Job(
-        "a", 0, 1000, work_done=990, min_gpus=1, max_gpus=4, speed=linear(),
-        resize_cost=6.0, gpus=("n0-g0",),
+        "a",
+        0,
+        1000,
+        work_done=990,
+        min_gpus=1,
+        max_gpus=4,
+        speed=linear(),
+        resize_cost=6.0,
+        gpus=("n0-g0",),
     )
     d = AdaptivePolicy().decide(Snapshot(_gpus(4), (job,)), 500)
     assert d.allocations["a"] == ("n0-g0",)
@@ -150,10 +157,26 @@ def test_adaptive_never_resizes_a_job_about_to_finish():
 
 def test_adaptive_short_arrival_takes_gpus_from_long_elastic_job():
     long_job = Job(
-        "long", 0, 1e6, min_gpus=1, max_gpus=8, speed=linear(), resize_cost=6.0,
-        gpus=tuple(g.id for g in _gpus(8)), started=True, last_change=0,
+        "long",
+        0,
+        1e6,
+        min_gpus=1,
+        max_gpus=8,
+        speed=linear(),
+        resize_cost=6.0,
+        gpus=tuple(g.id for g in _gpus(8)),
+        started=True,
+        last_change=0,
     )
     short = Job("short", 900, 1000, min_gpus=2, max_gpus=8, speed=linear())
+    d = AdaptivePolicy().decide(Snapshot(_gpus(8), (long_job, short)), 1000)
+    # Linear speed-up: shortest first takes everything, the long job is suspended (SRPT).
+    assert len(d.allocations["short"]) == 8 and d.allocations["long"] == ()
+    assert d.reasons["long"].startswith("suspended")
+    # Sub-linear speed-up: the GPUs are shared, the long job shrinks on the GPUs it had.
+    sub = SpeedModel({g: 10.0 * g**0.5 for g in range(1, 9)})
+    long_job = replace(long_job, speed=sub)
+    short = replace(short, speed=sub)
     d = AdaptivePolicy().decide(Snapshot(_gpus(8), (long_job, short)), 1000)
     assert len(d.allocations["short"]) >= 2
     assert 1 <= len(d.allocations["long"]) < 8
@@ -161,7 +184,9 @@ def test_adaptive_short_arrival_takes_gpus_from_long_elastic_job():
 
 
 def test_adaptive_queues_with_a_reason_when_nothing_fits():
-    running = Job("r", 0, 1e5, min_gpus=4, max_gpus=4, speed=linear(), gpus=tuple(g.id for g in _gpus(4)))
+    running = Job(
+        "r", 0, 1e5, min_gpus=4, max_gpus=4, speed=linear(), gpus=tuple(g.id for g in _gpus(4))
+    )
     waiting = Job("w", 10, 1e6, min_gpus=4, max_gpus=4, speed=linear())
     d = AdaptivePolicy().decide(Snapshot(_gpus(4), (running, waiting)), 100)
     assert d.allocations["w"] == ()
@@ -171,7 +196,9 @@ def test_adaptive_queues_with_a_reason_when_nothing_fits():
 
 def test_aging_lets_a_long_waiting_job_in():
     gpus = _gpus(4)
-    short_running = Job("s", 0, 4000, min_gpus=4, max_gpus=4, speed=linear(), gpus=tuple(g.id for g in gpus))
+    short_running = Job(
+        "s", 0, 4000, min_gpus=4, max_gpus=4, speed=linear(), gpus=tuple(g.id for g in gpus)
+    )
     long_waiting = Job("l", 0, 40000, min_gpus=4, max_gpus=4, speed=linear(), queued_s=0)
     policy = AdaptivePolicy(aging_s=3600)
     assert policy.decide(Snapshot(gpus, (short_running, long_waiting)), 10).allocations["l"] == ()

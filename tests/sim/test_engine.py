@@ -7,7 +7,7 @@ import pytest
 from jupyter_elastic_gpu.core.mechanism import Mechanism, sidecar, termination
 from jupyter_elastic_gpu.core.policies import POLICIES, make_policy
 from jupyter_elastic_gpu.sim.bounds import lower_bounds
-from jupyter_elastic_gpu.sim.compare import compare, parse_run
+from jupyter_elastic_gpu.sim.compare import Costs, compare, parse_run
 from jupyter_elastic_gpu.sim.engine import SimConfig, SimulationStalled, simulate
 from jupyter_elastic_gpu.sim.generate import generate_workload
 from jupyter_elastic_gpu.sim.workload import JobSpec, Workload
@@ -17,8 +17,13 @@ FREE = Mechanism("free", 0.0)
 
 def linear_job(job_id, submit, work, lo=1, hi=4, req=None, per_gpu=1.0):
     return JobSpec(
-        job_id, submit, work, {g: per_gpu * g for g in range(1, hi + 1)},
-        min_gpus=lo, max_gpus=hi, requested_gpus=req or lo,
+        job_id,
+        submit,
+        work,
+        {g: per_gpu * g for g in range(1, hi + 1)},
+        min_gpus=lo,
+        max_gpus=hi,
+        requested_gpus=req or lo,
     )
 
 
@@ -38,13 +43,26 @@ def test_static_runs_fifo_at_the_requested_size():
     assert r.summary()["utilization"] == pytest.approx(1.0)
 
 
-def test_adaptive_shrinks_a_long_job_for_a_short_one_and_grows_it_back():
-    # a alone gets 4 GPUs; b arrives at t=10, a shrinks to 1 and b takes 3; b ends at 10+40/3,
-    # then a grows back to 4. Total work 440 on 4 GPUs that never idle: a ends at 110.
+def test_adaptive_runs_a_short_arrival_first_then_gives_everything_back():
+    # Linear speed-up, free resizes: a alone gets 4 GPUs; b arrives at t=10 and, being
+    # shorter, takes all 4 (a is suspended at 40 units done); b ends at 20, a resumes on 4 GPUs
+    # and ends at 20 + 360 / 4 = 110. Shortest first is optimal here.
     wl = Workload("w", [linear_job("a", 0, 400), linear_job("b", 10, 40)])
     r = simulate(wl, make_policy("adaptive"), FREE, one_node(4))
-    assert jcts(r) == pytest.approx({"a": 110.0, "b": 40 / 3})
-    assert r.resizes == 2
+    assert jcts(r) == pytest.approx({"a": 110.0, "b": 10.0})
+    assert r.resizes == 1
+
+
+def test_adaptive_shares_when_speed_up_is_sub_linear():
+    # With sqrt speed-up the long job is only shrunk, and it grows back when b is done.
+    def sqrt_job(job_id, submit, work):
+        return JobSpec(job_id, submit, work, {g: g**0.5 for g in range(1, 5)}, 1, 4, 1)
+
+    wl = Workload("w", [sqrt_job("a", 0, 400), sqrt_job("b", 10, 40)])
+    sim = simulate(wl, make_policy("adaptive"), FREE, one_node(4))
+    a, b = sorted(sim.jobs, key=lambda j: j["job_id"])
+    assert a["resizes"] == 2 and b["jct_s"] < a["jct_s"]
+    assert all(n == 4 for _, n in sim.timeline[:-1])  # no GPU idles until the end
 
 
 def test_sidecar_pause_costs_time_but_no_work():
@@ -86,11 +104,13 @@ def test_placement_speed_is_used_when_a_job_spans_nodes():
     assert jcts(r) == {"a": 200.0}
 
 
-@pytest.mark.parametrize("run", [*sorted(POLICIES), "termination", "tiresias@termination"])
+@pytest.mark.parametrize(
+    "run", [*sorted(POLICIES), "termination", "termination-aware", "tiresias@termination"]
+)
 def test_every_job_finishes_under_every_policy(run):
     wl = generate_workload(3, jobs=40, window_s=4 * 3600, max_gpus=8)
     policy, mech = parse_run(run)
-    mechanism = sidecar(6) if mech == "sidecar" else termination(60, 600)
+    mechanism = Costs().mechanism(mech)
     r = simulate(wl, make_policy(policy), mechanism, SimConfig(2, 4))
     assert len(r.jobs) == 40
     bound = lower_bounds(wl, 8, 4)
@@ -121,8 +141,16 @@ def test_compare_runs_side_by_side_and_rejects_unknown_names():
     data = comp.to_json()
     assert set(data["policies"]) == {"adaptive", "static", "termination"}
     assert data["policies"]["termination"]["mechanism"] == "termination"
-    for key in ("makespan_s", "mean_jct_s", "median_jct_s", "p95_jct_s", "utilization",
-                "resizes", "lost_gpu_s", "jobs"):
+    for key in (
+        "makespan_s",
+        "mean_jct_s",
+        "median_jct_s",
+        "p95_jct_s",
+        "utilization",
+        "resizes",
+        "lost_gpu_s",
+        "jobs",
+    ):
         assert key in data["policies"]["adaptive"]
     assert set(data["lower_bound"]) == {"makespan_s", "mean_jct_s"}
     with pytest.raises(ValueError, match="unknown policy 'fifo'"):
@@ -142,7 +170,7 @@ def test_a_policy_that_never_finishes_is_reported_not_looped_forever():
     # gained, so it never finishes. The run stops and says so.
     wl = generate_workload(3, jobs=40, window_s=4 * 3600, max_gpus=8)
     cfg = SimConfig(2, 4, stall_factor=5)
-    with pytest.raises(SimulationStalled, match="optimus with the termination mechanism"):
+    with pytest.raises(SimulationStalled, match="optimus with the termination-aware mechanism"):
         simulate(wl, make_policy("optimus"), termination(60, 600), cfg)
     comp = compare(wl, ["adaptive", "optimus@termination"], cfg, progress=False)
     assert "adaptive" in comp.results and "optimus@termination" in comp.stalled

@@ -1,22 +1,23 @@
 """``adaptive``: our elastic policy (inspired by the SC'20 paper; the algorithm is our own).
 
-Every decision has three steps (docs/policies.md has the reasoning and the citations):
+One decision (docs/policies.md has the reasoning and the citations):
 
-1. **Order.** A job's priority is the GPU-time it still needs at its minimum, R(min) x min, from
-   its measured speed and progress, divided by its weight and by an aging factor
-   1 + waited / ``aging_s`` so that no job waits forever. Running jobs get a small
-   ``stickiness`` bonus so that two jobs of about the same size do not swap places.
-2. **Admit.** In that order each job gets its minimum while GPUs last (jobs that do not fit wait
-   and smaller ones behind them may start). An incoming short job therefore takes GPUs from a
-   long elastic job, which shrinks or is suspended through a checkpoint, instead of queueing.
-3. **Share the rest.** The remaining GPUs go one move at a time to the job where they raise a
-   rank-weighted speed-up the most: weight = (number of admitted jobs at least as long)^p, the
-   marginal-gain form of heSRPT (Berg et al., SIGMETRICS 2020), which minimises mean completion
-   time for jobs with sub-linear speed-up; p is fitted to the jobs' own speed curves. Changing a
-   running job's GPUs is charged its measured resize cost as the share of its remaining time it
-   would lose, times ``1 + resize_margin``, so a resize happens only when the gain beats the cost
-   by that margin. Jobs that are about to finish or were resized moments ago keep their GPUs
-   (the pause between two resizes of a job doubles every ``resize_budget`` resizes).
+1. **Order.** A job's priority key is the GPU-time it still needs at its minimum,
+   R(min) x min, from its measured speed and progress, divided by its weight and by an aging
+   factor 1 + waited / ``aging_s`` so that no job waits forever; running jobs get a small
+   ``stickiness`` bonus so that two jobs of about the same size do not swap places. The job
+   with the k-th largest key gets the weight k^p: the marginal form of heSRPT (Berg et al.,
+   SIGMETRICS 2020), which minimises mean completion time for jobs with sub-linear speed-up;
+   p is fitted to the jobs' own speed curves (p = 1, linear speed-up, is plain SRPT).
+2. **Hand out GPUs.** Starting from nothing, GPUs go one move at a time to the job where they
+   raise weight x speed-up the most per GPU. A waiting job's first move is its minimum
+   (admission at the minimum); later moves grow it up to its maximum. So an incoming short job
+   takes GPUs from a long elastic job, which shrinks or is suspended through a checkpoint,
+   instead of queueing, and a long job waits only while its GPUs do more for shorter jobs.
+3. **Only resize when it pays.** Leaving a running job's current size is charged its measured
+   resize cost as the share of its remaining time it would lose, times ``1 + resize_margin``.
+   Jobs mid-resize or about to finish keep their GPUs; a job resized moments ago may only keep
+   its size or be suspended (the pause between two resizes doubles every ``resize_budget``).
 
 Placement (which GPUs) is shared with every policy: jobs keep their GPUs and stay on one node
 when they fit (``core.placement``).
@@ -34,6 +35,7 @@ from ..placement import place
 from .base import plural, queued_reason
 
 _EPS = 1e-12
+_LOCKED = ("its resize is in progress", "it is about to finish")
 
 
 @dataclass(frozen=True)
@@ -71,7 +73,6 @@ class _Plan:
     job: Job
     key: float
     frozen: str = ""  # why this job keeps its GPUs, or "" if it may change
-    base: int = 0
     count: int = 0
     weight: float = 1.0
     penalty: float = 0.0
@@ -137,17 +138,23 @@ class AdaptivePolicy:
             scale = plan.weight * job.min_gpus / x_min if x_min > 0 else 0.0
             top = min(job.max_gpus, plan.count + free)  # free only shrinks during a decision
             plan.values = [
-                scale * speed(g) - (plan.penalty if g != held and held > 0 else 0.0)
+                (scale * speed(g) if g else 0.0) - (plan.penalty if g != held and held > 0 else 0.0)
                 for g in range(top + 1)
             ]
         return plan.values
 
     def _best_move(self, plan: _Plan, free: int) -> tuple[float, int] | None:
-        """The count above the current one with the best value gained per extra GPU."""
+        """The allowed count above the current one with the best value gained per extra GPU."""
         values, a = self._values(plan, free), plan.count
+        top = min(len(values) - 1, a + free)
+        if plan.frozen:  # resized moments ago: its old size or nothing
+            held = len(plan.job.gpus)
+            targets = range(held, held + 1) if a < held <= top else range(0)
+        else:
+            targets = range(max(a + 1, plan.job.min_gpus), top + 1)
         here = values[a]
         best_ratio, best_g = _EPS, 0
-        for g in range(a + 1, min(len(values) - 1, a + free) + 1):
+        for g in targets:
             ratio = (values[g] - here) / (g - a)
             if ratio > best_ratio + _EPS:
                 best_ratio, best_g = ratio, g
@@ -157,28 +164,24 @@ class AdaptivePolicy:
     def decide(self, snapshot: Snapshot, now: float) -> Decision:
         total = len(snapshot.usable_gpus)
         plans = [_Plan(j, self.priority_key(j), self._frozen(j, now)) for j in snapshot.jobs]
-        # Jobs mid-resize or about to finish keep their GPUs whatever comes: reserve them first.
-        locked = ("its resize is in progress", "it is about to finish")
-        plans.sort(key=lambda p: (p.frozen not in locked, p.key, p.job.submit_time, p.job.id))
+        plans.sort(key=lambda p: (p.key, p.job.submit_time, p.job.id))
 
+        # Jobs mid-resize or about to finish keep their GPUs whatever comes.
         free = total
-        admitted: list[_Plan] = []
+        open_plans = []
         for plan in plans:
-            job, held = plan.job, len(plan.job.gpus)
-            wants = [held, job.min_gpus] if plan.frozen and held else [job.min_gpus]
-            for need in wants:
-                if need <= free:
-                    plan.base = plan.count = need
-                    free -= need
-                    admitted.append(plan)
-                    break
-            if plan.frozen and plan.count != held:
-                plan.frozen = ""  # admission overrode it: the job is shrunk or suspended
+            held = len(plan.job.gpus)
+            if plan.frozen in _LOCKED and held <= free:
+                plan.count = held
+                free -= held
+            else:
+                if plan.frozen in _LOCKED:
+                    plan.frozen = ""  # its GPUs failed under it: it competes like the others
+                open_plans.append(plan)
 
-        admitted_by_key = sorted(admitted, key=lambda p: (p.key, p.job.submit_time, p.job.id))
-        exponent = self._exponent(admitted, total) if free else 1.0
-        m = len(admitted_by_key)
-        for i, plan in enumerate(admitted_by_key if free else ()):
+        exponent = self._exponent(open_plans, total)
+        m = len(open_plans)
+        for i, plan in enumerate(open_plans):
             plan.weight = float(m - i) ** exponent
             job = plan.job
             if job.running and job.resize_cost > 0:
@@ -194,15 +197,14 @@ class AdaptivePolicy:
                     )
 
         heap: list[tuple[float, int, int, int]] = []  # (-ratio, order, target, count at push)
-        growable = [p for p in admitted_by_key if not p.frozen] if free else []
-        for i, plan in enumerate(growable):
+        for i, plan in enumerate(open_plans):
             move = self._best_move(plan, free)
             if move:
                 heap.append((-move[0], i, move[1], plan.count))
         heapq.heapify(heap)
         while free > 0 and heap:
             _, i, target, at = heapq.heappop(heap)
-            plan = growable[i]
+            plan = open_plans[i]
             if at != plan.count or target - plan.count > free:
                 move = self._best_move(plan, free)
                 if move:
@@ -221,8 +223,8 @@ class AdaptivePolicy:
             counts,
             [p.job.id for p in plans],
         )
-        admitted_jobs = [p.job for p in admitted]
-        reasons = {p.job.id: self._reason(p, free, admitted_jobs) for p in plans}
+        ahead = [p.job for p in plans if p.count]
+        reasons = {p.job.id: self._reason(p, free, ahead) for p in plans}
         return Decision(allocations, reasons)
 
     @staticmethod
@@ -232,7 +234,7 @@ class AdaptivePolicy:
             return queued_reason(
                 job, job.min_gpus, free, admitted, "that are shorter or waited longer"
             )
-        if plan.frozen:
+        if plan.frozen and n == len(job.gpus):
             return f"running on {plural(n, 'GPU')}: kept as is because {plan.frozen}"
         if n >= job.max_gpus:
             return f"running on {plural(n, 'GPU')} (its maximum)"
