@@ -3,3 +3,10 @@
 from ._version import __version__
 
 __all__ = ["__version__"]
+
+
+def _jupyter_server_extension_points() -> list[dict]:
+    """The server extension (auto-enabled on install through jupyter-config/)."""
+    from .server.extension import ElasticGPUApp
+
+    return [{"module": "jupyter_elastic_gpu", "app": ElasticGPUApp}]

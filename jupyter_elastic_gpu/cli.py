@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from ._version import __version__
+from .scheduler.daemon import add_scheduler_command
 from .sim.commands import add_simulate, add_workload
 
 
@@ -23,6 +24,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_simulate(sub)
     add_workload(sub)
+    add_scheduler_command(sub)
     return parser
 
 

@@ -16,8 +16,8 @@ One decision (docs/policies.md has the reasoning and the citations):
    instead of queueing, and a long job waits only while its GPUs do more for shorter jobs.
 3. **Only resize when it pays.** Leaving a running job's current size is charged its measured
    resize cost as the share of its remaining time it would lose, times ``1 + resize_margin``.
-   Jobs mid-resize or about to finish keep their GPUs; a job resized moments ago may only keep
-   its size or be suspended (the pause between two resizes doubles every ``resize_budget``).
+   Jobs mid-resize or about to finish keep their GPUs; a job resized moments ago may shrink for
+   others but not grow (the pause between two resizes doubles every ``resize_budget``).
 
 Placement (which GPUs) is shared with every policy: jobs keep their GPUs and stay on one node
 when they fit (``core.placement``).
@@ -147,11 +147,9 @@ class AdaptivePolicy:
         """The allowed count above the current one with the best value gained per extra GPU."""
         values, a = self._values(plan, free), plan.count
         top = min(len(values) - 1, a + free)
-        if plan.frozen:  # resized moments ago: its old size or nothing
-            held = len(plan.job.gpus)
-            targets = range(held, held + 1) if a < held <= top else range(0)
-        else:
-            targets = range(max(a + 1, plan.job.min_gpus), top + 1)
+        if plan.frozen:  # resized moments ago: it may shrink for others, not grow
+            top = min(top, len(plan.job.gpus))
+        targets = range(max(a + 1, plan.job.min_gpus), top + 1)
         here = values[a]
         best_ratio, best_g = _EPS, 0
         for g in targets:

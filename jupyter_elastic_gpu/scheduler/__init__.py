@@ -1,0 +1,1 @@
+"""The live scheduler service: asyncio loop, store, GPU inventory, launchers, agent API."""

@@ -1,0 +1,373 @@
+"""The GPU inventory: which GPUs this box has, how busy they are, and who else is on them.
+
+On a box with an NVIDIA driver it asks NVML (nvidia-ml-py); elsewhere (laptops, CI, Binder) it
+offers simulated GPUs so that the whole service runs the same way. GPU ids are NVML indices as
+strings ("0", "1", ...): NVML enumerates in PCI bus order, so they are the ids
+``CUDA_VISIBLE_DEVICES`` means when ``CUDA_DEVICE_ORDER=PCI_BUS_ID`` (which the launcher sets).
+
+``snapshot()`` blocks (NVML calls, /proc reads) for milliseconds: call it from a worker thread
+(``asyncio.to_thread``) in the service. It never raises: a failing NVML call degrades to the
+last good answer, so a flaky GPU cannot stop the scheduler.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import pwd
+import socket
+import threading
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any, Protocol
+
+log = logging.getLogger("jupyter_elastic_gpu")
+
+MIB = 1024 * 1024
+#: GPUs offered when nothing was asked for and NVML finds none: enough to show elasticity.
+FALLBACK_SIMULATED_GPUS = 4
+#: Longest command line kept per process (an admin page shows it; argv can be huge).
+MAX_COMMAND_CHARS = 1000
+
+
+@dataclass
+class GpuProcess:
+    """A process holding GPU memory. ``memory_mb`` is MiB; None where NVML cannot tell."""
+
+    pid: int
+    user: str | None
+    memory_mb: float | None
+    command: str | None
+
+
+@dataclass
+class GpuInfo:
+    """One GPU at one moment. Memory in MiB; ``utilization`` 0..1; None where unknown."""
+
+    id: str
+    index: int
+    node: str
+    name: str
+    uuid: str | None
+    memory_total_mb: float | None
+    memory_used_mb: float | None
+    utilization: float | None
+    processes: list[GpuProcess] = field(default_factory=list)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+class Inventory(Protocol):
+    """What the scheduler needs of an inventory, whichever kind it is."""
+
+    source: str  # "nvml" or "simulated"
+    reason: str  # why this source: shown to users wondering where their GPUs are
+
+    def snapshot(self) -> list[GpuInfo]: ...
+
+    def close(self) -> None: ...
+
+
+# -- /proc: owners, command lines, parents -------------------------------------------------
+
+
+def process_owner(pid: int) -> str | None:
+    """User name owning ``pid`` (from the owner of /proc/<pid>), None if gone or nameless."""
+    try:
+        uid = os.stat(f"/proc/{pid}").st_uid
+        return pwd.getpwuid(uid).pw_name
+    except (OSError, KeyError):
+        return None
+
+
+def process_command(pid: int) -> str | None:
+    """The command line of ``pid`` on one line, None if it is gone or hidden (hidepid)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as f:
+            raw = f.read(MAX_COMMAND_CHARS * 4)
+    except OSError:
+        return None
+    args = [a.decode(errors="replace") for a in raw.split(b"\0") if a]
+    if not args:  # kernel threads and zombies have no command line
+        return None
+    text = " ".join(args).replace("\r", " ").replace("\n", " ")  # one line for tables
+    return text if len(text) <= MAX_COMMAND_CHARS else text[: MAX_COMMAND_CHARS - 1] + "…"
+
+
+def parent_pid(pid: int) -> int | None:
+    """Parent of ``pid`` from /proc/<pid>/stat; None if it is gone (or there is no /proc)."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as f:
+            stat = f.read()
+    except OSError:
+        return None
+    # "pid (comm) state ppid ...": comm may hold spaces and ")", so split after the last ")".
+    fields = stat[stat.rfind(b")") + 2 :].split()
+    try:
+        return int(fields[1])
+    except (IndexError, ValueError):
+        return None
+
+
+def external_processes(infos: Iterable[GpuInfo], our_pids: set[int]) -> dict[str, list[GpuProcess]]:
+    """Per GPU id, the processes on it that the scheduler did not start.
+
+    ``our_pids`` are the sidecars' and trainers' pids; their descendants count as ours too (a
+    trainer's data-loader workers, a script's own subprocesses). Every GPU appears in the
+    answer, with an empty list when only our processes (or none) are on it.
+    """
+    ours: dict[int, bool] = {}
+
+    def is_ours(pid: int) -> bool:
+        chain, current = [], pid
+        verdict = False
+        while current and current > 1 and len(chain) < 256:
+            if current in ours:
+                verdict = ours[current]
+                break
+            if current in our_pids:
+                verdict = True
+                break
+            chain.append(current)
+            current = parent_pid(current)
+        for p in chain:
+            ours[p] = verdict
+        return verdict
+
+    return {info.id: [p for p in info.processes if not is_ours(p.pid)] for info in infos}
+
+
+# -- simulated --------------------------------------------------------------------------------
+
+
+class SimulatedInventory:
+    """``count`` GPUs that exist only as labels, for machines without NVIDIA GPUs."""
+
+    source = "simulated"
+
+    def __init__(self, count: int, node: str | None = None, reason: str | None = None) -> None:
+        if count < 1:
+            raise ValueError(f"simulated GPUs: need at least 1, got {count}")
+        self.count = count
+        self.node = node or socket.gethostname()
+        self.reason = reason or f"{count} simulated GPUs were asked for"
+
+    def snapshot(self) -> list[GpuInfo]:
+        return [
+            GpuInfo(
+                id=str(i),
+                index=i,
+                node=self.node,
+                name="Simulated GPU",
+                uuid=None,
+                memory_total_mb=None,
+                memory_used_mb=None,
+                utilization=None,
+                processes=[],
+            )
+            for i in range(self.count)
+        ]
+
+    def close(self) -> None:
+        pass
+
+
+# -- NVML -------------------------------------------------------------------------------------
+
+
+class NvmlUnavailable(RuntimeError):
+    """NVML cannot be used here; the message says why (no nvidia-ml-py, no driver, ...)."""
+
+
+class NvmlInventory:
+    """The GPUs NVML sees on this host, with their memory, utilisation and compute processes.
+
+    ``nvml`` is the pynvml module (or an object with the same functions); it is a parameter
+    only so that the error handling can be exercised on machines without a GPU.
+    """
+
+    source = "nvml"
+
+    def __init__(self, node: str | None = None, nvml: Any = None) -> None:
+        if nvml is None:
+            try:
+                import pynvml as nvml
+            except ImportError as e:
+                raise NvmlUnavailable(
+                    f"nvidia-ml-py is not installed ({e}): pip install nvidia-ml-py"
+                ) from e
+        self._nvml = nvml
+        try:
+            nvml.nvmlInit()
+        except nvml.NVMLError as e:
+            raise NvmlUnavailable(
+                f"NVML could not start: {e} (is the NVIDIA driver loaded?)"
+            ) from e
+        try:
+            self.count = int(nvml.nvmlDeviceGetCount())
+        except nvml.NVMLError as e:
+            self._shutdown()
+            raise NvmlUnavailable(f"NVML could not count the GPUs: {e}") from e
+        self.node = node or socket.gethostname()
+        self.reason = f"NVML found {self.count} GPU(s)"
+        self._lock = threading.Lock()
+        self._closed = False
+        self._handles: dict[int, Any] = {}
+        self._static: dict[int, tuple[str, str | None]] = {}
+        self._last: dict[int, GpuInfo] = {}
+        self._reported: set[tuple[int, str, str]] = set()
+        self._list_processes = nvml.nvmlDeviceGetComputeRunningProcesses
+
+    def snapshot(self) -> list[GpuInfo]:
+        with self._lock:
+            if self._closed:
+                return [replace(g, processes=list(g.processes)) for g in self._last.values()]
+            infos = [self._read(i) for i in range(self.count)]
+            self._last = {g.index: g for g in infos}
+            return [replace(g, processes=list(g.processes)) for g in infos]
+
+    def close(self) -> None:
+        with self._lock:
+            if not self._closed:
+                self._closed = True
+                self._shutdown()
+
+    # -- internals ----------------------------------------------------------------------------
+
+    def _shutdown(self) -> None:
+        try:
+            self._nvml.nvmlShutdown()
+        except self._nvml.NVMLError as e:
+            log.debug("nvmlShutdown failed: %s", e)
+
+    def _call(self, index: int, what: str, fn: Any, *args: Any) -> tuple[bool, Any]:
+        """(True, value), or (False, None) after reporting the NVML error."""
+        try:
+            return True, fn(*args)
+        except self._nvml.NVMLError as e:
+            self._report(index, what, e)
+            return False, None
+
+    def _report(self, index: int, what: str, error: Exception) -> None:
+        """Warn once per GPU, call and error kind: snapshots run every few seconds."""
+        key = (index, what, type(error).__name__)
+        level = logging.DEBUG if key in self._reported else logging.WARNING
+        self._reported.add(key)
+        log.log(
+            level, "NVML %s failed on GPU %d: %s (keeping the last good value)", what, index, error
+        )
+
+    def _handle(self, index: int) -> Any:
+        if index not in self._handles:
+            ok, handle = self._call(index, "handle", self._nvml.nvmlDeviceGetHandleByIndex, index)
+            if not ok:
+                return None
+            self._handles[index] = handle
+        return self._handles[index]
+
+    def _names(self, index: int, handle: Any, fallback: GpuInfo) -> tuple[str, str | None]:
+        """Name and UUID never change: read once, but retry while a read fails."""
+        if index not in self._static:
+            ok_name, name = self._call(index, "name", self._nvml.nvmlDeviceGetName, handle)
+            ok_uuid, uuid = self._call(index, "uuid", self._nvml.nvmlDeviceGetUUID, handle)
+            if not (ok_name and ok_uuid):
+                return (_text(name) if ok_name else fallback.name), (
+                    _text(uuid) if ok_uuid else fallback.uuid
+                )
+            self._static[index] = (_text(name), _text(uuid))
+        return self._static[index]
+
+    def _read(self, index: int) -> GpuInfo:
+        last = self._last.get(index)
+        info = GpuInfo(
+            id=str(index),
+            index=index,
+            node=self.node,
+            name=last.name if last else "NVIDIA GPU",
+            uuid=last.uuid if last else None,
+            memory_total_mb=last.memory_total_mb if last else None,
+            memory_used_mb=last.memory_used_mb if last else None,
+            utilization=last.utilization if last else None,
+            processes=list(last.processes) if last else [],
+        )
+        handle = self._handle(index)
+        if handle is None:
+            return info
+        info.name, info.uuid = self._names(index, handle, info)
+        ok, mem = self._call(index, "memory", self._nvml.nvmlDeviceGetMemoryInfo, handle)
+        if ok:
+            info.memory_total_mb = mem.total / MIB
+            info.memory_used_mb = mem.used / MIB
+        ok, util = self._call(
+            index, "utilization", self._nvml.nvmlDeviceGetUtilizationRates, handle
+        )
+        if ok:
+            info.utilization = util.gpu / 100.0
+        procs = self._processes(index, handle)
+        if procs is not None:
+            info.processes = procs
+        return info
+
+    def _processes(self, index: int, handle: Any) -> list[GpuProcess] | None:
+        """Compute processes on the GPU with owner and command line; None if NVML failed."""
+        nvml = self._nvml
+        try:
+            running = self._list_processes(handle)
+        except nvml.NVMLError as e:
+            # Drivers older than the bindings lack the _v3 entry point the default name uses.
+            v2 = getattr(nvml, "nvmlDeviceGetComputeRunningProcesses_v2", None)
+            if v2 is None or type(e).__name__ != "NVMLError_FunctionNotFound":
+                self._report(index, "processes", e)
+                return None
+            self._list_processes = v2
+            ok, running = self._call(index, "processes", v2, handle)
+            if not ok:
+                return None
+        memory: dict[int, float | None] = {}
+        for p in running:  # a process is listed once per MIG instance it uses: add them up
+            used = None if p.usedGpuMemory is None else p.usedGpuMemory / MIB
+            if p.pid not in memory:
+                memory[p.pid] = used
+            elif used is not None:
+                memory[p.pid] = (memory[p.pid] or 0.0) + used
+        return [
+            GpuProcess(pid=pid, user=process_owner(pid), memory_mb=mb, command=process_command(pid))
+            for pid, mb in memory.items()
+        ]
+
+
+def _text(value: Any) -> str:
+    return value.decode(errors="replace") if isinstance(value, bytes) else str(value)
+
+
+# -- choosing -------------------------------------------------------------------------------
+
+
+def detect(simulated_gpus: int = 0, node: str | None = None) -> tuple[Inventory, str]:
+    """The inventory to serve and its source ("nvml" or "simulated").
+
+    ``simulated_gpus > 0`` asks for that many simulated GPUs. With 0, NVML is used when it
+    works and finds a GPU; otherwise the service still starts, on 4 simulated GPUs, and the log
+    (and the inventory's ``reason``) says why, so a missing driver is visible, not fatal.
+    """
+    if simulated_gpus < 0:
+        raise ValueError(f"simulated GPUs: expected 0 (detect) or more, got {simulated_gpus}")
+    if simulated_gpus > 0:
+        inventory = SimulatedInventory(simulated_gpus, node)
+        log.info("GPU inventory: %s", inventory.reason)
+        return inventory, "simulated"
+    try:
+        nvml = NvmlInventory(node)
+    except NvmlUnavailable as e:
+        why = str(e)
+    else:
+        if nvml.count > 0:
+            log.info("GPU inventory: %s", nvml.reason)
+            return nvml, "nvml"
+        nvml.close()
+        why = "NVML works but finds no GPU"
+    n = FALLBACK_SIMULATED_GPUS
+    inventory = SimulatedInventory(n, node, reason=f"{why}; using {n} simulated GPUs")
+    log.warning("GPU inventory: %s", inventory.reason)
+    return inventory, "simulated"

@@ -1,0 +1,1 @@
+"""Jupyter server extension: the scheduler's REST API and websocket inside JupyterLab."""

@@ -1,0 +1,114 @@
+"""Heartbeat to the scheduler: progress out, desired lease in (level-triggered).
+
+Every ``interval`` seconds the sidecar POSTs its state to the scheduler URL with the job's
+secret as a bearer token; the answer is the lease the scheduler wants. A lost answer changes
+nothing and an unreachable scheduler means "keep running on the current lease": the next
+heartbeat converges again. Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import threading
+import urllib.error
+import urllib.request
+from collections.abc import Callable
+
+from .protocol import Control
+
+
+class SchedulerClient:
+    def __init__(
+        self,
+        url: str,
+        job_id: str,
+        secret: str,
+        *,
+        interval: float,
+        snapshot: Callable[[], dict],
+        on_lease: Callable[[Control], None],
+        log: Callable[[str], None],
+        timeout: float = 5.0,
+    ):
+        self.url = url
+        self.job_id = job_id
+        self._secret = secret
+        self.interval = interval
+        self.snapshot = snapshot
+        self.on_lease = on_lease
+        self.log = log
+        self.timeout = timeout
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._problem: str | None = None  # the failure last logged, so each is logged once
+        self.sent = 0
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._loop, name="heartbeat", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(self.timeout + 1)
+
+    def _loop(self) -> None:
+        # signals are for the main thread: CPython acts on them promptly only there
+        signal.pthread_sigmask(
+            signal.SIG_BLOCK,
+            {signal.SIGUSR1, signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP},
+        )
+        while not self._stop.is_set():
+            self.beat()
+            self._stop.wait(self.interval)
+
+    def beat(self) -> Control | None:
+        """Send one heartbeat; apply and return the lease from the answer, if any."""
+        body = dict(self.snapshot(), job_id=self.job_id)
+        req = urllib.request.Request(
+            self.url,
+            data=json.dumps(body).encode(),
+            method="POST",
+            headers={
+                "Content-Type": "application/json",
+                "Authorization": f"Bearer {self._secret}",
+            },
+        )
+        try:
+            with urllib.request.urlopen(req, timeout=self.timeout) as resp:
+                payload = resp.read()
+        except urllib.error.HTTPError as e:
+            if e.code in (401, 403):
+                self._report(
+                    f"http{e.code}",
+                    f"scheduler rejected this job's credentials (HTTP {e.code}): check "
+                    "ELASTIC_GPU_JOB_SECRET and --job-id; the job keeps running on its lease",
+                )
+            else:
+                self._report(f"http{e.code}", f"scheduler answered HTTP {e.code}; retrying")
+            return None
+        except (OSError, ValueError) as e:
+            reason = getattr(e, "reason", e)
+            self._report(
+                "down",
+                f"scheduler unreachable at {self.url} ({reason}); keeping the current lease, "
+                f"retrying every {self.interval:g} s",
+            )
+            return None
+        self.sent += 1
+        try:
+            lease = Control.from_json(json.loads(payload))
+        except ValueError as e:
+            self._report("bad", f"scheduler sent an invalid lease ({e}); ignoring it")
+            return None
+        if self._problem is not None:
+            self.log("scheduler reachable again")
+            self._problem = None
+        self.on_lease(lease)
+        return lease
+
+    def _report(self, key: str, message: str) -> None:
+        if self._problem != key:
+            self.log(message)
+            self._problem = key

@@ -1,0 +1,82 @@
+"""Tell a user's bug from an infrastructure failure, and say what to do about it.
+
+A user error is not retried (the same code fails the same way); an infrastructure error is
+(a device dropped, the runtime aborted). The hint speaks to the most common surprise of
+running a notebook cell as a job: it runs in a fresh process, not in the kernel.
+"""
+
+from __future__ import annotations
+
+import os
+import traceback
+
+# TensorFlow error classes whose cause lies below the user's code. Matched by name so that
+# this module stays free of TensorFlow.
+_INFRA_TYPES = {
+    "UnavailableError",
+    "AbortedError",
+    "InternalError",
+    "DataLossError",
+    "CancelledError",
+}
+
+_HINTS = {
+    "NameError": (
+        "the cell runs in its own process, not in your notebook kernel: variables from the "
+        "notebook are not defined here; pass them explicitly (define or load them in the cell)"
+    ),
+    "ModuleNotFoundError": (
+        "the trainer runs in the Python environment of {python}; install the missing package "
+        "there (the notebook kernel may use another environment)"
+    ),
+    "ImportError": "the trainer runs in the Python environment of {python}; check the package there",
+    "FileNotFoundError": (
+        "relative paths are resolved from the job's working directory ({cwd}); use absolute "
+        "paths or paths relative to that directory"
+    ),
+    "ResourceExhaustedError": (
+        "out of device memory: with the keep-per-replica batch policy the global batch grows "
+        "with the GPU count; use --batch-policy keep-global or a smaller batch"
+    ),
+}
+
+
+def is_infrastructure(exc: BaseException) -> bool:
+    return type(exc).__name__ in _INFRA_TYPES
+
+
+def hint_for(type_name: str, message: str = "", *, python: str = "", cwd: str = "") -> str | None:
+    if "Mixing different tf.distribute.Strategy" in message:
+        return (
+            "the job already runs under a distribution strategy chosen by the scheduler; "
+            "create at most one tf.distribute.MirroredStrategy() and build the model in its scope"
+        )
+    text = _HINTS.get(type_name)
+    return None if text is None else text.format(python=python, cwd=cwd)
+
+
+def user_traceback(exc: BaseException, skip_files: tuple[str, ...] = ()) -> str:
+    """The traceback without the bootstrap's own frames (the user did not write them)."""
+    frames = [
+        f
+        for f in traceback.extract_tb(exc.__traceback__)
+        if not any(f.filename.startswith(s) for s in skip_files)
+        and os.path.basename(f.filename) not in ("runpy.py", "<frozen runpy>")
+    ]
+    lines = ["Traceback (most recent call last):\n"]
+    lines += traceback.format_list(frames)
+    lines += traceback.format_exception_only(type(exc), exc)
+    return "".join(lines)
+
+
+def describe(exc: BaseException, *, skip_files: tuple[str, ...] = (), cwd: str = "") -> dict:
+    import sys
+
+    message = str(exc)
+    return {
+        "type": type(exc).__name__,
+        "message": message,
+        "traceback": user_traceback(exc, skip_files),
+        "hint": hint_for(type(exc).__name__, message, python=sys.executable, cwd=cwd),
+        "kind": "infrastructure" if is_infrastructure(exc) else "user",
+    }

@@ -1,0 +1,123 @@
+"""How a trainer process is started: command line, environment, and the standby interpreter.
+
+The trainer gets the lease only through its environment (``CUDA_VISIBLE_DEVICES``,
+``ELASTIC_GPU_*``), never the scheduler's secret. With ``--standby`` one spare interpreter
+with TensorFlow already imported waits on its stdin; the next (re)start hands it the lease
+instead of paying for a fresh ``import tensorflow``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+from . import protocol as P
+from .jobdir import JobDir
+from .procs import describe_exit, kill_group, spawn
+
+PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
+
+
+class Launcher:
+    def __init__(self, job: JobDir, command: dict, *, simulated: bool, python: str, log):
+        self.job = job
+        self.command = command
+        self.simulated = simulated
+        self.python = python
+        self.log = log
+        self.standby: subprocess.Popen | None = None
+
+    def lease_env(self, lease: P.Control) -> dict:
+        unique = list(dict.fromkeys(lease.gpus))
+        return {
+            P.ENV_GENERATION: str(lease.generation),
+            P.ENV_GPUS: ",".join(lease.gpus),
+            P.ENV_SIMULATED: "1" if self.simulated else "0",
+            "CUDA_VISIBLE_DEVICES": "" if self.simulated else ",".join(unique),
+        }
+
+    def env(self, lease: P.Control | None) -> dict:
+        env = dict(os.environ)
+        env.pop(P.ENV_SECRET, None)  # the scheduler secret is the sidecar's, not the script's
+        if lease is not None:
+            env.update(self.lease_env(lease))
+        else:  # a standby learns its lease later
+            for key in (P.ENV_GENERATION, P.ENV_GPUS, P.ENV_SIMULATED, "CUDA_VISIBLE_DEVICES"):
+                env.pop(key, None)
+        env["PYTHONUNBUFFERED"] = "1"
+        env.setdefault("CUDA_DEVICE_ORDER", "PCI_BUS_ID")  # ordinals as nvidia-smi/NVML number them
+        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+        env[P.ENV_JOB_DIR] = str(self.job.path)
+        env[P.ENV_SIDECAR_PID] = str(os.getpid())
+        path = env.get("PYTHONPATH")
+        env["PYTHONPATH"] = PACKAGE_PARENT + (os.pathsep + path if path else "")
+        return env
+
+    def argv(self) -> list[str]:
+        c = self.command
+        if c["kind"] == "synthetic":
+            return [
+                self.python,
+                "-m",
+                "elastic_gpu_sidecar.synthetic",
+                "--profile",
+                c["profile"],
+                "--work",
+                str(c["work"]),
+                "--time-scale",
+                str(c["time_scale"]),
+                "--batch",
+                str(c["batch"]),
+                "--checkpoint-every",
+                str(c["checkpoint_every"]),
+            ]
+        return [self.python, "-m", "elastic_gpu_sidecar.trainer"]
+
+    def start(self, lease: P.Control) -> tuple[subprocess.Popen, bool]:
+        """Start a trainer on ``lease``; True when the standby interpreter was used."""
+        proc = self._activate_standby(lease)
+        if proc is not None:
+            return proc, True
+        proc = spawn(
+            self.argv(),
+            env=self.env(lease),
+            log_path=self.job / P.TRAINER_LOG,
+            cwd=self.command.get("cwd"),
+        )
+        return proc, False
+
+    def _activate_standby(self, lease: P.Control) -> subprocess.Popen | None:
+        sb, self.standby = self.standby, None
+        if sb is None or sb.poll() is not None:
+            return None
+        try:
+            sb.stdin.write((json.dumps({"env": self.lease_env(lease)}) + "\n").encode())
+            sb.stdin.close()
+        except OSError:
+            kill_group(sb)
+            return None
+        return sb
+
+    def ensure_standby(self) -> None:
+        """Keep one interpreter with TensorFlow imported ready for the next restart."""
+        if self.command.get("kind") != "script":
+            return
+        if self.standby is not None and self.standby.poll() is None:
+            return
+        if self.standby is not None:
+            self.log(f"standby interpreter exited ({describe_exit(self.standby.returncode)})")
+        self.standby = spawn(
+            [*self.argv(), "--standby"],
+            env=self.env(None),
+            log_path=self.job / P.TRAINER_LOG,
+            cwd=self.command.get("cwd"),
+            stdin=subprocess.PIPE,
+        )
+
+    def stop_standby(self) -> None:
+        sb, self.standby = self.standby, None
+        if sb is not None and sb.poll() is None:
+            kill_group(sb)
+            sb.wait()

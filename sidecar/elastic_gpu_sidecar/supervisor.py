@@ -1,0 +1,580 @@
+"""The sidecar: supervise one trainer and reconcile it toward the desired lease.
+
+The loop is level-triggered: it reads ``control.json`` (written by the CLI or the scheduler
+client) every 0.2 s or when nudged by a signal, compares it with the lease the trainer runs
+on, and acts: ask the trainer to checkpoint and stop (SIGUSR1), wait, restart it on the new
+GPUs. Crashes are retried with exponential backoff; a user's bug is not. Everything the
+sidecar knows is in ``status.json``; everything it does is in ``sidecar.log``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import protocol as P
+from .client import SchedulerClient
+from .jobdir import JobDir, ProgressTail, atomic_write_json, read_json, read_live
+from .launcher import Launcher
+from .procs import describe_exit, kill_group, reap_group
+
+FINAL_EXIT = {
+    "done": P.EXIT_DONE,
+    "failed": P.EXIT_FAILED,
+    "suspended": P.EXIT_SUSPENDED,
+    "cancelled": P.EXIT_CANCELLED,
+}
+
+
+@dataclass
+class Options:
+    job_dir: str
+    gpus: list[str] | None = None
+    generation: int | None = None
+    simulated: bool = False
+    command: dict = field(default_factory=dict)  # what runs: see job.json
+    mechanism: str = "sidecar"
+    max_restarts: int = 3
+    stop_timeout: float = 120.0
+    backoff: float = 1.0
+    standby: bool = True
+    scheduler_url: str | None = None
+    job_id: str | None = None
+    heartbeat: float = 2.0
+    python: str = sys.executable
+    echo: bool = True
+
+
+class _Stop:
+    """A stop the sidecar asked for and is waiting on."""
+
+    def __init__(self, kind: str, target: P.Control, timeout: float, entry: dict | None):
+        self.kind = kind  # "resize" | "suspend" | "cancel"
+        self.target = target
+        self.started = time.monotonic()
+        self.deadline = self.started + timeout
+        self.entry = entry
+        self.killed = False
+
+
+class Sidecar:
+    def __init__(self, opts: Options):
+        self.opts = opts
+        self.job = JobDir(opts.job_dir)
+        self.proc: subprocess.Popen | None = None
+        self.running: P.Control | None = None  # lease the current/last trainer was started on
+        self.stopping: _Stop | None = None
+        self.restart_at: float | None = None
+        self.pending_entry: dict | None = None  # resize waiting for its first step
+        self.reached: int | None = None  # step the last trainer reached when it ended
+        self.restarts = 0
+        self.resizes: list[dict] = []
+        self.error: dict | None = None
+        self.exit_code: int | None = None
+        self.state = "starting"
+        self.last_progress: dict | None = None
+        self.throughput: dict[int, deque] = {}
+        self.first_step_seen = False
+        self._lock = threading.RLock()
+        self._bad_control: str | None = None
+        self._signals = {"nudge": False, "cancel": 0}
+        self._wake_r, self._wake_w = os.pipe()
+        self.launcher = Launcher(
+            self.job, opts.command, simulated=opts.simulated, python=opts.python, log=self.log
+        )
+        self.client: SchedulerClient | None = None
+        self.started_at = time.time()
+
+    # -- logging and status -------------------------------------------------------------------
+    def log(self, message: str) -> None:
+        self.job.log(message, echo=self.opts.echo)
+
+    def _status(self) -> dict:
+        replicas = len(self.running.gpus) if self.running else 0
+        model = next(
+            (str(self.job / n) for n in (P.MODEL, P.MODEL_WEIGHTS) if (self.job / n).exists()),
+            None,
+        )
+        return {
+            "state": self.state,
+            "generation": self.running.generation if self.running else None,
+            "gpus": list(self.running.gpus) if self.running else [],
+            "replicas": replicas,
+            "sidecar_pid": os.getpid(),
+            "trainer_pid": self.proc.pid if self.proc else None,
+            "restarts": self.restarts,
+            "resizes": self.resizes,
+            "error": self.error,
+            "exit_code": self.exit_code,
+            "model_path": model if self.state == "done" else None,
+            "updated_at": time.time(),
+            "job_id": self.opts.job_id,
+            "mechanism": self.opts.mechanism,
+            "started_at": self.started_at,
+        }
+
+    def write_status(self) -> None:
+        with self._lock:
+            atomic_write_json(self.job / P.STATUS, self._status())
+
+    def snapshot(self) -> dict:
+        """The heartbeat body (everything but job_id, which the client adds)."""
+        with self._lock:
+            st = self._status()
+            pauses = [r["pause_s"] for r in self.resizes if r.get("pause_s") is not None]
+            return {
+                "generation": st["generation"],
+                "gpus": st["gpus"],
+                "state": st["state"],
+                "progress": self.last_progress,
+                "throughput": {
+                    str(r): round(statistics.median(v), 3) for r, v in self.throughput.items() if v
+                },
+                "resize_cost_s": round(statistics.fmean(pauses), 3) if pauses else None,
+                "sidecar_pid": st["sidecar_pid"],
+                "trainer_pid": st["trainer_pid"],
+                "restarts": st["restarts"],
+                "error": st["error"],
+                "exit_code": st["exit_code"],
+            }
+
+    def _set_state(self, state: str) -> None:
+        if state != self.state:
+            self.state = state
+        self.write_status()
+
+    # -- setup --------------------------------------------------------------------------------
+    def _setup(self) -> None:
+        self.job.create()
+        self._lock_pidfile()
+        prev = self.job.read_status() or {}
+        try:
+            old = self.job.read_control()
+        except ValueError:
+            old = None
+        gen = self.opts.generation
+        if gen is None:
+            known = [g for g in (prev.get("generation"), old and old.generation) if g is not None]
+            gen = max(known) + 1 if known else 1
+        gpus = self.opts.gpus or (old.gpus if old else None) or prev.get("gpus")
+        if not gpus:
+            raise SystemExit("no GPUs given: pass --gpus")
+        control = P.Control(gen, list(gpus), "run")
+        self.job.write_control(control)
+        self.desired = control
+        self.resizes = list(prev.get("resizes") or [])
+        atomic_write_json(self.job / P.JOB, self.opts.command)
+        for sig in (signal.SIGUSR1, signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, self._on_signal)
+        os.set_blocking(self._wake_w, False)
+        signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
+        what = self.opts.command.get("kind")
+        self.log(
+            f"sidecar {os.getpid()} started for {self._describe_command()} "
+            f"({what}, mechanism {self.opts.mechanism}) in {self.job.path}"
+        )
+        if self.opts.scheduler_url:
+            self.client = SchedulerClient(
+                self.opts.scheduler_url,
+                self.opts.job_id or self.job.path.name,
+                os.environ.get(P.ENV_SECRET, ""),
+                interval=self.opts.heartbeat,
+                snapshot=self.snapshot,
+                on_lease=self.on_scheduler_lease,
+                log=self.log,
+            )
+
+    def _describe_command(self) -> str:
+        c = self.opts.command
+        if c.get("kind") == "synthetic":
+            return f"synthetic profile {c['profile']} work {c['work']}"
+        return " ".join([c.get("script", "?"), *c.get("args", [])])
+
+    def _lock_pidfile(self) -> None:
+        other = self.job.sidecar_pid()
+        if other is not None and other != os.getpid():
+            raise SystemExit(f"another sidecar (pid {other}) already runs this job dir")
+        self._pidfile = open(self.job / P.PIDFILE, "a+")  # noqa: SIM115
+        try:
+            fcntl.flock(self._pidfile, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise SystemExit("another sidecar already runs this job dir") from None
+        self._pidfile.seek(0)
+        self._pidfile.truncate()
+        self._pidfile.write(f"{os.getpid()}\n")
+        self._pidfile.flush()
+
+    def _on_signal(self, signum, frame) -> None:
+        if signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            self._signals["cancel"] += 1
+        elif signum == signal.SIGUSR1:
+            self._signals["nudge"] = True
+
+    def wake(self) -> None:
+        with contextlib.suppress(OSError):
+            os.write(self._wake_w, b"\0")
+
+    def on_scheduler_lease(self, lease: P.Control) -> None:
+        """Apply the scheduler's desired lease when it is newer or changes the action."""
+        try:
+            current = self.job.read_control()
+        except ValueError:
+            current = None
+        if (
+            current is None
+            or lease.generation > current.generation
+            or (lease.action != current.action)
+        ):
+            self.log(
+                f"scheduler lease: generation {lease.generation} gpus {','.join(lease.gpus)} "
+                f"action {lease.action}"
+            )
+            self.job.write_control(lease)
+            self.wake()
+
+    # -- main loop ----------------------------------------------------------------------------
+    def run(self) -> int:
+        self._setup()
+        self.tail = ProgressTail(self.job / P.PROGRESS, from_end=True)
+        try:
+            if self.client:
+                self.client.start()
+            self._start_trainer(self.desired, "start")
+            while self.exit_code is None:
+                self._wait(0.2)
+                self._handle_signals()
+                self._read_progress()
+                self._check_trainer()
+                if self.exit_code is None:
+                    self._reconcile()
+                    self._maybe_restart()
+                    self._maybe_standby()
+        except BaseException as e:
+            if self.exit_code is None:
+                self.log(f"sidecar error: {type(e).__name__}: {e}; stopping the trainer")
+                self.error = {
+                    "type": type(e).__name__,
+                    "message": str(e),
+                    "traceback": None,
+                    "hint": "this is a sidecar failure, not a problem in your script",
+                }
+                self._finish("failed")
+            if not isinstance(e, (KeyboardInterrupt, SystemExit)):
+                raise
+        finally:
+            self._cleanup()
+        return self.exit_code
+
+    def _wait(self, timeout: float) -> None:
+        import select
+
+        r, _, _ = select.select([self._wake_r], [], [], timeout)
+        if r:
+            with contextlib.suppress(OSError):
+                os.read(self._wake_r, 4096)
+
+    def _handle_signals(self) -> None:
+        if self._signals["cancel"]:
+            n, self._signals["cancel"] = self._signals["cancel"], 0
+            if (self.stopping is not None and self.stopping.kind == "cancel") or n > 1:
+                self.log("second cancel signal: killing the trainer now")
+                if self.proc is not None:
+                    kill_group(self.proc)
+                    self.proc.wait()
+                self._finish("cancelled")
+                return
+            self.log("cancel requested by signal: checkpointing and stopping")
+            lease = self.desired
+            self.job.write_control(P.Control(lease.generation, lease.gpus, "cancel"))
+        self._signals["nudge"] = False  # the reconcile below reads control.json anyway
+
+    def _read_progress(self) -> None:
+        for rec in self.tail.read():
+            with self._lock:
+                self.last_progress = rec
+                rate, replicas = rec.get("samples_per_s"), rec.get("replicas")
+                if isinstance(rate, (int, float)) and isinstance(replicas, int) and rate > 0:
+                    self.throughput.setdefault(replicas, deque(maxlen=10)).append(rate)
+            if rec.get("first") and self.proc is not None and rec.get("pid") == self.proc.pid:
+                self._on_first_step(rec)
+
+    def _on_first_step(self, rec: dict) -> None:
+        self.first_step_seen = True
+        resumed = rec.get("resumed_from")
+        replayed = rec.get("replayed") or 0
+        lost = None
+        if self.reached is not None and isinstance(resumed, int):
+            # steps trained again: those after the checkpoint, plus an epoch start replayed
+            # because the input cannot be skipped
+            lost = max(0, self.reached - resumed) + replayed
+        entry = self.pending_entry
+        if entry is not None:
+            entry["first_step_at"] = rec["t"]
+            entry["pause_s"] = round(rec["t"] - entry["requested_at"], 3)
+            entry["lost_steps"] = lost
+            entry["replayed_steps"] = replayed
+            self.log(
+                f"first step on gpus {','.join(self.running.gpus)} "
+                f"({len(self.running.gpus)} replicas) {entry['pause_s']:.2f} s after the request; "
+                f"lost {lost} steps"
+            )
+            self.pending_entry = None
+        elif lost is not None:
+            self.log(f"trainer resumed at step {resumed}; {lost} steps lost since the crash")
+        else:
+            self.log(f"first step on gpus {','.join(self.running.gpus)}")
+        self._set_state("running")
+
+    # -- trainer lifecycle --------------------------------------------------------------------
+    def _start_trainer(self, lease: P.Control, reason: str) -> None:
+        marker = (
+            f"\n===== generation {lease.generation} on gpus {','.join(lease.gpus)} "
+            f"({len(lease.gpus)} replicas, {'simulated' if self.opts.simulated else 'real'}) "
+            f"[{reason}] {time.strftime('%Y-%m-%d %H:%M:%S')} =====\n"
+        )
+        with open(self.job / P.TRAINER_LOG, "a", encoding="utf-8") as f:
+            f.write(marker)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.job / P.TRAINER_ERROR)
+        self.first_step_seen = False
+        proc, from_standby = self.launcher.start(lease)
+        self.proc = proc
+        self.running = lease
+        self.restart_at = None
+        how = "standby interpreter" if from_standby else "new process"
+        self.log(
+            f"trainer {proc.pid} started ({how}) on gpus {','.join(lease.gpus)}, "
+            f"generation {lease.generation} [{reason}]"
+        )
+        state = {"start": "starting", "resize": "resizing"}.get(reason, "restarting")
+        self._set_state(state)
+
+    def _maybe_standby(self) -> None:
+        # after the first step (not to slow the start), never while the trainer is replaced
+        ready = self.first_step_seen and self.stopping is None
+        if self.opts.standby and self.opts.mechanism == "sidecar" and ready:
+            self.launcher.ensure_standby()
+
+    def _reconcile(self) -> None:
+        try:
+            desired = self.job.read_control()
+        except ValueError as e:
+            if self._bad_control != str(e):
+                self.log(f"ignoring invalid control.json: {e}")
+                self._bad_control = str(e)
+            return
+        if desired is None:
+            return
+        self.desired = desired
+        if desired.action in ("stop", "cancel"):
+            kind = "cancel" if desired.action == "cancel" else "suspend"
+            if self.stopping is not None and (
+                self.stopping.kind == kind or self.stopping.kind == "cancel"
+            ):
+                return
+            if self.proc is None:
+                self.log(f"{kind} requested while no trainer runs")
+                self._finish("cancelled" if kind == "cancel" else "suspended")
+                return
+            self._request_stop(kind, desired)
+            return
+        running = self.running
+        if (desired.generation, desired.gpus) == (running.generation, running.gpus):
+            return
+        if self.stopping is not None:
+            if self.stopping.kind == "resize" and self.stopping.target != desired:
+                self.log(f"newer lease generation {desired.generation} while resizing: retargeting")
+                self.stopping.target = desired
+                self.stopping.entry.update(generation=desired.generation, to_gpus=desired.gpus)
+            return
+        entry = {
+            "generation": desired.generation,
+            "from_gpus": list(running.gpus),
+            "to_gpus": list(desired.gpus),
+            "requested_at": desired.requested_at,
+            "stopped_at": None,
+            "first_step_at": None,
+            "pause_s": None,
+            "lost_steps": None,
+            "replayed_steps": None,
+            "mechanism": self.opts.mechanism,
+        }
+        self.resizes.append(entry)
+        if self.proc is None:  # down, waiting to restart after a crash: restart on the new lease
+            entry["stopped_at"] = time.time()
+            self.pending_entry = entry
+            self.running = desired
+            self.log(f"lease generation {desired.generation} adopted while the trainer is down")
+            return
+        self._request_stop("resize", desired, entry)
+
+    def _request_stop(self, kind: str, target: P.Control, entry: dict | None = None) -> None:
+        self.stopping = _Stop(kind, target, self.opts.stop_timeout, entry)
+        if kind == "resize":
+            self.log(
+                f"resize requested: generation {target.generation}, gpus "
+                f"{','.join(self.running.gpus)} -> {','.join(target.gpus)} "
+                f"(mechanism {self.opts.mechanism})"
+            )
+            if self.opts.mechanism == "termination":
+                self.stopping.killed = True
+                kill_group(self.proc)
+                self._set_state("resizing")
+                return
+            self._set_state("resizing")
+        else:
+            self.log(f"{kind} requested: asking the trainer to checkpoint and stop")
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(self.proc.pid, signal.SIGUSR1)
+
+    def _check_trainer(self) -> None:
+        if self.proc is None:
+            return
+        rc = self.proc.poll()
+        if rc is None:
+            stop = self.stopping
+            if stop is not None and not stop.killed and time.monotonic() > stop.deadline:
+                self.log(
+                    f"trainer did not checkpoint within {self.opts.stop_timeout:g} s: "
+                    "killing it; it will resume from its last periodic checkpoint"
+                )
+                stop.killed = True
+                kill_group(self.proc)
+            return
+        proc, self.proc = self.proc, None
+        reap_group(proc)
+        live = read_live(self.job / P.LIVE)
+        self.reached = live[1] if live and live[0] == self.running.generation else None
+        stop, self.stopping = self.stopping, None
+        how = describe_exit(rc)
+        at = f" at step {self.reached}" if self.reached is not None else ""
+        self.log(f"trainer {proc.pid} ended: {how}{at}")
+        if rc == P.TRAINER_DONE:
+            self._finish("done")
+        elif rc == P.TRAINER_USER_ERROR:
+            self.error = self._trainer_error(rc)
+            self._finish("failed")
+        elif stop is not None and (rc == P.TRAINER_STOPPED or stop.killed or rc == -signal.SIGUSR1):
+            took = time.monotonic() - stop.started
+            if rc == P.TRAINER_STOPPED:
+                self.log(f"checkpoint written and trainer stopped {took:.2f} s after the request")
+            if stop.kind == "resize":
+                stop.entry["stopped_at"] = time.time()
+                self.pending_entry = stop.entry
+                if stop.killed:
+                    self.log("trainer killed: resuming from the last periodic checkpoint")
+                self._start_trainer(stop.target, "resize")
+            else:
+                self._finish("cancelled" if stop.kind == "cancel" else "suspended")
+        elif rc == P.TRAINER_STOPPED:
+            self.log("trainer stopped without a request from this sidecar: restarting it")
+            self._start_trainer(self.running, "restart")
+        else:
+            self._crashed(rc, how)
+
+    def _crashed(self, rc: int, how: str) -> None:
+        err = self._trainer_error(rc)
+        self.restarts += 1
+        if self.restarts > self.opts.max_restarts:
+            self.error = err
+            self.log(f"trainer failed {self.restarts} times; giving up")
+            self._finish("failed")
+            return
+        delay = self.opts.backoff * 2 ** (self.restarts - 1)
+        self.log(
+            f"trainer crashed ({how}); restart {self.restarts}/{self.opts.max_restarts} from the "
+            f"last checkpoint in {delay:g} s"
+        )
+        self.restart_at = time.monotonic() + delay
+        self._set_state("restarting")
+
+    def _maybe_restart(self) -> None:
+        if (
+            self.proc is None
+            and self.restart_at is not None
+            and time.monotonic() >= self.restart_at
+        ):
+            self._start_trainer(self.running, "restart")
+
+    def _trainer_error(self, rc: int) -> dict:
+        try:
+            err = read_json(self.job / P.TRAINER_ERROR)
+        except ValueError:
+            err = None
+        if isinstance(err, dict) and rc in (P.TRAINER_USER_ERROR, P.TRAINER_INFRA_ERROR):
+            return {k: err.get(k) for k in ("type", "message", "traceback", "hint")}
+        tail = _log_tail(self.job / P.TRAINER_LOG)
+        return {
+            "type": "TrainerCrashed",
+            "message": f"the trainer process ended unexpectedly ({describe_exit(rc)})",
+            "traceback": tail,
+            "hint": "see trainer.log; a process killed by SIGKILL is often out of host memory",
+        }
+
+    def _finish(self, state: str) -> None:
+        self.exit_code = FINAL_EXIT[state]
+        self.restart_at = None
+        self.state = state
+        if state == "failed" and self.error:
+            self.log(f"job failed: {self.error['type']}: {self.error['message']}")
+        else:
+            self.log(f"job {state}")
+        self.write_status()
+        if state in ("done", "failed", "cancelled"):
+            st = self._status()
+            prog = self.last_progress or {}
+            atomic_write_json(
+                self.job / P.RESULT,
+                {
+                    "state": state,
+                    "exit_code": self.exit_code,
+                    "model_path": st["model_path"],
+                    "global_step": prog.get("global_step"),
+                    "samples": prog.get("samples"),
+                    "loss": prog.get("loss"),
+                    "metrics": prog.get("metrics"),
+                    "restarts": self.restarts,
+                    "resizes": len(self.resizes),
+                    "error": self.error,
+                    "elapsed_s": round(time.time() - self.started_at, 3),
+                    "finished_at": time.time(),
+                },
+            )
+
+    def _cleanup(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            kill_group(self.proc)
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                self.proc.wait(5)
+        self.proc = None
+        with contextlib.suppress(AttributeError):
+            self.launcher.stop_standby()
+        with contextlib.suppress(Exception):
+            signal.set_wakeup_fd(-1)
+        if self.client is not None:
+            self.client.stop()
+            self.client.beat()  # the final heartbeat: the scheduler learns the end at once
+        with contextlib.suppress(OSError, AttributeError):
+            os.unlink(self.job / P.PIDFILE)
+            self._pidfile.close()
+
+
+def _log_tail(path: Path, lines: int = 30) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - 16384))
+            text = f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return "\n".join(text.splitlines()[-lines:])

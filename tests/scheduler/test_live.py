@@ -1,0 +1,153 @@
+"""The scheduler live, inside a real Jupyter server, over real sidecars on 4 simulated GPUs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+
+import pytest
+
+
+async def api(jp_fetch, path, method="GET", body=None):
+    r = await jp_fetch(
+        "elastic-gpu",
+        "api",
+        *path.split("/"),
+        method=method,
+        body=json.dumps(body) if body is not None else None,
+    )
+    return json.loads(r.body or b"{}")
+
+
+async def until(check, timeout, what):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = await check()
+        if last:
+            return last
+        await asyncio.sleep(0.3)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}; last: {last!r}")
+
+
+def synthetic(name, work, max_gpus, min_gpus=1):
+    return {
+        "name": name,
+        "kind": "synthetic",
+        "min_gpus": min_gpus,
+        "max_gpus": max_gpus,
+        "synthetic": {"work": work, "throughput": {"1": 100, "2": 190, "4": 360}, "batch": 10},
+    }
+
+
+def replicas_reported(job_dir: str) -> list[int]:
+    """The replica counts the trainer itself wrote, in order, without repeats."""
+    out: list[int] = []
+    path = Path(job_dir) / "progress.jsonl"
+    if path.exists():
+        for line in path.read_text().splitlines():
+            n = json.loads(line).get("replicas")
+            if n and (not out or out[-1] != n):
+                out.append(n)
+    return out
+
+
+async def job_state(jp_fetch, job_id, *states):
+    job = await api(jp_fetch, f"jobs/{job_id}")
+    return job if job["state"] in states else None
+
+
+async def test_long_job_shrinks_for_a_short_one_and_grows_back(jp_fetch):
+    a = await api(jp_fetch, "jobs", "POST", synthetic("A", 30_000, 4))
+
+    async def a_on(n):
+        job = await api(jp_fetch, f"jobs/{a['id']}")
+        ok = job["state"] == "running" and len(job["gpus"]) == n
+        ok = ok and (job["progress"] or {}).get("replicas") == n
+        return job if ok else None
+
+    await until(lambda: a_on(4), 40, "A alone on 4 GPUs")
+    b = await api(jp_fetch, "jobs", "POST", synthetic("B", 2_000, 2))
+    await until(lambda: a_on(2), 40, "A resized to 2 GPUs for B")
+    b_running = await until(lambda: job_state(jp_fetch, b["id"], "running", "done"), 30, "B runs")
+    assert len(b_running["gpus"]) in (0, 2)
+    await until(lambda: job_state(jp_fetch, b["id"], "done"), 60, "B to finish")
+    a_final = await until(lambda: a_on(4), 60, "A back on 4 GPUs")
+
+    # The trainer itself reported the replica counts it ran with.
+    assert replicas_reported(a_final["job_dir"])[:3] == [4, 2, 4]
+    # Every change has its reason in the event log.
+    events = (await api(jp_fetch, f"jobs/{a['id']}/events"))["events"]
+    resizes = [e for e in events if e["kind"] == "resize"]
+    assert [(len(e["data"]["from"]), len(e["data"]["to"])) for e in resizes][:2] == [(4, 2), (2, 4)]
+    assert all(e["message"].count(":") >= 1 and len(e["message"]) > 30 for e in resizes)
+    assert a_final["resizes"] >= 2 and a_final["history"]
+    await api(jp_fetch, f"jobs/{a['id']}/cancel", "POST", {})
+    cancelled = await until(lambda: job_state(jp_fetch, a["id"], "cancelled"), 30, "A cancelled")
+    assert cancelled["finished_at"]
+
+
+async def test_status_queue_and_progress_views(jp_fetch):
+    job = await api(jp_fetch, "jobs", "POST", synthetic("views", 3_000, 2))
+    await until(lambda: job_state(jp_fetch, job["id"], "done"), 60, "the job to finish")
+    status = await api(jp_fetch, "status")
+    assert [g["id"] for g in status["gpus"]] == ["0", "1", "2", "3"]
+    entry = next(j for j in status["jobs"] if j["id"] == job["id"])
+    assert set(entry) >= {"id", "name", "user", "state", "gpus", "min_gpus", "max_gpus", "progress"}
+    assert set(entry["progress"]) >= {"epoch", "step", "replicas"}
+    progress = (await api(jp_fetch, f"jobs/{job['id']}/progress"))["progress"]
+    assert progress and progress[-1]["samples"] >= 3_000 - 10
+    logs = await api(jp_fetch, f"jobs/{job['id']}/logs")
+    assert "generation" in logs["sidecar"] or logs["sidecar"]
+    done = await api(jp_fetch, f"jobs/{job['id']}")
+    assert done["progress"]["fraction"] == pytest.approx(1.0, abs=0.01)
+
+
+TF_SCRIPT = """
+import numpy as np
+import keras
+
+rng = np.random.default_rng(0)
+x = rng.normal(size=(4096, 16)).astype("float32")
+y = (x @ rng.normal(size=(16, 1))).astype("float32")
+model = keras.Sequential([keras.Input((16,)), keras.layers.Dense(32, activation="relu"),
+                          keras.layers.Dense(1)])
+model.compile(optimizer="adam", loss="mse")
+model.fit(x, y, batch_size=32, epochs=8, verbose=0)
+"""
+
+
+@pytest.mark.slow
+async def test_a_tensorflow_job_is_resized_live(jp_fetch):
+    a = await api(
+        jp_fetch,
+        "jobs",
+        "POST",
+        {"name": "keras", "script": TF_SCRIPT, "min_gpus": 1, "max_gpus": 4},
+    )
+
+    async def a_running_on(n):
+        job = await api(jp_fetch, f"jobs/{a['id']}")
+        if job["state"] in ("failed", "cancelled"):
+            raise AssertionError(f"the TF job ended: {job['error']}")
+        p = job["progress"] or {}
+        return job if job["state"] == "running" and p.get("replicas") == n else None
+
+    await until(lambda: a_running_on(4), 120, "the TF job on 4 simulated GPUs")
+    b = await api(jp_fetch, "jobs", "POST", synthetic("B", 1_500, 2))
+    await until(lambda: a_running_on(2), 120, "the TF job resized to 2")
+    await until(lambda: job_state(jp_fetch, b["id"], "done"), 120, "B to finish")
+    done = await until(lambda: job_state(jp_fetch, a["id"], "done"), 300, "the TF job to finish")
+    seen = replicas_reported(done["job_dir"])
+    assert seen[:2] == [4, 2]
+    assert done["model_path"] and Path(done["model_path"]).exists()
+    records = [
+        json.loads(line)
+        for line in (Path(done["job_dir"]) / "progress.jsonl").read_text().splitlines()
+    ]
+    steps = [r["global_step"] for r in records]
+    assert steps == sorted(steps) and steps[-1] == 8 * 4096 // 32  # no step lost or repeated
+    events = (await api(jp_fetch, f"jobs/{a['id']}/events"))["events"]
+    assert any(e["kind"] == "resize" and len(e["data"]["to"]) == 2 for e in events)

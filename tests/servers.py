@@ -1,0 +1,219 @@
+"""Real `jupyter server` and scheduler-daemon processes for tests that need a process to kill."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def get_json(url: str, token: str | None = None, timeout: float = 10.0) -> dict:
+    request = urllib.request.Request(url)
+    if token:
+        request.add_header("Authorization", f"token {token}")
+    with urllib.request.urlopen(request, timeout=timeout) as r:
+        return json.loads(r.read())
+
+
+def call(method: str, url: str, token: str | None, body: dict | None = None) -> tuple[int, dict]:
+    """(status, JSON) of one request, errors included."""
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(url, data=data, method=method)
+    if token:
+        request.add_header("Authorization", f"token {token}")
+    request.add_header("Content-Type", "application/json")
+    try:
+        with urllib.request.urlopen(request, timeout=15) as r:
+            return r.status, json.loads(r.read() or b"{}")
+    except urllib.error.HTTPError as e:
+        raw = e.read()
+        try:
+            return e.code, json.loads(raw)
+        except ValueError:
+            return e.code, {"message": raw.decode(errors="replace")}
+
+
+def wait_for(predicate, timeout: float, interval: float = 0.3, what: str = "condition"):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = predicate()
+        if last:
+            return last
+        time.sleep(interval)
+    raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
+
+
+class JupyterServerProcess:
+    """`jupyter server` with the extension, its data (database, jobs) under ``root``."""
+
+    def __init__(
+        self,
+        root: Path,
+        port: int,
+        token: str = "test-token",
+        name: str = "server",
+        config: dict | None = None,
+        env: dict | None = None,
+    ) -> None:
+        self.root, self.port, self.token, self.name = Path(root), port, token, name
+        self.config = {
+            "simulated_gpus": 4,
+            "tick_interval": 2.0,
+            "heartbeat_interval": 0.5,
+            "heartbeat_timeout": 6.0,
+            "default_resize_cost": 1.0,
+            "checkpoint_interval": 2.0,
+            "db_path": str(self.root / f"{name}-data" / "scheduler.sqlite"),
+            "checkpoint_root": str(self.root / f"{name}-data" / "jobs"),
+            **(config or {}),
+        }
+        self.env = env or {}
+        self.proc: subprocess.Popen | None = None
+        self.log_path = self.root / f"{name}.log"
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/"
+
+    @property
+    def api_url(self) -> str:
+        return f"{self.url}elastic-gpu/api/"
+
+    def start(self, timeout: float = 60.0) -> None:
+        args = [
+            sys.executable,
+            "-m",
+            "jupyter_server",
+            "--no-browser",
+            "--allow-root",
+            f"--port={self.port}",
+            "--ip=127.0.0.1",
+            "--ServerApp.port_retries=0",
+            f"--IdentityProvider.token={self.token}",
+            f"--ServerApp.root_dir={self.root}",
+        ]
+        for key, value in self.config.items():
+            args.append(
+                f"--ElasticGPUApp.{key}={json.dumps(value) if not isinstance(value, str) else value}"
+            )
+        env = {
+            **os.environ,
+            "JUPYTER_RUNTIME_DIR": str(self.root / f"{self.name}-runtime"),
+            **self.env,
+        }
+        log = open(self.log_path, "ab")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            args, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+        log.close()
+
+        def ready():
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{self.name} exited: {self.log_path.read_text()[-3000:]}")
+            try:
+                return get_json(self.api_url + "whoami", self.token, timeout=2)
+            except (OSError, ValueError):
+                return None
+
+        wait_for(ready, timeout, what=f"{self.name} to answer")
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup at all, like a crash."""
+        if self.proc and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait()
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.kill()
+
+
+class DaemonProcess:
+    """`jupyter-elastic-gpu scheduler`, with its state (database, tokens) under ``root``."""
+
+    def __init__(self, root: Path, port: int, extra: list[str] | None = None) -> None:
+        self.root, self.port, self.extra = Path(root), port, extra or []
+        self.state = self.root / "daemon-state"
+        self.proc: subprocess.Popen | None = None
+        self.log_path = self.root / "daemon.log"
+
+    @property
+    def api_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/api/"
+
+    def add_user(self, user: str, admin: bool = False) -> str:
+        args = [
+            sys.executable,
+            "-m",
+            "jupyter_elastic_gpu.cli",
+            "scheduler",
+            "add-user",
+            user,
+            "--state-dir",
+            str(self.state),
+        ] + (["--admin"] if admin else [])
+        return subprocess.run(args, capture_output=True, text=True, check=True).stdout.strip()
+
+    def start(self, timeout: float = 30.0) -> None:
+        args = [
+            sys.executable,
+            "-m",
+            "jupyter_elastic_gpu.cli",
+            "scheduler",
+            "--port",
+            str(self.port),
+            "--state-dir",
+            str(self.state),
+            "--simulated-gpus",
+            "4",
+            "--tick",
+            "2",
+            "--heartbeat-timeout",
+            "6",
+            *self.extra,
+        ]
+        env = {**os.environ, "ELASTIC_GPU_DAEMON_DIR": str(self.root / "daemon-discovery")}
+        log = open(self.log_path, "ab")  # noqa: SIM115
+        self.proc = subprocess.Popen(
+            args, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+        log.close()
+
+        def ready():
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"daemon exited: {self.log_path.read_text()[-3000:]}")
+            try:
+                urllib.request.urlopen(self.api_url + "whoami", timeout=2)
+            except urllib.error.HTTPError as e:
+                return e.code == 401
+            except OSError:
+                return False
+            return True
+
+        wait_for(ready, timeout, what="the scheduler daemon to answer")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()

@@ -1,0 +1,199 @@
+"""Fast checks of the sidecar's building blocks (standard library only, no TensorFlow)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from elastic_gpu_sidecar import protocol as P
+from elastic_gpu_sidecar.checkpoint import CheckpointStore
+from elastic_gpu_sidecar.cli import format_status
+from elastic_gpu_sidecar.errors import describe, hint_for
+from elastic_gpu_sidecar.jobdir import JobDir, ProgressTail, atomic_write_json, read_json
+from elastic_gpu_sidecar.synthetic import parse_profile, speed_at
+
+
+def test_control_validation():
+    c = P.Control.from_json({"generation": 3, "gpus": ["0", "1"], "action": "run"})
+    assert (c.generation, c.gpus, c.action) == (3, ["0", "1"], "run")
+    assert P.Control.from_json({"generation": 4, "gpus": [], "action": "stop"}).action == "stop"
+    for bad in (
+        {"generation": -1, "gpus": ["0"]},
+        {"generation": True, "gpus": ["0"]},
+        {"generation": 1, "gpus": "0,1"},
+        {"generation": 1, "gpus": ["0"], "action": "pause"},
+        {"generation": 1, "gpus": [], "action": "run"},
+        {"generation": 1, "gpus": ["0; rm -rf /"]},
+        [1, 2],
+    ):
+        with pytest.raises(ValueError):
+            P.Control.from_json(bad)
+    assert P.parse_gpus(" 0, 1 ,2") == ["0", "1", "2"]
+
+
+def test_atomic_write_leaves_no_temp_files(tmp_path):
+    target = tmp_path / "status.json"
+    for i in range(20):
+        atomic_write_json(target, {"i": i})
+    assert read_json(target) == {"i": 19}
+    assert os.listdir(tmp_path) == ["status.json"]
+    (tmp_path / "bad.json").write_text("{half")
+    with pytest.raises(ValueError):
+        read_json(tmp_path / "bad.json")
+    assert read_json(tmp_path / "missing.json", {"d": 1}) == {"d": 1}
+
+
+def test_progress_tail_reads_only_complete_lines(tmp_path):
+    path = tmp_path / "progress.jsonl"
+    tail = ProgressTail(path)
+    assert tail.read() == []
+    with open(path, "w") as f:
+        f.write('{"a": 1}\n{"a": 2}\n{"a": ')
+    assert [r["a"] for r in tail.read()] == [1, 2]
+    with open(path, "a") as f:
+        f.write("3}\n")
+    assert [r["a"] for r in tail.read()] == [3]
+
+
+def test_checkpoints_are_atomic_pruned_and_verified(tmp_path):
+    lines: list[str] = []
+    store = CheckpointStore(tmp_path, log=lines.append)
+    names = [
+        store.write({"state.json": json.dumps({"n": i}).encode()}, {"n": i}).name for i in range(4)
+    ]
+    assert (tmp_path / "latest").read_text().strip() == names[-1]
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith("ckpt-")) == names[-2:]
+    assert store.latest().meta["n"] == 3
+    # a checkpoint referenced by the newest one (a finished fit's model) survives pruning
+    keep = names[-1]
+    for i in range(4, 7):
+        store.write({"state.json": b"{}"}, {"n": i, "references": [keep]})
+    assert (tmp_path / keep).is_dir()
+
+    # a torn write of the newest checkpoint (truncated data) is detected: the previous is used
+    newest = store.latest()
+    data = newest.file("state.json")
+    data.write_bytes(data.read_bytes()[:1])
+    got = store.latest()
+    assert got.meta["n"] == 5
+    assert any("is damaged" in line and newest.name in line for line in lines)
+    assert any("falling back to the previous good checkpoint" in line for line in lines)
+
+    # a checkpoint directory without its meta (writer killed before commit) is never used
+    (tmp_path / "ckpt-00000099").mkdir()
+    (tmp_path / "ckpt-00000099" / "state.json").write_text("{}")
+    assert store.latest().meta["n"] == 5
+
+
+def test_half_written_temp_checkpoint_is_removed(tmp_path):
+    lines: list[str] = []
+    store = CheckpointStore(tmp_path, log=lines.append)
+    store.write({"state.json": b"{}"}, {"n": 1})
+    tmp = tmp_path / ".tmp-2-12345"
+    tmp.mkdir()
+    (tmp / "state.json").write_text("partial")
+    assert store.latest().meta["n"] == 1
+    store.clean_partial()
+    assert not tmp.exists()
+    assert any("half-written" in line for line in lines)
+    assert store.write({"state.json": b"{}"}, {"n": 2}).name == "ckpt-00000002"
+
+
+def test_profile_interpolation():
+    prof = parse_profile("4:360,1:100,2:190")
+    assert prof == [(1, 100.0), (2, 190.0), (4, 360.0)]
+    assert speed_at(prof, 1) == 100.0
+    assert speed_at(prof, 3) == pytest.approx(275.0)
+    assert speed_at(prof, 8) == 360.0  # no gain assumed beyond the last measured point
+    for bad in ("", "1:0", "x:100", "1-100"):
+        with pytest.raises(ValueError):
+            parse_profile(bad)
+
+
+def test_hints_for_common_mistakes():
+    assert "notebook" in hint_for("NameError", "name 'df' is not defined")
+    assert "environment" in hint_for("ModuleNotFoundError", python="/usr/bin/python3")
+    assert hint_for("ZeroDivisionError") is None
+    try:
+        undefined_in_this_cell  # noqa: B018
+    except NameError as e:
+        info = describe(e)
+    assert info["type"] == "NameError" and info["kind"] == "user"
+    assert "undefined_in_this_cell" in info["traceback"]
+
+
+def test_status_is_readable():
+    st = {
+        "state": "running",
+        "generation": 2,
+        "gpus": ["0", "1"],
+        "replicas": 2,
+        "sidecar_pid": 10,
+        "trainer_pid": 11,
+        "restarts": 0,
+        "resizes": [
+            {
+                "generation": 2,
+                "from_gpus": ["0"],
+                "to_gpus": ["0", "1"],
+                "pause_s": 1.5,
+                "lost_steps": 0,
+            }
+        ],
+        "error": None,
+        "exit_code": None,
+        "updated_at": 0,
+    }
+    prog = {
+        "epoch": 0,
+        "epochs": 3,
+        "step_in_epoch": 5,
+        "steps_per_epoch": 10,
+        "global_step": 5,
+        "loss": 0.5,
+        "samples_per_s": 100.0,
+        "batch_size": 32,
+        "replicas": 2,
+    }
+    text = format_status(st, prog)
+    assert "generation 2, gpus 0,1 (2 replicas)" in text
+    assert "epoch 1/3, step 5/10" in text
+    assert "0 -> 0,1, pause 1.50 s, lost steps 0" in text
+
+
+def test_cli_usage_errors(tmp_path):
+    def run(*args):
+        return subprocess.run(
+            [sys.executable, "-m", "elastic_gpu_sidecar", *args],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+
+    r = run("resize", "--job-dir", str(tmp_path / "nope"), "--gpus", "0")
+    assert r.returncode == P.EXIT_USAGE and "no such job dir" in r.stderr
+    r = run("run", "--job-dir", str(tmp_path / "j"), "--gpus", "0")
+    assert r.returncode == P.EXIT_USAGE and "nothing to run" in r.stderr
+    r = run("run", "--job-dir", str(tmp_path / "j"), "--gpus", "0", "--", "missing.py")
+    assert r.returncode == P.EXIT_USAGE and "script not found" in r.stderr
+    job = JobDir(tmp_path / "j2")
+    job.create()
+    job.write_control(P.Control(1, ["0"], "run"))
+    r = run("resize", "--job-dir", str(job.path), "--gpus", "0,1")
+    assert r.returncode == 0 and "no sidecar running" in r.stdout
+    assert job.read_control().generation == 2 and job.read_control().gpus == ["0", "1"]
+
+
+def test_sidecar_package_stays_light():
+    """The sidecar and the synthetic workload must not pull in TensorFlow or numpy."""
+    code = (
+        "import sys, elastic_gpu_sidecar.cli, elastic_gpu_sidecar.supervisor, "
+        "elastic_gpu_sidecar.synthetic, elastic_gpu_sidecar.client;"
+        "heavy = [m for m in ('tensorflow', 'numpy', 'keras', 'jupyter_elastic_gpu') "
+        "if m in sys.modules]; print(heavy)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
