@@ -10,3 +10,10 @@ def _jupyter_server_extension_points() -> list[dict]:
     from .server.extension import ElasticGPUApp
 
     return [{"module": "jupyter_elastic_gpu", "app": ElasticGPUApp}]
+
+
+def load_ipython_extension(ipython) -> None:
+    """``%load_ext jupyter_elastic_gpu``: the %%elastic_train magic and its friends."""
+    from .notebook.magics import ElasticMagics
+
+    ipython.register_magics(ElasticMagics)

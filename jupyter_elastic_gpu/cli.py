@@ -11,6 +11,7 @@ import sys
 from collections.abc import Sequence
 
 from ._version import __version__
+from .scheduler.commands import add_client_commands
 from .scheduler.daemon import add_scheduler_command
 from .sim.commands import add_simulate, add_workload
 
@@ -25,6 +26,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_simulate(sub)
     add_workload(sub)
     add_scheduler_command(sub)
+    add_client_commands(sub)
     return parser
 
 

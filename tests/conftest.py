@@ -4,9 +4,15 @@ real server processes for the tests that kill and restart them."""
 from __future__ import annotations
 
 import pytest
-from servers import JupyterServerProcess, free_port
+from servers import JupyterServerProcess, free_port, kill_sidecars_under
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
+
+
+@pytest.fixture(autouse=True)
+def _no_sidecar_outlives_its_test(tmp_path):
+    yield
+    kill_sidecars_under(tmp_path)
 
 
 @pytest.fixture
@@ -42,6 +48,7 @@ def server_process(tmp_path):
     yield start
     for proc in started:
         proc.stop()
+    kill_sidecars_under(tmp_path)
 
 
 @pytest.fixture

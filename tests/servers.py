@@ -217,3 +217,27 @@ class DaemonProcess:
                 self.proc.wait(timeout=15)
             except subprocess.TimeoutExpired:
                 self.proc.kill()
+
+
+def kill_sidecars_under(root: Path) -> list[int]:
+    """SIGKILL every sidecar whose job dir lies under ``root`` (its trainer follows it).
+
+    Sidecars outlive the server that started them on purpose (a restart re-adopts them), so a
+    test that starts servers must end their sidecars itself."""
+    killed = []
+    marker = str(root)
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) == os.getpid():
+            continue
+        try:
+            argv = (entry / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        text = [a.decode(errors="replace") for a in argv]
+        if "elastic_gpu_sidecar" in text and any(a.startswith(marker) for a in text):
+            try:
+                os.kill(int(entry.name), signal.SIGKILL)
+                killed.append(int(entry.name))
+            except ProcessLookupError:
+                pass
+    return killed

@@ -16,6 +16,7 @@ from urllib.parse import urlencode
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 
 from .jobs import full_view
+from .launcher import write_inputs
 from .requests import BadRequest, parse_submit
 from .service import Forbidden, NotFound, Principal, SchedulerService, Unauthorized
 
@@ -148,7 +149,11 @@ class RemoteBackend:
 
     async def submit(self, who: Principal, body: Any) -> dict[str, Any]:
         parse_submit(body)  # refuse a bad body here, with the same message
-        return await self._call("POST", "jobs", body)
+        inputs = body.get("inputs")
+        job = await self._call("POST", "jobs", {**body, "inputs": {}})
+        if inputs:  # this server runs as the user: it writes them where the trainer reads
+            write_inputs(job["job_dir"], inputs)
+        return job
 
     async def job(self, who: Principal, job_id: str) -> dict[str, Any]:
         return await self._call("GET", f"jobs/{job_id}")

@@ -20,7 +20,6 @@ import logging
 import os
 import secrets
 import signal
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +27,7 @@ import tornado.web
 from tornado.httpserver import HTTPServer
 
 from ..core.policies import POLICIES
+from ..notebook.client import daemon_discovery_path
 from .backends import ApiError, LocalBackend
 from .inventory import detect
 from .routes import ROUTES
@@ -46,14 +46,6 @@ def default_state_dir() -> Path:
 
 def default_tokens_file() -> Path:
     return default_state_dir() / "tokens.json"
-
-
-def daemon_discovery_path() -> Path:
-    """Where clients on this box look for a running daemon (no secrets in it)."""
-    folder = os.environ.get("ELASTIC_GPU_DAEMON_DIR") or os.path.join(
-        tempfile.gettempdir(), "jupyter-elastic-gpu"
-    )
-    return Path(folder) / "jupyter-elastic-gpu-scheduler.json"
 
 
 class TokenFile:
@@ -158,6 +150,7 @@ async def serve(args: argparse.Namespace) -> None:
         job_root=args.job_root,
         user_gpu_cap=args.user_gpu_cap,
         simulated=source == "simulated",
+        remote_inputs=True,
     )
     service = SchedulerService(
         store, inventory, AgentLauncher(), lambda job_id: f"{api}sidecar/{job_id}/heartbeat", config

@@ -8,7 +8,6 @@ the environment, never on a command line other users can read.
 
 from __future__ import annotations
 
-import base64
 import json
 import logging
 import os
@@ -52,21 +51,21 @@ class Launcher(Protocol):
 
 
 def prepare_job_dir(request: LaunchRequest) -> Path:
-    """Write the script and the passed inputs into the job dir (idempotent)."""
+    """Write the script into the job dir (idempotent)."""
     job_dir = Path(request.job_dir)
     job_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     if request.kind == "script":
         _write(job_dir / "script.py", request.spec["script"].encode())
-        inputs = request.spec.get("inputs") or {}
-        if inputs:
-            blobs = {name: base64.b64decode(blob) for name, blob in inputs.items()}
-            _write(
-                job_dir / "inputs.json",
-                json.dumps(
-                    {name: base64.b64encode(b).decode() for name, b in blobs.items()}
-                ).encode(),
-            )
     return job_dir
+
+
+def write_inputs(job_dir: str, inputs: dict[str, str]) -> None:
+    """Keep the variables passed with a job (base64 pickles) in its dir, not in the database:
+    they can be large, and only the trainer reads them."""
+    path = Path(job_dir)
+    path.mkdir(parents=True, exist_ok=True, mode=0o700)
+    _write(path / "inputs.json", json.dumps(inputs).encode())
+    os.chmod(path / "inputs.json", 0o600)
 
 
 def _write(path: Path, data: bytes) -> None:

@@ -40,14 +40,16 @@ from .jobs import (
     secret_matches,
     status_summary,
 )
-from .launcher import Launcher, LaunchRequest
+from .launcher import Launcher, LaunchRequest, write_inputs
 from .requests import BadRequest, SubmitRequest
 from .store import Store
 
 log = logging.getLogger("jupyter_elastic_gpu")
 
-#: Without a measurement or a known size, a job is assumed to need an hour at its minimum.
-UNKNOWN_JOB_S = 3600.0
+#: A job that has not reported its size yet (a trainer reports it with its first steps) is
+#: assumed short, five minutes at its minimum, so that it starts, measures itself, and is then
+#: ranked by what it measured: the usual remedy for unknown sizes (new jobs first, as LAS does).
+UNKNOWN_JOB_S = 300.0
 #: A job whose sidecar is lost this many times fails instead of being queued again.
 MAX_LOST = 3
 
@@ -88,6 +90,8 @@ class ServiceConfig:
     mechanism: str = "sidecar"
     checkpoint_every_s: float = 60.0
     simulated: bool = True
+    #: The daemon: each user's server writes passed variables into the job dir itself.
+    remote_inputs: bool = False
 
 
 class SchedulerService:
@@ -165,6 +169,7 @@ class SchedulerService:
     async def step(self, now: float | None = None, decide: bool = True) -> None:
         """One round: account time, find lost sidecars, decide, start what may start."""
         now = time.time() if now is None else now
+        await self._refresh_gpus(now)
         self._account(now)
         await self._find_lost(now)
         if decide:
@@ -179,6 +184,7 @@ class SchedulerService:
                 f"min_gpus ({req.min_gpus}) is more than the {total} GPUs of this server"
             )
         spec = req.model_dump(mode="json")
+        inputs = spec.pop("inputs", None)
         spec["max_gpus"] = min(req.max_gpus or req.min_gpus, total)
         spec["gpus"] = min(req.gpus or req.min_gpus, spec["max_gpus"])
         if req.simulated is None:
@@ -194,6 +200,8 @@ class SchedulerService:
         )
         if req.kind == "synthetic":
             job.total_work = float(req.synthetic.work)
+        if inputs and not self.config.remote_inputs:
+            write_inputs(job.job_dir, inputs)
         self.jobs[job_id] = job
         await self._save(job)
         await self.store.add_event(
@@ -413,7 +421,15 @@ class SchedulerService:
     def _published(self, job: JobRecord) -> dict[str, Any]:
         """The lease to answer: the desired one, or the current one until its GPUs are free."""
         desired = job.desired
-        if job.final or desired.action != "run":
+        if job.final:  # nothing left to change: confirm what the sidecar reports
+            reported = job.reported
+            gpus = reported.get("gpus") or []
+            return {
+                "generation": reported.get("generation") or desired.generation,
+                "gpus": gpus,
+                "action": "run" if gpus else "cancel",
+            }
+        if desired.action != "run":
             return desired.to_dict()
         busy = self._busy_elsewhere(job)
         if any(g in busy for g in desired.gpus):
@@ -722,10 +738,16 @@ class SchedulerService:
                 job.queued_s += dt
 
     def gpu_infos(self) -> list[Any]:
-        now = time.time()
-        if not self._gpu_cache or now - self._gpu_cache_t > 2.0:
-            self._gpu_cache, self._gpu_cache_t = self.inventory.snapshot(), now
+        """The last inventory snapshot (refreshed off the event loop by ``step``: NVML can
+        block for seconds on a sick GPU)."""
+        if not self._gpu_cache:
+            self._gpu_cache, self._gpu_cache_t = self.inventory.snapshot(), time.time()
         return self._gpu_cache
+
+    async def _refresh_gpus(self, now: float) -> None:
+        if now - self._gpu_cache_t > 2.0:
+            self._gpu_cache = await asyncio.to_thread(self.inventory.snapshot)
+            self._gpu_cache_t = now
 
     def _our_pids(self) -> set[int]:
         pids = set()

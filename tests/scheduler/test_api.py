@@ -59,6 +59,9 @@ async def test_every_route_needs_authentication(jp_fetch):
         assert code == 403, path
     code, _ = await api_error(jp_fetch, "jobs", "POST", SYNTHETIC, headers={"Authorization": ""})
     assert code == 403
+    for path in ROUTES_GET:
+        code, _ = await api_error(jp_fetch, path, headers={"Authorization": "token wrong"})
+        assert code == 403, path
 
 
 async def test_whoami_and_gpus(jp_fetch):

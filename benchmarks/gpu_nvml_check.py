@@ -1,0 +1,91 @@
+"""The GPU inventory on a real NVIDIA machine: what NVML reports, and what a snapshot costs.
+
+Prints each GPU (index = the id the scheduler uses, UUID, memory, utilisation) with the
+compute processes on it (pid, owner, memory, command line), which of them the scheduler would
+count as "outside the scheduler" when it has started nothing, and the time of the first and of
+the following snapshots (the service takes one every few seconds, in a worker thread).
+
+On a machine without an NVIDIA GPU (no nvidia-ml-py, no driver, or NVML finds no GPU) it says
+why and exits 0.
+
+    python benchmarks/gpu_nvml_check.py [--repeat 50]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from jupyter_elastic_gpu.scheduler.inventory import (
+    NvmlInventory,
+    NvmlUnavailable,
+    external_processes,
+)
+
+
+def skip(reason: str) -> int:
+    print(f"gpu_nvml_check: skipped: {reason}")
+    return 0
+
+
+def fmt(value: float | None, unit: str = "", digits: int = 0) -> str:
+    return "?" if value is None else f"{value:.{digits}f}{unit}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=50, help="snapshots to time (default 50)")
+    args = parser.parse_args(argv)
+
+    t0 = time.perf_counter()
+    try:
+        inv = NvmlInventory()
+    except NvmlUnavailable as e:
+        return skip(f"no NVIDIA GPU here ({e})")
+    init_s = time.perf_counter() - t0
+    try:
+        if inv.count == 0:
+            return skip("NVML works but finds no GPU")
+        t0 = time.perf_counter()
+        gpus = inv.snapshot()
+        first_s = time.perf_counter() - t0
+        times = []
+        for _ in range(max(args.repeat, 1)):
+            t0 = time.perf_counter()
+            inv.snapshot()
+            times.append(time.perf_counter() - t0)
+    finally:
+        inv.close()
+
+    print(f"node {inv.node}: {len(gpus)} GPU(s) from NVML\n")
+    for g in gpus:
+        print(
+            f"GPU {g.id} (index {g.index}) {g.name}  {g.uuid}\n"
+            f"    memory {fmt(g.memory_used_mb)} / {fmt(g.memory_total_mb)} MiB, "
+            f"utilisation {fmt(None if g.utilization is None else g.utilization * 100, '%')}"
+        )
+        if not g.processes:
+            print("    no compute processes")
+        for p in g.processes:
+            print(
+                f"    pid {p.pid:>8}  {p.user or '?':<12} {fmt(p.memory_mb, ' MiB'):>10}  "
+                f"{p.command or '?'}"
+            )
+    outside = external_processes(gpus, our_pids=set())
+    n_outside = sum(len(v) for v in outside.values())
+    print(f"\nprocesses outside the scheduler (it has started none here): {n_outside}")
+    print(
+        f"\nNVML init {init_s * 1000:.1f} ms; first snapshot {first_s * 1000:.2f} ms; "
+        f"next {len(times)} snapshots: median {statistics.median(times) * 1000:.2f} ms, "
+        f"max {max(times) * 1000:.2f} ms"
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

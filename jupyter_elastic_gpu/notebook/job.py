@@ -1,0 +1,162 @@
+"""``ElasticJob``: the handle a notebook keeps for a submitted job.
+
+``job = _`` after a ``%%elastic_train`` cell (or ``--as job``) gives ``job.status()``,
+``job.wait()``, ``job.logs()``, ``job.cancel()``, ``job.load_model()`` and ``job.history``.
+Displaying the handle shows the live widget in a notebook and a text summary elsewhere.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import Any
+
+from .client import SchedulerClient, SchedulerError
+from .text import FINAL, describe_job
+
+
+class JobFailed(RuntimeError):
+    """``wait()`` on a job that failed: carries the user's traceback and the hint."""
+
+
+class Logs(str):
+    """Log text that prints as itself in a notebook, not as a quoted string."""
+
+    def __repr__(self) -> str:
+        return str(self)
+
+
+def in_kernel() -> bool:
+    """True inside a Jupyter kernel (where widgets can be shown), False in a terminal."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and getattr(shell, "kernel", None) is not None
+
+
+class ElasticJob:
+    def __init__(
+        self,
+        client: SchedulerClient,
+        job_id: str,
+        name: str | None = None,
+        submitted: dict[str, Any] | None = None,
+    ) -> None:
+        self.client, self.id, self.name = client, job_id, name or job_id
+        #: The scheduler's answer to the submission: the first thing a new view shows.
+        self.submitted = submitted
+        self._skip_display = False
+
+    # -- asking -------------------------------------------------------------------------------
+    def status(self) -> dict[str, Any]:
+        """The job as the scheduler sees it now (docs/api.md, 'Job')."""
+        return self.client.job(self.id)
+
+    @property
+    def state(self) -> str:
+        return self.status()["state"]
+
+    @property
+    def history(self) -> list[dict[str, Any]]:
+        """Progress samples (epoch, step, loss, samples/s, replicas ...) as plain dicts."""
+        return self.client.progress(self.id)["progress"]
+
+    def events(self) -> list[dict[str, Any]]:
+        """Every state change with its reason (admitted, resized, suspended, done ...)."""
+        return self.client.events(self.id)["events"]
+
+    def logs(self, tail: int = 200, sidecar: bool = False) -> Logs:
+        """The last ``tail`` lines of the trainer's output (or of the sidecar's log)."""
+        logs = self.client.logs(self.id, tail=tail)
+        return Logs(logs["sidecar" if sidecar else "trainer"])
+
+    # -- acting -------------------------------------------------------------------------------
+    def cancel(self) -> dict[str, Any]:
+        """Checkpoint and stop the job for good."""
+        return self.client.cancel(self.id)
+
+    def wait(self, timeout: float | None = None, progress: bool | None = None) -> dict[str, Any]:
+        """Block until the job ends; returns its final status. Raises JobFailed if it failed.
+
+        ``progress`` prints text progress (default: when not in a notebook kernel).
+        """
+        show = (not in_kernel()) if progress is None else progress
+        deadline = None if timeout is None else time.monotonic() + timeout
+        bar = None
+        if show:
+            from tqdm.auto import tqdm
+
+            bar = tqdm(
+                total=1000,
+                desc=self.name,
+                unit="‰",
+                file=sys.stdout,
+                bar_format="{desc}: {percentage:3.0f}%|{bar}| {postfix}",
+            )
+        try:
+            while True:
+                job = self.status()
+                if bar is not None:
+                    fraction = (job.get("progress") or {}).get("fraction")
+                    if fraction is not None:
+                        bar.n = int(1000 * fraction)
+                    bar.set_postfix_str(describe_job(job).splitlines()[0][len(self.name) :][:90])
+                if job["state"] in FINAL:
+                    break
+                if deadline is not None and time.monotonic() > deadline:
+                    raise TimeoutError(f"job {self.id} is still {job['state']} after {timeout} s")
+                time.sleep(1.0)
+        finally:
+            if bar is not None:
+                bar.close()
+        if job["state"] == "failed":
+            err = job.get("error") or {}
+            raise JobFailed(
+                f"job {self.id} failed: {err.get('type')}: {err.get('message')}\n"
+                f"{err.get('traceback') or ''}{err.get('hint') or ''}"
+            )
+        return job
+
+    def load_model(self, **kwargs: Any) -> Any:
+        """The trained Keras model, loaded into this kernel."""
+        job = self.status()
+        if job["state"] != "done":
+            raise RuntimeError(
+                f"job {self.id} is {job['state']}: its model is saved when it is done "
+                "(call job.wait() first)"
+            )
+        path = job.get("model_path")
+        if not path:
+            raise RuntimeError(f"job {self.id} finished without saving a model (see job.logs())")
+        import keras
+
+        return keras.models.load_model(path, **kwargs)
+
+    # -- showing ------------------------------------------------------------------------------
+    def view(self):
+        """A new live widget for this job."""
+        from .widget import JobView
+
+        return JobView(self).start()
+
+    def show(self) -> None:
+        """Display the live widget (in a kernel) or a text summary (elsewhere)."""
+        if in_kernel():
+            view = self.view()
+            view.show()
+        else:
+            print(describe_job(self.status()))
+
+    def _ipython_display_(self) -> None:
+        if self._skip_display:  # the magic already showed it while waiting
+            self._skip_display = False
+            return
+        try:
+            self.show()
+        except SchedulerError as e:
+            print(f"{self!r}: {e.message}")
+
+    def __repr__(self) -> str:
+        return f"<ElasticJob {self.id} {self.name!r}>"

@@ -1,0 +1,168 @@
+"""``%%elastic_train``, ``%elastic_jobs``, ``%elastic_cancel``: the notebook's way in.
+
+``%load_ext jupyter_elastic_gpu`` registers them. The magic finds the scheduler of the Jupyter
+server that started the kernel (or the environment's, or the box's shared daemon) without any
+setting, checks the options and the cell before anything is submitted, and returns a job
+handle that shows the live widget.
+"""
+
+from __future__ import annotations
+
+import os
+
+from IPython.core.error import UsageError
+from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
+from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
+
+from .client import SchedulerClient, SchedulerError, discover
+from .job import ElasticJob, in_kernel
+from .script import CellError, build_script, check_cell, pack
+from .text import jobs_table
+
+
+@magics_class
+class ElasticMagics(Magics):
+    _client: SchedulerClient | None = None
+
+    @property
+    def client(self) -> SchedulerClient:
+        if self._client is None:
+            try:
+                self._client = discover().client()
+            except SchedulerError as e:
+                raise UsageError(e.message) from None
+        return self._client
+
+    def _call(self, fn, *args):
+        try:
+            return fn(*args)
+        except SchedulerError as e:
+            if e.status is None:
+                self._client = None  # the server may have moved: find it again next time
+            raise UsageError(e.message) from None
+
+    @magic_arguments()
+    @argument("--name", help="a name for the job (default: its id)")
+    @argument("--gpus", type=int, help="GPUs to ask for (default: --min-gpus)")
+    @argument("--min-gpus", type=int, help="fewest GPUs the job can run on (default 1)")
+    @argument(
+        "--max-gpus",
+        type=int,
+        help="most GPUs the job can use (default: every GPU of the server; the scheduler grows "
+        "and shrinks the job in between)",
+    )
+    @argument("--epochs", type=int, help="override the epochs of every fit() in the cell")
+    @argument("--priority", type=float, default=1.0, help="weight against other jobs (default 1)")
+    @argument(
+        "--batch-policy",
+        choices=("keep-global", "keep-per-replica"),
+        default="keep-global",
+        help="on a resize keep the global batch (default) or the per-replica batch",
+    )
+    @argument(
+        "--pass",
+        dest="pass_vars",
+        default="",
+        metavar="A,B",
+        help="notebook variables to send to the trainer (pickled); the cell runs in its own "
+        "process and sees nothing else of the notebook",
+    )
+    @argument("--wait", action="store_true", help="block the kernel until the job ends")
+    @argument("--as", dest="as_var", metavar="NAME", help="also store the job handle in NAME")
+    @cell_magic
+    def elastic_train(self, line: str, cell: str):
+        """Train the Keras code of this cell as an elastic GPU job.
+
+        The cell becomes a job: it runs in its own process under a sidecar, on as many GPUs as
+        the scheduler gives it between --min-gpus and --max-gpus, and is resized while it
+        trains without losing work. The kernel stays free (unless --wait); the cell's output is
+        a live view of the job, and `job = _` keeps a handle: job.status(), job.wait(),
+        job.logs(), job.cancel(), job.load_model(), job.history.
+        """
+        args = parse_argstring(self.elastic_train, line)
+        if not cell.strip():
+            raise UsageError("the cell is empty: put the training code below %%elastic_train")
+        for flag in ("gpus", "min_gpus", "max_gpus", "epochs"):
+            value = getattr(args, flag)
+            if value is not None and value < 1:
+                raise UsageError(f"--{flag.replace('_', '-')} must be at least 1, got {value}")
+        lo = args.min_gpus or 1
+        if args.max_gpus is not None and lo > args.max_gpus:
+            raise UsageError(
+                f"--min-gpus {lo} is above --max-gpus {args.max_gpus}: ask for a range such as "
+                f"--min-gpus {args.max_gpus} --max-gpus {lo}"
+            )
+        total = len(self._call(self.client.gpus)["gpus"])
+        for flag, value in (
+            ("--min-gpus", args.min_gpus),
+            ("--max-gpus", args.max_gpus),
+            ("--gpus", args.gpus),
+        ):
+            if value is not None and value > total:
+                raise UsageError(f"{flag} {value} is more than the {total} GPUs of this server")
+        hi = args.max_gpus or total
+        if args.gpus is not None and not lo <= args.gpus <= hi:
+            raise UsageError(
+                f"--gpus {args.gpus} must lie between --min-gpus {lo} and --max-gpus {hi}"
+            )
+        passed = [n.strip() for n in args.pass_vars.split(",") if n.strip()]
+        user_ns = self.shell.user_ns
+        try:
+            check_cell(cell, user_ns, passed)
+            inputs = pack(passed, user_ns)
+        except CellError as e:
+            raise UsageError(str(e)) from None
+        body = {
+            "kind": "script",
+            "script": build_script(cell, passed),
+            "min_gpus": lo,
+            "max_gpus": hi,
+            "priority": args.priority,
+            "batch_policy": args.batch_policy,
+            "inputs": inputs,
+        }
+        body["cwd"] = os.getcwd()
+        for key, value in (("name", args.name), ("gpus", args.gpus), ("epochs", args.epochs)):
+            if value is not None:
+                body[key] = value
+        job = self._call(self.client.submit, body)
+        handle = ElasticJob(self.client, job["id"], job["name"], submitted=job)
+        if args.as_var:
+            user_ns[args.as_var] = handle
+        if args.wait:
+            if in_kernel():
+                handle.show()
+                handle._skip_display = True
+            try:
+                handle.wait()
+            except KeyboardInterrupt:
+                print(
+                    f"stopped waiting; the job goes on (cancel it with %elastic_cancel {handle.id})"
+                )
+        return handle
+
+    @line_magic
+    def elastic_jobs(self, line: str = "") -> None:
+        """Print my jobs and the queue (others' jobs as owner, size and state)."""
+        me = self._call(self.client.whoami)["user"]
+        jobs = self._call(self.client.jobs)["jobs"]
+        mine = [j for j in jobs if j["user"] == me]
+        print(jobs_table(mine) if mine else "no jobs of yours")
+        queue = self._call(self.client.queue)["queue"]
+        others = [q for q in queue if q["user"] != me]
+        if others:
+            print("\nothers' jobs:")
+            for q in others:
+                print(
+                    f"  {q['id']}  {q['user']}  {q['state']}  {len(q['gpus'])} GPUs "
+                    f"({q['min_gpus']}-{q['max_gpus']})"
+                )
+
+    @line_magic
+    def elastic_cancel(self, line: str) -> None:
+        """%elastic_cancel JOB_ID: checkpoint and stop the job."""
+        job_id = line.strip()
+        if not job_id:
+            raise UsageError("usage: %elastic_cancel JOB_ID (see %elastic_jobs)")
+        job = self._call(self.client.cancel, job_id)
+        print(f"{job['id']} ({job['name']}): {job['state']}")

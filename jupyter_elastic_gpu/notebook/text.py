@@ -1,0 +1,85 @@
+"""Plain-text views of jobs, for terminals, nbconvert and the widget's fallback."""
+
+from __future__ import annotations
+
+from typing import Any
+
+FINAL = ("done", "failed", "cancelled")
+STATE_COLOURS = {
+    "queued": "#888",
+    "starting": "#1f77b4",
+    "running": "#2ca02c",
+    "resizing": "#ff7f0e",
+    "stopping": "#9467bd",
+    "done": "#17becf",
+    "failed": "#d62728",
+    "cancelled": "#7f7f7f",
+}
+
+
+def eta_text(seconds: float | None) -> str | None:
+    if seconds is None:
+        return None
+    seconds = int(seconds)
+    if seconds >= 3600:
+        return f"ETA {seconds // 3600} h {seconds % 3600 // 60:02d} min"
+    if seconds >= 60:
+        return f"ETA {seconds // 60} min {seconds % 60:02d} s"
+    return f"ETA {seconds} s"
+
+
+def describe_job(job: dict[str, Any]) -> str:
+    """One or two lines: what the job is doing now."""
+    p = job.get("progress") or {}
+    head = f"{job['name']} ({job['id']}): {job['state']}"
+    if job.get("position"):
+        head += f", #{job['position']} in the queue"
+    parts = []
+    if job.get("gpus"):
+        parts.append(f"GPUs {','.join(job['gpus'])}")
+    if p.get("epochs"):
+        done = (p.get("epoch") or 0) + (1 if job["state"] == "done" else 0)
+        parts.append(f"epoch {done}/{p['epochs']}")
+    if p.get("steps_per_epoch") and job["state"] != "done":
+        parts.append(f"step {p.get('step') or 0}/{p['steps_per_epoch']}")
+    if p.get("loss") is not None:
+        parts.append(f"loss {p['loss']:.4g}")
+    if p.get("samples_per_s"):
+        parts.append(f"{p['samples_per_s']:,.0f} samples/s")
+    eta = eta_text(job.get("eta_s")) if job["state"] in ("running", "resizing") else None
+    if eta:
+        parts.append(eta)
+    line = head + (" | " + ", ".join(parts) if parts else "")
+    if job["state"] == "done" and job.get("model_path"):
+        return line + f"\nmodel: {job['model_path']} (load it: model = job.load_model())"
+    if job["state"] == "failed" and job.get("error"):
+        err = job["error"]
+        return line + f"\n{err.get('type')}: {err.get('message')}\n{err.get('hint') or ''}".rstrip()
+    reason = job.get("reason")
+    return line + (f"\n{reason}" if reason and job["state"] not in FINAL else "")
+
+
+def jobs_table(jobs: list[dict[str, Any]]) -> str:
+    """The table `%elastic_jobs` prints."""
+    rows = [["id", "name", "user", "state", "GPUs", "min-max", "progress", "reason"]]
+    for j in jobs:
+        p = j.get("progress") or {}
+        prog = ""
+        if p.get("epochs"):
+            prog = f"epoch {(p.get('epoch') or 0) + (j['state'] == 'done')}/{p['epochs']}"
+        elif p.get("fraction") is not None:
+            prog = f"{p['fraction']:.0%}"
+        rows.append(
+            [
+                j["id"],
+                j.get("name") or "",
+                j["user"],
+                j["state"],
+                ",".join(j.get("gpus") or []) or "-",
+                f"{j['min_gpus']}-{j['max_gpus']}",
+                prog,
+                (j.get("reason") or "")[:70],
+            ]
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    return "\n".join("  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows)

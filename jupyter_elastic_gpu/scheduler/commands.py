@@ -1,0 +1,453 @@
+"""`jupyter-elastic-gpu submit | status | logs | cancel`: the scheduler for people outside
+notebooks (terminals, shell scripts, cron).
+
+The scheduler is found as notebooks find it (``notebook.client.discover``): environment, the
+Jupyter server this terminal runs under, or the shared daemon. Output is made for scripts:
+``submit`` prints the job id alone on stdout, ``cancel`` the new state, ``status --json`` the
+``status`` document; human lines go to stderr. Exit status: 0 ok; 1 the scheduler refused
+(its message is printed); 2 bad usage or input (nothing was sent); 3 no scheduler found or
+reachable. Every error is one line on stderr, never a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import math
+import os
+import re
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+from ..notebook.client import SchedulerClient, SchedulerError, discover
+
+EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
+FINAL_STATES = ("done", "failed", "cancelled")
+BATCH_POLICIES = ("keep-global", "keep-per-replica")
+#: Lines fetched per poll by ``logs --follow``: new lines are found by aligning two windows.
+FOLLOW_WINDOW = 2000
+#: How long ``logs --follow`` rides out an unreachable scheduler (a restart) before giving up.
+FOLLOW_RECONNECT_S = 30.0
+_NAME_UNSAFE = re.compile(r"[^\w.\- ]+")
+
+
+def add_client_commands(sub: argparse._SubParsersAction) -> None:
+    """Register ``submit``, ``status``, ``logs`` and ``cancel`` on the CLI's sub-parsers."""
+    p = sub.add_parser(
+        "submit",
+        help="submit a training script (or a synthetic job) to the scheduler",
+        description="Submit a Keras/TensorFlow training script as an elastic job: the scheduler "
+        "gives it between --min-gpus and --max-gpus GPUs and changes the count while it trains. "
+        "Prints the job id alone on stdout: ID=$(jupyter elastic-gpu submit train.py ...).",
+    )
+    p.add_argument("script", nargs="?", help="the training script (not with --synthetic)")
+    p.add_argument("--name", help="job name (default: the script's file name)")
+    p.add_argument("--min-gpus", type=int, required=True, metavar="A", help="fewest GPUs")
+    p.add_argument("--max-gpus", type=int, required=True, metavar="B", help="most GPUs")
+    p.add_argument("--gpus", type=int, metavar="N", help="GPUs asked for (default: --min-gpus)")
+    p.add_argument("--priority", type=float, metavar="P", help="weight (default 1.0)")
+    s = p.add_argument_group("script jobs")
+    s.add_argument("--epochs", type=int, metavar="E", help="override epochs of every fit() call")
+    s.add_argument(
+        "--simulated", action="store_true", help="run on simulated GPUs (logical CPU devices)"
+    )
+    s.add_argument(
+        "--batch-policy",
+        choices=BATCH_POLICIES,
+        help="on a resize keep the global batch (default) or the per-replica batch",
+    )
+    y = p.add_argument_group("synthetic jobs (no TensorFlow; for trying the scheduler)")
+    y.add_argument("--synthetic", action="store_true", help="submit a synthetic job")
+    y.add_argument("--work", type=float, metavar="W", help="samples to process in total")
+    y.add_argument(
+        "--throughput",
+        metavar="G:X,...",
+        help="samples/s at each GPU count, e.g. 1:100,2:190,4:360",
+    )
+    y.add_argument("--time-scale", type=float, metavar="F", help="run F times faster (default 1)")
+    p.set_defaults(func=_guarded(run_submit))
+
+    p = sub.add_parser(
+        "status",
+        help="the GPUs and the jobs of the scheduler",
+        description="Show who holds each GPU and every job (id, name, user, state, GPUs, "
+        "min/max, epoch/step, reason).",
+    )
+    p.add_argument("--json", action="store_true", help="print the status document as JSON")
+    p.set_defaults(func=_guarded(run_status))
+
+    p = sub.add_parser(
+        "logs",
+        help="print a job's trainer log (or its sidecar log)",
+        description="Print the end of a job's trainer log; --follow keeps printing until the job "
+        "ends.",
+    )
+    p.add_argument("id", help="job id")
+    p.add_argument("--tail", type=int, default=200, metavar="N", help="last N lines (default 200)")
+    p.add_argument("--follow", "-f", action="store_true", help="keep printing until the job ends")
+    p.add_argument(
+        "--sidecar", action="store_true", help="the sidecar's log (starts, resizes, crashes)"
+    )
+    p.set_defaults(func=_guarded(run_logs))
+
+    p = sub.add_parser(
+        "cancel",
+        help="cancel a job (it checkpoints and stops)",
+        description="Cancel a job: it saves a checkpoint at its next step and stops. Prints the "
+        "job's new state.",
+    )
+    p.add_argument("id", help="job id")
+    p.set_defaults(func=_guarded(run_cancel))
+
+
+def _guarded(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
+    """Turn the errors a user meets into one stderr line and the documented exit status."""
+
+    @functools.wraps(run)
+    def wrapper(args: argparse.Namespace) -> int:
+        try:
+            return run(args)
+        except SchedulerError as e:
+            _error(args, e.message)
+            return EXIT_REFUSED if e.status is not None else EXIT_UNREACHABLE
+        except BrokenPipeError:  # `... | head` stopped reading: not an error
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            return EXIT_OK
+        except (ValueError, OSError) as e:
+            _error(args, str(e))
+            return EXIT_USAGE
+
+    return wrapper
+
+
+def _error(args: argparse.Namespace, message: str) -> None:
+    line = " ".join(message.split())
+    print(f"jupyter-elastic-gpu {getattr(args, 'command', '')}: error: {line}", file=sys.stderr)
+
+
+def _client() -> SchedulerClient:
+    return discover().client()
+
+
+# -- submit -------------------------------------------------------------------------------------
+
+
+def parse_throughput(text: str) -> dict[str, float]:
+    """``"1:100,2:190"`` -> ``{"1": 100.0, "2": 190.0}`` (the API's synthetic.throughput)."""
+    points: dict[str, float] = {}
+    for part in text.split(","):
+        gpus, sep, speed = part.strip().partition(":")
+        try:
+            g, x = int(gpus), float(speed)
+        except ValueError:
+            g, x = 0, math.nan
+        if not sep or g < 1 or not x > 0 or math.isinf(x):
+            raise ValueError(
+                "--throughput: expected GPUS:SAMPLES_PER_S pairs with GPUS >= 1 and a speed "
+                f"above 0, such as 1:100,2:190,4:360; got {part.strip()!r}"
+            )
+        if str(g) in points:
+            raise ValueError(f"--throughput: {g} GPUs is given twice")
+        points[str(g)] = x
+    return points
+
+
+def build_submit_body(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``POST jobs`` body for the arguments, or ValueError naming the first bad one."""
+    for flag, value in (("--min-gpus", args.min_gpus), ("--max-gpus", args.max_gpus)):
+        if value < 1:
+            raise ValueError(f"{flag} must be at least 1, got {value}")
+    if args.min_gpus > args.max_gpus:
+        raise ValueError(
+            f"--min-gpus ({args.min_gpus}) is above --max-gpus ({args.max_gpus}): ask for a range "
+            f"such as --min-gpus {args.max_gpus} --max-gpus {args.min_gpus}"
+        )
+    if args.gpus is not None and not args.min_gpus <= args.gpus <= args.max_gpus:
+        raise ValueError(
+            f"--gpus ({args.gpus}) must lie between --min-gpus ({args.min_gpus}) and --max-gpus "
+            f"({args.max_gpus})"
+        )
+    if args.priority is not None and not (args.priority > 0 and math.isfinite(args.priority)):
+        raise ValueError(f"--priority must be above 0, got {args.priority}")
+    if args.name is not None and not args.name.strip():
+        raise ValueError("--name must not be empty")
+
+    body: dict[str, Any] = {"min_gpus": args.min_gpus, "max_gpus": args.max_gpus}
+    if args.gpus is not None:
+        body["gpus"] = args.gpus
+    if args.priority is not None:
+        body["priority"] = args.priority
+    if args.synthetic:
+        body.update(_synthetic_part(args))
+    else:
+        body.update(_script_part(args))
+    if args.name is not None:
+        body["name"] = args.name.strip()
+    return body
+
+
+def _synthetic_part(args: argparse.Namespace) -> dict[str, Any]:
+    if args.script is not None:
+        raise ValueError(f"--synthetic runs no script: drop {args.script!r} or drop --synthetic")
+    for flag, value in (
+        ("--epochs", args.epochs),
+        ("--batch-policy", args.batch_policy),
+        ("--simulated", args.simulated or None),
+    ):
+        if value is not None:
+            raise ValueError(f"{flag} is for script jobs, not --synthetic ones")
+    if args.work is None or args.throughput is None:
+        raise ValueError("--synthetic needs --work W and --throughput G:X,... (e.g. 1:100,2:190)")
+    if not (args.work > 0 and math.isfinite(args.work)):
+        raise ValueError(f"--work must be above 0, got {args.work}")
+    synthetic: dict[str, Any] = {"work": args.work, "throughput": parse_throughput(args.throughput)}
+    if args.time_scale is not None:
+        if not (args.time_scale > 0 and math.isfinite(args.time_scale)):
+            raise ValueError(f"--time-scale must be above 0, got {args.time_scale}")
+        synthetic["time_scale"] = args.time_scale
+    return {"kind": "synthetic", "synthetic": synthetic}
+
+
+def _script_part(args: argparse.Namespace) -> dict[str, Any]:
+    for flag, value in (
+        ("--work", args.work),
+        ("--throughput", args.throughput),
+        ("--time-scale", args.time_scale),
+    ):
+        if value is not None:
+            raise ValueError(f"{flag} is for --synthetic jobs")
+    if args.script is None:
+        raise ValueError("give the training script to run (or --synthetic)")
+    if args.epochs is not None and args.epochs < 1:
+        raise ValueError(f"--epochs must be at least 1, got {args.epochs}")
+    path = Path(args.script).expanduser()
+    if not path.is_file():
+        raise ValueError(f"{args.script}: no such file")
+    try:
+        source = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise ValueError(f"{args.script}: not a UTF-8 text file") from None
+    if not source.strip():
+        raise ValueError(f"{args.script}: the script is empty")
+    part: dict[str, Any] = {
+        "kind": "script",
+        "script": source,
+        "cwd": str(path.resolve().parent),
+        "name": _NAME_UNSAFE.sub("-", path.stem)[:80] or "script",
+    }
+    if args.epochs is not None:
+        part["epochs"] = args.epochs
+    if args.batch_policy is not None:
+        part["batch_policy"] = args.batch_policy
+    if args.simulated:
+        part["simulated"] = True
+    return part
+
+
+def run_submit(args: argparse.Namespace) -> int:
+    body = build_submit_body(args)
+    job = _client().submit(body)
+    print(job["id"])
+    print(describe_submitted(job), file=sys.stderr)
+    return EXIT_OK
+
+
+def describe_submitted(job: dict[str, Any]) -> str:
+    """The human line that goes with the id (the reason already names the state)."""
+    name = f" ({job['name']})" if job.get("name") else ""
+    where = job.get("reason") or job.get("state") or "queued"
+    return (
+        f"submitted {job['id']}{name}: {where}; follow it with "
+        f"`jupyter elastic-gpu logs --follow {job['id']}`"
+    )
+
+
+# -- status -------------------------------------------------------------------------------------
+
+
+def run_status(args: argparse.Namespace) -> int:
+    doc = _client().status()
+    print(json.dumps(doc, indent=2) if args.json else format_status(doc))
+    return EXIT_OK
+
+
+def _cell(value: Any, width: int | None = None) -> str:
+    text = "-" if value is None or value == "" or value == [] else str(value)
+    text = " ".join(text.split())
+    if width and len(text) > width:
+        text = text[: width - 1] + "…"
+    return text
+
+
+def _holder(holder: Any) -> str:
+    if holder is None or holder == "":
+        return "free"
+    if isinstance(holder, dict):
+        who = holder.get("job") or holder.get("job_id") or holder.get("id")
+        user = holder.get("user")
+        return " ".join(x for x in (_cell(who), f"({user})" if user else "") if x)
+    return _cell(holder)
+
+
+def _epoch_step(progress: Any) -> str:
+    if not isinstance(progress, dict):
+        return "-"
+    epoch, step = progress.get("epoch"), progress.get("step")
+    if epoch is None and step is None:
+        return "-"
+    return f"{_cell(epoch)}/{_cell(step)}"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Left-aligned columns two spaces apart; the last column runs free (it holds reasons)."""
+    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
+    lines = []
+    for row in [list(headers), *rows]:
+        cells = [c.ljust(w) for c, w in zip(row[:-1], widths[:-1])] + [row[-1]]
+        lines.append("  ".join(cells).rstrip())
+    return "\n".join(lines)
+
+
+def format_status(doc: dict[str, Any]) -> str:
+    """The ``status`` document as two tables: GPUs and their holders, then the jobs."""
+    gpus = doc.get("gpus") or []
+    jobs = doc.get("jobs") or []
+    parts = [
+        table(["GPU", "HOLDER"], [[_cell(g.get("id")), _holder(g.get("holder"))] for g in gpus])
+        if gpus
+        else "no GPUs"
+    ]
+    if not jobs:
+        parts.append("no jobs")
+    else:
+        rows = [
+            [
+                _cell(j.get("id")),
+                _cell(j.get("name"), 30),
+                _cell(j.get("user")),
+                _cell(j.get("state")),
+                ",".join(map(str, j.get("gpus") or [])) or "-",
+                f"{_cell(j.get('min_gpus'))}/{_cell(j.get('max_gpus'))}",
+                _epoch_step(j.get("progress")),
+                _cell(j.get("reason")),
+            ]
+            for j in jobs
+        ]
+        parts.append(
+            table(["ID", "NAME", "USER", "STATE", "GPUS", "MIN/MAX", "EPOCH/STEP", "REASON"], rows)
+        )
+    return "\n\n".join(parts)
+
+
+# -- logs ---------------------------------------------------------------------------------------
+
+
+def run_logs(args: argparse.Namespace) -> int:
+    if args.tail < 1:
+        raise ValueError(f"--tail must be at least 1, got {args.tail}")
+    key = "sidecar" if args.sidecar else "trainer"
+    client = _client()
+    if not args.follow:
+        text = client.logs(args.id, tail=args.tail).get(key) or ""
+        sys.stdout.write(text if not text or text.endswith("\n") else text + "\n")
+        return EXIT_OK
+    job = follow_logs(client, args.id, key, args.tail)
+    error = job.get("error")
+    why = f": {error.get('message') or error}" if isinstance(error, dict) else ""
+    print(f"job {args.id} ended {job.get('state')}{why}", file=sys.stderr)
+    return EXIT_OK
+
+
+def new_lines(seen: list[str], current: list[str]) -> tuple[list[str], bool]:
+    """The lines of ``current`` after those already ``seen``, and whether some may be missing.
+
+    Both are the last lines of one growing log, so ``current`` starts with a suffix of
+    ``seen``: the longest such overlap is taken (the log cannot say more without offsets).
+    """
+    for skip in range(len(seen) + 1):
+        k = len(seen) - skip
+        if (
+            k <= len(current)
+            and (k == 0 or seen[skip] == current[0])
+            and seen[skip:] == current[:k]
+        ):
+            return current[k:], bool(seen) and k == 0 and bool(current)
+    return current, False  # not reached: k == 0 always matches
+
+
+class LogFollower:
+    """Turns successive tails of one growing log into the text not printed yet.
+
+    A partial last line is held back until it is complete (or the job has ended), so a line is
+    never printed in two pieces.
+    """
+
+    GAP = "[... lines skipped: the log grew faster than it was followed ...]\n"
+
+    def __init__(self, tail: int) -> None:
+        self.tail = tail
+        self.seen: list[str] | None = None
+
+    def feed(self, text: str, final: bool) -> str:
+        parts = text.split("\n")  # not splitlines(): a progress bar's "\r" ends no line
+        lines = [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] and final else [])
+        if self.seen is None:
+            fresh, gap = lines[-self.tail :], False
+        else:
+            fresh, gap = new_lines(self.seen, lines)
+        self.seen = lines
+        out = (self.GAP if gap else "") + "".join(fresh)
+        return out + "\n" if final and out and not out.endswith("\n") else out
+
+
+def follow_logs(
+    client: SchedulerClient,
+    job_id: str,
+    key: str,
+    tail: int,
+    interval: float = 1.0,
+    out: TextIO | None = None,
+) -> dict[str, Any]:
+    """Print the log's last ``tail`` lines, then every new line until the job ends; return the
+    final job. An unreachable scheduler (a restart) is waited for up to FOLLOW_RECONNECT_S."""
+    out = out or sys.stdout
+    follower = LogFollower(tail)
+    unreachable_since: float | None = None
+    while True:
+        try:
+            job = client.job(job_id)  # state before log: a final state means a complete log
+            text = client.logs(job_id, tail=FOLLOW_WINDOW).get(key) or ""
+        except SchedulerError as e:
+            if e.status is not None:
+                raise
+            unreachable_since = unreachable_since or time.monotonic()
+            if time.monotonic() - unreachable_since > FOLLOW_RECONNECT_S:
+                raise
+            time.sleep(interval)
+            continue
+        unreachable_since = None
+        final = job.get("state") in FINAL_STATES
+        out.write(follower.feed(text, final))
+        out.flush()
+        if final:
+            return job
+        time.sleep(interval)
+
+
+# -- cancel -------------------------------------------------------------------------------------
+
+
+def run_cancel(args: argparse.Namespace) -> int:
+    job = _client().cancel(args.id)
+    state = job.get("state")
+    print(state)
+    if state not in FINAL_STATES:
+        print(
+            f"cancelling {args.id}: it saves a checkpoint at its next step and stops",
+            file=sys.stderr,
+        )
+    return EXIT_OK

@@ -1,0 +1,179 @@
+"""Real notebooks, executed with nbclient against a real Jupyter server with the extension."""
+
+from __future__ import annotations
+
+import os
+import re
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+from nbformat.v4 import new_code_cell, new_notebook
+
+from servers import free_port
+
+pytestmark = pytest.mark.slow
+
+BADGE = re.compile(r">(queued|starting|running|resizing|stopping|done|failed|cancelled)</span>")
+
+DATA = """\
+import numpy as np
+rng = np.random.default_rng(0)
+x = rng.normal(size=(2048, 8)).astype("float32")
+y = (x @ rng.normal(size=(8, 1))).astype("float32")
+"""
+
+TRAIN = """\
+import keras
+model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(16, activation="relu"),
+                          keras.layers.Dense(1)])
+model.compile(optimizer="adam", loss="mse")
+model.fit(x, y, batch_size=32, epochs=3, verbose=0)
+"""
+
+
+class RecordingClient(NotebookClient):
+    """Keeps every widget message the kernel sends (the widget's live updates)."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.comm_msgs: list[dict] = []
+
+    def handle_comm_msg(self, outs, msg, cell_index):
+        self.comm_msgs.append(msg)
+        return super().handle_comm_msg(outs, msg, cell_index)
+
+    def widget_values(self) -> list[str]:
+        out = []
+        for msg in self.comm_msgs:
+            state = msg["content"].get("data", {}).get("state", {})
+            if isinstance(state.get("value"), str):
+                out.append(state["value"])
+        return out
+
+
+def run(nb, server, tmp_path, allow_errors=False) -> RecordingClient:
+    client = RecordingClient(
+        nb,
+        timeout=600,
+        kernel_name="python3",
+        allow_errors=allow_errors,
+        resources={"metadata": {"path": str(tmp_path)}},
+    )
+    env = {**os.environ, "ELASTIC_GPU_URL": server.api_url, "ELASTIC_GPU_TOKEN": server.token}
+    client.execute(env=env)
+    return client
+
+
+def text_of(cell) -> str:
+    parts = []
+    for out in cell.get("outputs", []):
+        if out.get("output_type") == "stream":
+            parts.append(out["text"])
+        elif out.get("output_type") == "error":
+            parts.append(f"{out['ename']}: {out['evalue']}")
+        elif "data" in out:
+            parts.append(out["data"].get("text/plain", ""))
+    return "\n".join(parts)
+
+
+def test_train_wait_load_and_predict(server_process, tmp_path):
+    server = server_process(port=free_port())
+    nb = new_notebook(
+        cells=[
+            new_code_cell("%load_ext jupyter_elastic_gpu"),
+            new_code_cell(DATA),
+            new_code_cell(
+                "%%elastic_train --name demo --min-gpus 1 --max-gpus 2 --pass x,y --wait\n" + TRAIN
+            ),
+            new_code_cell(
+                "job = _\nmodel = job.load_model()\n"
+                "print('prediction', model.predict(x[:4], verbose=0).shape)\n"
+                "print('steps', job.history[-1]['global_step'])"
+            ),
+        ]
+    )
+    client = run(nb, server, tmp_path)
+    out = text_of(nb.cells[3])
+    assert "prediction (4, 1)" in out
+    assert "steps 192" in out  # 3 epochs x 64 batches: nothing lost, nothing repeated
+    # The widget went queued -> running -> done, with progress in between.
+    states = [m.group(1) for v in client.widget_values() for m in BADGE.finditer(v)]
+    collapsed = [s for i, s in enumerate(states) if i == 0 or states[i - 1] != s]
+    assert collapsed[0] == "queued"
+    assert "running" in collapsed and collapsed[-1] == "done"
+    assert collapsed.index("running") < collapsed.index("done")
+    progress_values = [
+        m["content"]["data"]["state"]["value"]
+        for m in client.comm_msgs
+        if isinstance(m["content"].get("data", {}).get("state", {}).get("value"), int)
+    ]
+    assert len(set(progress_values)) >= 3
+    # Where widgets cannot render (this saved notebook), the text summary says the same.
+    summary = text_of(nb.cells[2])
+    assert "demo" in summary and "done" in summary and "load_model" in summary
+
+
+def test_resize_shows_in_the_widget_and_bad_input_gets_clear_messages(server_process, tmp_path):
+    server = server_process(port=free_port())
+    nb = new_notebook(
+        cells=[
+            new_code_cell("%load_ext jupyter_elastic_gpu"),
+            new_code_cell(DATA),
+            # Long enough (at least 10 minutes) to rank behind a new job of unknown size.
+            new_code_cell(
+                "%%elastic_train --name big --min-gpus 1 --max-gpus 4 --pass x,y --as big\n"
+                "import numpy as np\nx, y = np.tile(x, (8, 1)), np.tile(y, (8, 1))\n"
+                + TRAIN.replace("epochs=3", "epochs=400")
+            ),
+            new_code_cell("import time\nwhile big.status()['state'] != 'running': time.sleep(0.5)"),
+            new_code_cell(
+                "%%elastic_train --name small --min-gpus 2 --max-gpus 2 --pass x,y --wait\n"
+                + TRAIN.replace("epochs=3", "epochs=1")
+            ),
+            new_code_cell(
+                "while len(big.status()['history']) < 2: time.sleep(0.5)\n"
+                "print('sizes', [len(h['gpus']) for h in big.status()['history']])\n"
+                "big.cancel()"
+            ),
+            new_code_cell("%%elastic_train --min-gpus 3 --max-gpus 2\nprint('never')"),
+            new_code_cell("%%elastic_train --bogus 1\nprint('never')"),
+            new_code_cell("%%elastic_train --max-gpus 64\nprint('never')"),
+            new_code_cell("%%elastic_train\nmodel.fit(x, y)"),
+        ]
+    )
+    client = run(nb, server, tmp_path, allow_errors=True)
+    sizes = text_of(nb.cells[5])
+    assert "sizes [4, 2" in sizes, sizes
+    # The first job's widget showed the resize while it happened.
+    assert any("4 → 2" in v for v in client.widget_values())
+    errors = [text_of(nb.cells[i]) for i in range(6, 10)]
+    assert "UsageError: --min-gpus 3 is above --max-gpus 2" in errors[0]
+    assert "UsageError" in errors[1] and "unrecognized arguments: --bogus" in errors[1]
+    assert "--max-gpus 64 is more than the 4 GPUs of this server" in errors[2]
+    assert (
+        "the cell uses x, y from your notebook" in errors[3]
+        and "add --pass" in errors[3]
+        and "own process" in errors[3]
+    )
+    assert all(len(e.strip().splitlines()) == 1 for e in errors)
+
+
+def test_an_undefined_name_fails_once_with_its_traceback_and_a_hint(server_process, tmp_path):
+    server = server_process(port=free_port())
+    nb = new_notebook(
+        cells=[
+            new_code_cell("%load_ext jupyter_elastic_gpu"),
+            new_code_cell("%%elastic_train --as job\nprint('start')\nundefined_thing + 1"),
+            new_code_cell(
+                "from jupyter_elastic_gpu.notebook.job import JobFailed\n"
+                "try:\n    job.wait()\nexcept JobFailed as e:\n    print(e)\n"
+                "print('restarts', job.status()['restarts'])"
+            ),
+        ]
+    )
+    run(nb, server, tmp_path)
+    out = text_of(nb.cells[2])
+    assert "NameError" in out and "undefined_thing" in out
+    assert "own process" in out  # the hint
+    assert "restarts 0" in out

@@ -1,0 +1,370 @@
+"""The GPU inventory: simulated GPUs, NVML detection and its fallbacks, processes on the GPUs.
+
+This machine has no NVIDIA driver, so NVML itself cannot run here: `detect(0)` and
+`NvmlInventory()` are checked against the real pynvml failing for real. How a snapshot reads
+and degrades is checked with `FakeNvml`, a stand-in limited to the pynvml functions the
+inventory calls and raising pynvml's own error classes; a test keeps its names in step with
+pynvml. Processes, owners, command lines and parent chains are real processes of this test.
+`benchmarks/gpu_nvml_check.py` runs the real thing on a GPU machine.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+import pwd
+import socket
+import subprocess
+import sys
+import textwrap
+from types import SimpleNamespace
+
+import pynvml
+import pytest
+
+from jupyter_elastic_gpu.scheduler.inventory import (
+    FALLBACK_SIMULATED_GPUS,
+    GpuInfo,
+    GpuProcess,
+    NvmlInventory,
+    NvmlUnavailable,
+    SimulatedInventory,
+    detect,
+    external_processes,
+    parent_pid,
+    process_command,
+    process_owner,
+)
+
+MIB = 1024 * 1024
+ME = pwd.getpwuid(os.getuid()).pw_name
+
+
+def nvml_works_here() -> bool:
+    try:
+        pynvml.nvmlInit()
+    except pynvml.NVMLError:
+        return False
+    pynvml.nvmlShutdown()
+    return True
+
+
+class FakeNvml:
+    """The pynvml calls NvmlInventory makes, over a list of GPU dicts; ``fail`` injects errors.
+
+    ``fail[(call, index)] = pynvml error code`` makes that call raise pynvml.NVMLError(code),
+    which pynvml turns into its specific subclass, as the real library does.
+    """
+
+    NVMLError = pynvml.NVMLError
+
+    def __init__(self, gpus: list[dict], init_error: int | None = None) -> None:
+        self.gpus = gpus
+        self.init_error = init_error
+        self.fail: dict[tuple[str, int], int] = {}
+        self.calls: list[str] = []
+        self.shut_down = False
+
+    def _check(self, call: str, index: int) -> None:
+        self.calls.append(call)
+        if (call, index) in self.fail:
+            raise pynvml.NVMLError(self.fail[(call, index)])
+
+    def nvmlInit(self):
+        if self.init_error is not None:
+            raise pynvml.NVMLError(self.init_error)
+
+    def nvmlShutdown(self):
+        self.shut_down = True
+
+    def nvmlDeviceGetCount(self):
+        return len(self.gpus)
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        self._check("handle", index)
+        return index
+
+    def nvmlDeviceGetName(self, h):
+        self._check("name", h)
+        return self.gpus[h]["name"]
+
+    def nvmlDeviceGetUUID(self, h):
+        self._check("uuid", h)
+        return self.gpus[h]["uuid"]
+
+    def nvmlDeviceGetMemoryInfo(self, h):
+        self._check("memory", h)
+        g = self.gpus[h]
+        return SimpleNamespace(total=g["total"] * MIB, used=g["used"] * MIB, free=0)
+
+    def nvmlDeviceGetUtilizationRates(self, h):
+        self._check("utilization", h)
+        return SimpleNamespace(gpu=self.gpus[h]["util"], memory=0)
+
+    def nvmlDeviceGetComputeRunningProcesses(self, h):
+        self._check("processes", h)
+        return self._procs(h)
+
+    def nvmlDeviceGetComputeRunningProcesses_v2(self, h):
+        self._check("processes_v2", h)
+        return self._procs(h)
+
+    def _procs(self, h):
+        return [
+            SimpleNamespace(pid=pid, usedGpuMemory=None if mb is None else mb * MIB)
+            for pid, mb in self.gpus[h]["procs"]
+        ]
+
+
+def two_gpus() -> list[dict]:
+    return [
+        {
+            "name": "NVIDIA H100",
+            "uuid": "GPU-aaa",
+            "total": 81559,
+            "used": 1200,
+            "util": 37,
+            "procs": [(os.getpid(), 1024)],
+        },
+        {
+            "name": "NVIDIA H100",
+            "uuid": "GPU-bbb",
+            "total": 81559,
+            "used": 0,
+            "util": 0,
+            "procs": [],
+        },
+    ]
+
+
+def test_fake_nvml_only_uses_names_pynvml_has():
+    used = [n for n in vars(FakeNvml) if n.startswith("nvml")]
+    assert "nvmlDeviceGetComputeRunningProcesses" in used
+    for name in used:
+        assert callable(getattr(pynvml, name)), name
+
+
+# -- simulated ------------------------------------------------------------------------------
+
+
+def test_simulated_inventory_lists_labelled_gpus_without_processes():
+    inv = SimulatedInventory(3)
+    gpus = inv.snapshot()
+    assert inv.source == "simulated"
+    assert [g.id for g in gpus] == ["0", "1", "2"]
+    assert [g.index for g in gpus] == [0, 1, 2]
+    for g in gpus:
+        assert g.name == "Simulated GPU"
+        assert g.node == socket.gethostname()
+        assert (g.uuid, g.memory_total_mb, g.memory_used_mb, g.utilization) == (None,) * 4
+        assert g.processes == []
+    assert gpus[0].to_dict()["id"] == "0"
+    assert SimulatedInventory(1, node="box7").snapshot()[0].node == "box7"
+
+
+def test_simulated_inventory_needs_a_gpu():
+    with pytest.raises(ValueError, match="at least 1"):
+        SimulatedInventory(0)
+
+
+def test_detect_with_simulated_gpus_asked_for():
+    inv, source = detect(2)
+    assert source == "simulated" == inv.source
+    assert len(inv.snapshot()) == 2
+    assert "2 simulated GPUs were asked for" in inv.reason
+    with pytest.raises(ValueError):
+        detect(-1)
+
+
+# -- NVML, real ------------------------------------------------------------------------------
+
+
+def test_detect_zero_falls_back_to_simulated_without_a_driver_and_says_why(caplog):
+    caplog.set_level(logging.INFO, logger="jupyter_elastic_gpu")
+    inv, source = detect(0)
+    try:
+        if nvml_works_here():
+            assert source == "nvml" and len(inv.snapshot()) >= 1
+            return
+        assert source == "simulated"
+        assert [g.id for g in inv.snapshot()] == [str(i) for i in range(FALLBACK_SIMULATED_GPUS)]
+        warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+        assert len(warnings) == 1
+        text = warnings[0].getMessage()
+        assert "NVML could not start" in text and "is the NVIDIA driver loaded?" in text
+        assert f"using {FALLBACK_SIMULATED_GPUS} simulated GPUs" in text
+        assert inv.reason in text
+    finally:
+        inv.close()
+
+
+def test_nvml_inventory_raises_one_readable_error_without_a_driver():
+    if nvml_works_here():
+        pytest.skip("NVML works on this machine")
+    with pytest.raises(NvmlUnavailable, match=r"NVML could not start: .*Not Found") as err:
+        NvmlInventory()
+    assert isinstance(err.value.__cause__, pynvml.NVMLError)
+
+
+def test_detect_without_nvidia_ml_py_falls_back_and_says_install_it():
+    code = textwrap.dedent(
+        """
+        import logging, sys
+        sys.modules["pynvml"] = None  # what `import pynvml` meets when it is not installed
+        logging.basicConfig(level=logging.INFO, format="%(name)s %(levelname)s %(message)s")
+        from jupyter_elastic_gpu.scheduler.inventory import detect
+        inv, source = detect(0)
+        print(source, len(inv.snapshot()))
+        """
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.split() == ["simulated", str(FALLBACK_SIMULATED_GPUS)]
+    assert "jupyter_elastic_gpu WARNING" in res.stderr
+    assert "nvidia-ml-py is not installed" in res.stderr
+    assert "pip install nvidia-ml-py" in res.stderr
+
+
+# -- NVML, through FakeNvml ------------------------------------------------------------------
+
+
+def test_nvml_snapshot_reads_gpus_and_processes_with_owner_and_command():
+    inv = NvmlInventory(node="box1", nvml=FakeNvml(two_gpus()))
+    assert (inv.source, inv.count) == ("nvml", 2)
+    a, b = inv.snapshot()
+    assert (a.id, a.index, a.node, a.name, a.uuid) == ("0", 0, "box1", "NVIDIA H100", "GPU-aaa")
+    assert (a.memory_total_mb, a.memory_used_mb, a.utilization) == (81559, 1200, 0.37)
+    [proc] = a.processes
+    assert (proc.pid, proc.user, proc.memory_mb) == (os.getpid(), ME, 1024)
+    assert "pytest" in proc.command or "python" in proc.command
+    assert (b.id, b.uuid, b.utilization, b.processes) == ("1", "GPU-bbb", 0.0, [])
+
+
+def test_nvml_process_listed_twice_is_one_process_with_the_memory_added():
+    gpus = two_gpus()
+    gpus[0]["procs"] = [(os.getpid(), 100), (os.getpid(), 50), (os.getppid(), None)]
+    [a, _] = NvmlInventory(nvml=FakeNvml(gpus)).snapshot()
+    assert [(p.pid, p.memory_mb) for p in a.processes] == [(os.getpid(), 150), (os.getppid(), None)]
+
+
+def test_nvml_errors_degrade_to_the_last_good_answer_and_warn_once(caplog):
+    fake = FakeNvml(two_gpus())
+    fake.gpus[1]["procs"] = [(os.getppid(), 5)]
+    inv = NvmlInventory(nvml=fake)
+    first = inv.snapshot()
+    fake.gpus[0].update(used=5000, util=90, procs=[])
+    fake.gpus[1].update(used=7, procs=[(os.getpid(), 1)])
+    fake.fail[("memory", 0)] = pynvml.NVML_ERROR_GPU_IS_LOST
+    fake.fail[("utilization", 0)] = pynvml.NVML_ERROR_NOT_SUPPORTED
+    fake.fail[("processes", 1)] = pynvml.NVML_ERROR_NO_PERMISSION
+    caplog.set_level(logging.DEBUG, logger="jupyter_elastic_gpu")
+    for _ in range(3):
+        a, b = inv.snapshot()
+        assert (a.memory_used_mb, a.utilization) == (first[0].memory_used_mb, 0.37)
+        assert a.processes == []  # that call worked: the new (empty) answer
+        assert b.memory_used_mb == 7  # that call worked
+        assert [p.pid for p in b.processes] == [os.getppid()]  # the last good answer
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 3  # one per GPU, call and error, however many snapshots
+    assert any("memory failed on GPU 0" in w and "GPU is lost" in w for w in warnings)
+    fake.fail.clear()
+    assert inv.snapshot()[0].memory_used_mb == 5000  # recovers as soon as NVML answers
+
+
+def test_nvml_errors_before_any_good_answer_give_unknowns_and_no_processes():
+    fake = FakeNvml(two_gpus())
+    fake.fail.update({(call, 0): pynvml.NVML_ERROR_UNKNOWN for call in ("name", "processes")})
+    fake.fail[("handle", 1)] = pynvml.NVML_ERROR_GPU_IS_LOST
+    inv = NvmlInventory(nvml=fake)
+    a, b = inv.snapshot()
+    assert (a.name, a.uuid, a.memory_used_mb, a.processes) == ("NVIDIA GPU", "GPU-aaa", 1200, [])
+    assert (b.id, b.name, b.uuid, b.memory_total_mb, b.utilization) == (
+        "1",
+        "NVIDIA GPU",
+        None,
+        None,
+        None,
+    )
+    fake.fail.clear()
+    a, b = inv.snapshot()
+    assert (a.name, b.name, b.uuid) == ("NVIDIA H100", "NVIDIA H100", "GPU-bbb")
+
+
+def test_nvml_old_driver_without_v3_process_call_uses_v2():
+    fake = FakeNvml(two_gpus())
+    fake.fail[("processes", 0)] = pynvml.NVML_ERROR_FUNCTION_NOT_FOUND
+    inv = NvmlInventory(nvml=fake)
+    for _ in range(2):
+        assert [p.pid for p in inv.snapshot()[0].processes] == [os.getpid()]
+    assert fake.calls.count("processes") == 1  # remembered: v2 from then on
+    assert fake.calls.count("processes_v2") == 4
+
+
+def test_nvml_init_error_is_unavailable_and_close_shuts_down():
+    with pytest.raises(NvmlUnavailable, match="Driver Not Loaded"):
+        NvmlInventory(nvml=FakeNvml([], init_error=pynvml.NVML_ERROR_DRIVER_NOT_LOADED))
+    fake = FakeNvml(two_gpus())
+    inv = NvmlInventory(nvml=fake)
+    inv.snapshot()
+    inv.close()
+    inv.close()
+    assert fake.shut_down
+    assert [g.id for g in inv.snapshot()] == ["0", "1"]  # the last answer, no NVML call
+
+
+# -- processes -------------------------------------------------------------------------------
+
+
+def test_process_helpers_read_proc():
+    assert process_owner(os.getpid()) == ME
+    command = process_command(os.getpid())
+    assert "python" in command or "pytest" in command
+    assert parent_pid(os.getpid()) == os.getppid()
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    assert (process_owner(dead.pid), process_command(dead.pid), parent_pid(dead.pid)) == (
+        None,
+        None,
+        None,
+    )
+
+
+@pytest.fixture
+def process_tree():
+    """A sidecar-like process with a child (like a trainer's worker), and an unrelated process."""
+    code = (
+        "import subprocess, sys, time\n"
+        "c = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
+        "print(c.pid, flush=True)\n"
+        "time.sleep(120)\n"
+    )
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True)
+    other = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(120)"])
+    child = int(parent.stdout.readline())
+    yield parent.pid, child, other.pid
+    with contextlib.suppress(ProcessLookupError):
+        os.kill(child, 9)
+    for p in (parent, other):
+        p.kill()
+        p.wait()
+
+
+def test_external_processes_counts_descendants_of_our_pids_as_ours(process_tree):
+    ours, child, other = process_tree
+
+    def proc(pid):
+        return GpuProcess(pid=pid, user=ME, memory_mb=10.0, command=None)
+
+    def gpu(i, pids):
+        return GpuInfo(str(i), i, "n", "g", None, None, None, None, [proc(p) for p in pids])
+
+    infos = [gpu(0, [ours, child]), gpu(1, [other, child]), gpu(2, [])]
+    found = external_processes(infos, {ours})
+    assert {k: [p.pid for p in v] for k, v in found.items()} == {"0": [], "1": [other], "2": []}
+    # The test process is the parent of both: with it among ours, nothing is external.
+    assert external_processes(infos, {os.getpid()}) == {"0": [], "1": [], "2": []}
+    # A pid that no longer exists cannot be traced to us: it is external.
+    assert [p.pid for p in external_processes([gpu(0, [999_999_999])], {ours})["0"]] == [
+        999_999_999
+    ]
