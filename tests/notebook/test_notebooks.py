@@ -5,11 +5,9 @@ from __future__ import annotations
 import os
 import re
 
-import nbformat
 import pytest
 from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell, new_notebook
-
 from servers import free_port
 
 pytestmark = pytest.mark.slow
