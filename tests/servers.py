@@ -68,6 +68,7 @@ class JupyterServerProcess:
         name: str = "server",
         config: dict | None = None,
         env: dict | None = None,
+        extra_args: list[str] | None = None,
     ) -> None:
         self.root, self.port, self.token, self.name = Path(root), port, token, name
         self.config = {
@@ -82,6 +83,7 @@ class JupyterServerProcess:
             **(config or {}),
         }
         self.env = env or {}
+        self.extra_args = extra_args or []
         self.proc: subprocess.Popen | None = None
         self.log_path = self.root / f"{name}.log"
 
@@ -105,6 +107,7 @@ class JupyterServerProcess:
             "--ServerApp.port_retries=0",
             f"--IdentityProvider.token={self.token}",
             f"--ServerApp.root_dir={self.root}",
+            *self.extra_args,
         ]
         for key, value in self.config.items():
             args.append(

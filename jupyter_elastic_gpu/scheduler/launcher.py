@@ -138,6 +138,7 @@ class LocalLauncher:
     async def launch(self, request: LaunchRequest) -> dict[str, Any]:
         job_dir = prepare_job_dir(request)
         env = {**os.environ, **self.extra_env, "ELASTIC_GPU_JOB_SECRET": request.secret}
+        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's start-up notices drown the user's log
         env.pop("ELASTIC_GPU_TOKEN", None)  # the trainer needs no access to the API
         cwd = request.spec.get("cwd") or str(job_dir)
         if not os.path.isdir(cwd):

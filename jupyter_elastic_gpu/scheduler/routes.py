@@ -9,6 +9,7 @@ Each route is a small mixin that needs four things from the handler it is mixed 
 from __future__ import annotations
 
 import json
+import math
 from typing import Any
 
 from .backends import ApiError, api_error
@@ -21,9 +22,12 @@ def _float(handler: Any, name: str, default: float | None) -> float | None:
     if raw is None:
         return default
     try:
-        return float(raw)
+        value = float(raw)
     except ValueError:
-        raise ApiError(400, f"query argument {name!r} must be a number, got {raw!r}") from None
+        value = math.nan
+    if not math.isfinite(value):
+        raise ApiError(400, f"query argument {name!r} must be a finite number, got {raw!r}")
+    return value
 
 
 class _Route:

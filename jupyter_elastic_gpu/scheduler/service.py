@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import math
 import os
 import time
 import uuid
@@ -202,13 +203,13 @@ class SchedulerService:
             job.total_work = float(req.synthetic.work)
         if inputs and not self.config.remote_inputs:
             write_inputs(job.job_dir, inputs)
-        self.jobs[job_id] = job
         await self._save(job)
         await self.store.add_event(
             job_id,
             "submitted",
             f"{who.user} submitted {job.name}: {job.min_gpus}-{job.max_gpus} GPUs",
         )
+        self.jobs[job_id] = job  # only now can a decision see it: 'submitted' comes first
         await self._changed_now()
         self.poke()
         return job
@@ -334,6 +335,7 @@ class SchedulerService:
         job = self.jobs.get(job_id)
         if job is None or not job.secret_hash or not secret_matches(secret, job.secret_hash):
             raise Unauthorized(f"job {job_id}: unknown job or wrong secret")
+        body = parse_heartbeat(body)
         now = time.time()
         job.last_heartbeat = now
         self._secrets.pop(job_id, None)  # the sidecar is up: nothing left to hand out
@@ -342,9 +344,11 @@ class SchedulerService:
             # through the scheduler like any queued job.
             top = max(job.desired.generation, int(body.get("generation") or 0)) + 1
             return {"generation": top, "gpus": [], "action": "stop"}
-        changed, record = self._absorb(job, body)
-        if record is not None:
+        record = body.get("progress")
+        if record and record != job.progress:
+            # Stored first: if the write fails, the sidecar's next heartbeat brings it again.
             await self.store.add_progress(job.id, [record])
+        changed = self._absorb(job, body)
         reported_state = body.get("state")
         if reported_state in ("done", "failed", "cancelled"):
             await self._finish(job, reported_state, body, now)
@@ -381,9 +385,9 @@ class SchedulerService:
             self.poke()
         return self._published(job)
 
-    def _absorb(self, job: JobRecord, body: dict[str, Any]) -> tuple[bool, dict | None]:
-        """Take the measurements of a heartbeat: (a decision may change, new progress record)."""
-        material, new_record = False, None
+    def _absorb(self, job: JobRecord, body: dict[str, Any]) -> bool:
+        """Take the measurements of a (validated) heartbeat; True when a decision may change."""
+        material = False
         job.reported = {
             k: body.get(k)
             for k in (
@@ -413,10 +417,9 @@ class SchedulerService:
                 if total is not None:
                     material = material or job.total_work is None
                     job.total_work = total
-            new_record = record
             self._bump()
             material = material or first
-        return material, new_record
+        return material
 
     def _published(self, job: JobRecord) -> dict[str, Any]:
         """The lease to answer: the desired one, or the current one until its GPUs are free."""
@@ -448,7 +451,8 @@ class SchedulerService:
             if other.id == job.id or other.final:
                 continue
             if other.state in ACTIVE:
-                busy.update(other.reported.get("gpus") or [])
+                if other.launched_at is not None:  # a sidecar runs: it may be on these
+                    busy.update(other.reported.get("gpus") or [])
                 if other.state != "stopping":
                     busy.update(other.desired.gpus)
         return busy
@@ -457,8 +461,10 @@ class SchedulerService:
     def _speed(self, job: JobRecord) -> SpeedModel:
         measured = {int(k): v for k, v in job.throughput.items() if v > 0}
         prior = None
-        if job.kind == "synthetic":
-            prior = {int(k): float(v) for k, v in job.spec["synthetic"]["throughput"].items()}
+        if job.kind == "synthetic":  # the profile, in samples per real second
+            syn = job.spec["synthetic"]
+            scale = float(syn.get("time_scale", 1.0))
+            prior = {int(k): float(v) * scale for k, v in syn["throughput"].items()}
         return SpeedModel(measured, prior)
 
     def _core_job(self, job: JobRecord, now: float) -> Job:
@@ -500,33 +506,34 @@ class SchedulerService:
         reasons = dict(decision.reasons)
         if self.config.user_gpu_cap:
             self._apply_cap(allocations, reasons, snapshot)
-        changed = False
+        changed: set[str] = set()
         for job in open_jobs:
             target = list(allocations.get(job.id, ()))
             reason = reasons.get(job.id, job.reason)
             if reason != job.reason:
-                job.reason, changed = reason, True
+                job.reason = reason
+                changed.add(job.id)
             if job.state == "queued" and target:
                 await self._start(job, target, now)
-                changed = True
+                changed.add(job.id)
             elif job.state in ("starting", "running", "resizing") and set(target) != set(
                 job.desired.gpus
             ):
                 await self._change(job, target, now)
-                changed = True
+                changed.add(job.id)
         queued = sorted(
             (j for j in open_jobs if j.state == "queued"),
             key=lambda j: (-float(j.spec.get("priority", 1.0)), j.submitted_at),
         )
-        for i, job in enumerate(queued, 1):
-            if job.position != i:
-                job.position, changed = i, True
+        positions = {j.id: i for i, j in enumerate(queued, 1)}
         for job in open_jobs:
-            if job.state != "queued" and job.position is not None:
-                job.position, changed = None, True
+            if job.position != positions.get(job.id):
+                job.position = positions.get(job.id)
+                changed.add(job.id)
         if changed:
             for job in open_jobs:
-                await self._save(job)
+                if job.id in changed:
+                    await self._save(job)
             await self._changed_now()
 
     def _apply_cap(self, allocations: dict, reasons: dict, snapshot: Snapshot) -> None:
@@ -697,7 +704,8 @@ class SchedulerService:
 
     async def _requeue(self, job: JobRecord, reason: str, now: float, kind: str) -> None:
         job.state, job.reason = "queued", reason
-        job.desired = Lease(job.desired.generation, [], "run")
+        job.desired = Lease(job.desired.generation, [], "stop")
+        job.reported = {}  # its old sidecar holds nothing any more
         job.launched_at = None
         job.last_change = now
         job.history.append({"t": now, "gpus": [], "why": reason})
@@ -804,6 +812,57 @@ def _public_reason(job: JobRecord) -> str:
     if job.state == "queued":
         return "queued"
     return f"{job.state} on {len(job.held_gpus)} GPUs"
+
+
+_HEARTBEAT_STATES = (
+    "starting",
+    "running",
+    "resizing",
+    "restarting",
+    "suspended",
+    "done",
+    "failed",
+    "cancelled",
+)
+
+
+def parse_heartbeat(body: dict[str, Any]) -> dict[str, Any]:
+    """A heartbeat with every field checked (docs/sidecar.md); BadRequest otherwise, before
+    anything of the job is touched."""
+
+    def fail(field: str, what: str) -> BadRequest:
+        return BadRequest(f"heartbeat field {field!r}: {what}")
+
+    out = dict(body)
+    try:
+        out["generation"] = int(body.get("generation") or 0)
+        out["restarts"] = int(body.get("restarts") or 0)
+    except (TypeError, ValueError):
+        raise fail("generation/restarts", "expected whole numbers") from None
+    gpus = body.get("gpus") or []
+    if not isinstance(gpus, list) or not all(isinstance(g, str) for g in gpus):
+        raise fail("gpus", "expected a list of GPU ids")
+    state = body.get("state")
+    if state is not None and state not in _HEARTBEAT_STATES:
+        raise fail("state", f"unknown state {state!r}")
+    progress = body.get("progress")
+    if progress is not None and not isinstance(progress, dict):
+        raise fail("progress", "expected an object or null")
+    throughput = body.get("throughput") or {}
+    if not isinstance(throughput, dict):
+        raise fail("throughput", "expected an object {replicas: samples/s}")
+    try:
+        out["throughput"] = {
+            str(int(k)): float(v) for k, v in throughput.items() if math.isfinite(float(v))
+        }
+        cost = body.get("resize_cost_s")
+        out["resize_cost_s"] = None if cost is None else float(cost)
+    except (TypeError, ValueError):
+        raise fail("throughput/resize_cost_s", "expected numbers") from None
+    for field in ("error",):
+        if body.get(field) is not None and not isinstance(body[field], dict):
+            raise fail(field, "expected an object or null")
+    return out
 
 
 def _total_samples(record: dict[str, Any]) -> float | None:

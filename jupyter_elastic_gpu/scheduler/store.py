@@ -54,6 +54,7 @@ class Store:
 
     def __init__(self, db: aiosqlite.Connection, path: str, progress_limit: int) -> None:
         self.db, self.path, self.progress_limit = db, path, progress_limit
+        self._since_trim: dict[str, int] = {}
 
     @classmethod
     async def open(cls, path: str, progress_limit: int = 2000) -> Store:
@@ -61,9 +62,9 @@ class Store:
             os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
         db = await aiosqlite.connect(path)
         db.row_factory = aiosqlite.Row
-        await db.execute("PRAGMA journal_mode=WAL")
-        await db.execute("PRAGMA synchronous=NORMAL")
-        await db.execute("PRAGMA busy_timeout=5000")
+        for pragma in ("journal_mode=WAL", "synchronous=NORMAL", "busy_timeout=5000"):
+            async with db.execute(f"PRAGMA {pragma}"):
+                pass
         store = cls(db, path, progress_limit)
         await store.migrate()
         return store
@@ -90,7 +91,9 @@ class Store:
     # -- jobs -------------------------------------------------------------------------------
     async def save_job(self, job: dict[str, Any]) -> None:
         """Insert or update one job (``job`` is its JSON document)."""
-        await self.db.execute(
+        # Every cursor is closed inside ``async with``: a cursor freed on the event loop while
+        # aiosqlite's thread reuses its cached statement corrupts concurrent writes.
+        async with self.db.execute(
             "INSERT INTO jobs (id, user, state, submitted_at, finished_at, data) "
             "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO UPDATE SET "
             "state = excluded.state, finished_at = excluded.finished_at, data = excluded.data",
@@ -102,7 +105,8 @@ class Store:
                 job.get("finished_at"),
                 json.dumps(job),
             ),
-        )
+        ):
+            pass
         await self.db.commit()
 
     async def load_jobs(self, active_only: bool = False) -> list[dict[str, Any]]:
@@ -124,12 +128,20 @@ class Store:
         rows = [(job_id, float(r.get("t", time.time())), json.dumps(r)) for r in records]
         if not rows:
             return
-        await self.db.executemany("INSERT INTO progress (job_id, t, record) VALUES (?, ?, ?)", rows)
-        await self.db.execute(
-            "DELETE FROM progress WHERE job_id = ? AND rowid NOT IN (SELECT rowid FROM progress "
-            "WHERE job_id = ? ORDER BY t DESC LIMIT ?)",
-            (job_id, job_id, self.progress_limit),
-        )
+        async with self.db.executemany(
+            "INSERT INTO progress (job_id, t, record) VALUES (?, ?, ?)", rows
+        ):
+            pass
+        written = self._since_trim.get(job_id, 0) + len(rows)
+        if written >= 100:  # trimming sorts the job's rows: do it now and then, not every time
+            async with self.db.execute(
+                "DELETE FROM progress WHERE job_id = ? AND rowid NOT IN (SELECT rowid FROM "
+                "progress WHERE job_id = ? ORDER BY t DESC LIMIT ?)",
+                (job_id, job_id, self.progress_limit),
+            ):
+                pass
+            written = 0
+        self._since_trim[job_id] = written
         await self.db.commit()
 
     async def progress(self, job_id: str, since: float | None = None) -> list[dict[str, Any]]:
@@ -150,13 +162,14 @@ class Store:
         t: float | None = None,
     ) -> dict[str, Any]:
         t = time.time() if t is None else t
-        cur = await self.db.execute(
+        async with self.db.execute(
             "INSERT INTO events (job_id, t, kind, message, data) VALUES (?, ?, ?, ?, ?)",
             (job_id, t, kind, message, json.dumps(data) if data is not None else None),
-        )
+        ) as cur:
+            seq = cur.lastrowid
         await self.db.commit()
         return {
-            "seq": cur.lastrowid,
+            "seq": seq,
             "job_id": job_id,
             "t": t,
             "kind": kind,

@@ -55,9 +55,11 @@ class AdaptiveParams:
     #: ... and that wait doubles after every ``resize_budget`` resizes of the job, which limits
     #: how often one job is resized without ever freezing it at a bad size.
     resize_budget: int = 10
+    #: The wait after a change is at least this long, however cheap a resize is measured to be.
+    min_cooldown_s: float = 10.0
 
     def __post_init__(self) -> None:
-        for name in ("aging_s", "resize_margin", "finish_guard", "cooldown"):
+        for name in ("aging_s", "resize_margin", "finish_guard", "cooldown", "min_cooldown_s"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative")
         if not 0 <= self.stickiness < 1:
@@ -103,7 +105,7 @@ class AdaptivePolicy:
         p, cost = self.params, job.resize_cost
         if cost > 0 and job.remaining_time(len(job.gpus)) <= p.finish_guard * cost:
             return "it is about to finish"
-        wait = p.cooldown * cost * 2 ** (job.resizes // p.resize_budget)
+        wait = max(p.cooldown * cost, p.min_cooldown_s) * 2 ** (job.resizes // p.resize_budget)
         if job.last_change is not None and now - job.last_change < wait:
             return "it was resized moments ago"
         return ""

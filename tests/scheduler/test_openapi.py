@@ -1,0 +1,425 @@
+"""The OpenAPI document against the code, so that neither can drift from the other.
+
+The document must list exactly the routes the handlers implement, and every answer a real
+server gives (and every heartbeat a real sidecar sends) must be valid under the schema the
+document declares for that route and status.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+from functools import cache
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib.resources import files
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import pytest
+import yaml
+from jsonschema import Draft202012Validator
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
+from servers import DaemonProcess, call, free_port, wait_for
+
+from jupyter_elastic_gpu.scheduler.requests import SubmitRequest, SyntheticSpec
+from jupyter_elastic_gpu.scheduler.routes import JOB_ID, ROUTES
+from jupyter_elastic_gpu.server.handlers import handlers
+
+HTTP_METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
+GROUP = re.compile(r"\(\?P<(\w+)>(?:[^()]|\([^()]*\))*\)")
+DOC_URI = "urn:jupyter-elastic-gpu:openapi"
+
+
+@cache
+def document() -> dict:
+    """The document as the installed package ships it."""
+    text = (files("jupyter_elastic_gpu.server") / "openapi.yaml").read_text()
+    return yaml.safe_load(text)
+
+
+@cache
+def registry() -> Registry:
+    resource = Resource.from_contents(document(), default_specification=DRAFT202012)
+    return Registry().with_resource(DOC_URI, resource)
+
+
+def validate(instance, pointer: str) -> None:
+    """Validate against the schema at ``pointer`` (e.g. ``#/components/schemas/Job``)."""
+    validator = Draft202012Validator(
+        {"$ref": DOC_URI + pointer},
+        registry=registry(),
+        format_checker=Draft202012Validator.FORMAT_CHECKER,
+    )
+    errors = sorted(validator.iter_errors(instance), key=lambda e: list(e.absolute_path))
+    if errors:
+        lines = [f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}" for e in errors]
+        raise AssertionError(f"not valid under {pointer}:\n" + "\n".join(lines[:10]))
+
+
+def response_pointer(template: str, method: str, status: int) -> str:
+    """Pointer to the JSON schema the document declares for one answer (fails if undeclared)."""
+    operation = document()["paths"][template][method]
+    declared = operation["responses"]
+    assert str(status) in declared, (
+        f"{method.upper()} {template} answered {status}, which the document does not declare "
+        f"(declared: {', '.join(sorted(declared))})"
+    )
+    response = declared[str(status)]
+    base = f"#/paths/{_escape(template)}/{method}/responses/{status}"
+    if "$ref" in response:
+        base = response["$ref"]
+    return base + "/content/application~1json/schema"
+
+
+def _escape(token: str) -> str:
+    return token.replace("~", "~0").replace("/", "~1")
+
+
+def implemented() -> set[tuple[str, str]]:
+    """(path, method) for every route of ROUTES, from the methods its mixin defines."""
+    pairs = set()
+    for route, mixin in ROUTES:
+        path = "/" + GROUP.sub(r"{\1}", route)
+        for method in ("get", "post", "put", "patch", "delete"):
+            if callable(getattr(mixin, method, None)):
+                pairs.add((path, method))
+    return pairs
+
+
+def documented() -> set[tuple[str, str]]:
+    return {
+        (path, method)
+        for path, item in document()["paths"].items()
+        for method in item
+        if method in HTTP_METHODS
+    }
+
+
+# -- the document against the code, statically ------------------------------------------------
+
+
+def test_the_document_lists_exactly_the_implemented_routes():
+    assert documented() == implemented()
+    # The websocket is a path without HTTP operations, and the Jupyter handlers serve it.
+    bare = {p for p, item in document()["paths"].items() if not set(item) & set(HTTP_METHODS)}
+    assert bare == {"/ws"}
+    assert any(pattern.endswith("elastic-gpu/api/ws") for pattern, _ in handlers("/"))
+
+
+def test_path_parameters_match_the_route_patterns():
+    group = re.fullmatch(r"\(\?P<job_id>(.*)\)", JOB_ID)
+    assert group, JOB_ID
+    param = document()["components"]["parameters"]["JobId"]
+    assert param["schema"]["pattern"] == f"^{group.group(1)}$"
+    for path, item in document()["paths"].items():
+        names = set(re.findall(r"{(\w+)}", path))
+        declared = {
+            p["name"] if "name" in p else p["$ref"].rsplit("/", 1)[1]
+            for p in item.get("parameters", [])
+        }
+        assert declared == ({"JobId"} if names else set()), path
+        assert names <= {"job_id"}, path
+
+
+def test_the_submit_schema_has_the_fields_the_validator_accepts():
+    schemas = document()["components"]["schemas"]
+    assert set(schemas["SubmitRequest"]["properties"]) == set(SubmitRequest.model_fields)
+    assert set(schemas["SyntheticSpec"]["properties"]) == set(SyntheticSpec.model_fields)
+    # Both refuse unknown fields, like the pydantic models do.
+    assert SubmitRequest.model_config["extra"] == "forbid"
+    assert schemas["SubmitRequest"]["additionalProperties"] is False
+
+
+def test_the_document_is_valid_openapi():
+    validator = pytest.importorskip("openapi_spec_validator")
+    validator.validate(document())
+
+
+# -- real answers against the document ---------------------------------------------------------
+
+
+class HeartbeatRecorder:
+    """A transparent HTTP proxy between real sidecars and the server: it forwards each
+    heartbeat unchanged and keeps (request body, status, answer) to validate them."""
+
+    def __init__(self) -> None:
+        self.target = ""  # the server's origin, set once it runs
+        self.seen: list[tuple[dict, int, dict]] = []
+        recorder = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                url = urlunsplit(urlsplit(recorder.target)._replace(path=self.path.split("?")[0]))
+                request = urllib.request.Request(url, data=body, method="POST")
+                for name in ("Authorization", "Content-Type"):
+                    if self.headers.get(name):
+                        request.add_header(name, self.headers[name])
+                try:
+                    with urllib.request.urlopen(request, timeout=10) as r:
+                        status, answer = r.status, r.read()
+                except urllib.error.HTTPError as e:
+                    status, answer = e.code, e.read()
+                recorder.seen.append((json.loads(body), status, json.loads(answer)))
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def __enter__(self) -> HeartbeatRecorder:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.fixture
+def recorder():
+    with HeartbeatRecorder() as r:
+        yield r
+
+
+@pytest.fixture
+def jp_server_config(jp_server_config, recorder, tmp_path):
+    """The real sidecar, started through a wrapper that points its heartbeats at the recorder."""
+    wrapper = tmp_path / "sidecar-python"
+    wrapper.write_text(
+        f"#!{sys.executable}\n"
+        "import os, sys\n"
+        "from urllib.parse import urlsplit, urlunsplit\n"
+        "args = sys.argv[1:]\n"
+        "i = args.index('--scheduler-url') + 1\n"
+        f"args[i] = urlunsplit(urlsplit(args[i])._replace(netloc='127.0.0.1:{recorder.port}'))\n"
+        "os.execv(sys.executable, [sys.executable, *args])\n"
+    )
+    wrapper.chmod(0o755)
+    jp_server_config["ElasticGPUApp"]["sidecar_python"] = str(wrapper)
+    return jp_server_config
+
+
+class Api:
+    """Calls one documented operation and validates the answer against the document."""
+
+    def __init__(self, fetch) -> None:
+        self.fetch = fetch
+        self.called: set[tuple[str, str]] = set()
+
+    async def __call__(self, method, template, *, body=None, headers=None, params=None, **ids):
+        path = template.format(**ids).strip("/").split("/")
+        kw = {}
+        if body is not None:
+            kw["body"] = body if isinstance(body, str) else json.dumps(body)
+        elif method == "POST":
+            kw["body"] = "{}"
+        r = await self.fetch(
+            "elastic-gpu",
+            "api",
+            *path,
+            method=method,
+            headers=headers,
+            params=params,
+            raise_error=False,
+            **kw,
+        )
+        assert r.code != 599, f"{method} {template}: no answer ({r.error})"
+        payload = json.loads(r.body)
+        validate(payload, response_pointer(template, method.lower(), r.code))
+        self.called.add((template, method.lower()))
+        return r.code, payload
+
+
+async def until(check, timeout: float, what: str):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = await check()
+        if last:
+            return last
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}; last: {last!r}")
+
+
+def synthetic(name: str, min_gpus: int, max_gpus: int) -> dict:
+    return {
+        "name": name,
+        "kind": "synthetic",
+        "min_gpus": min_gpus,
+        "max_gpus": max_gpus,
+        "synthetic": {"work": 1e9, "throughput": {"1": 100, "2": 190, "4": 360}, "batch": 10},
+    }
+
+
+async def test_real_answers_and_heartbeats_match_the_document(
+    jp_fetch, jp_ws_fetch, jp_serverapp, recorder
+):
+    recorder.target = jp_serverapp.connection_url
+    api = Api(jp_fetch)
+
+    # A bad submit: refused by the server and by the document alike, and nothing is created.
+    bad = {**synthetic("bad", 1, 2), "colour": "red"}
+    code, error = await api("POST", "/jobs", body=bad)
+    assert code == 400 and "colour" in error["message"]
+    with pytest.raises(AssertionError):
+        validate(bad, "#/components/schemas/SubmitRequest")
+    code, _ = await api("POST", "/jobs", body="not json")
+    assert code == 400
+    code, _ = await api("GET", "/whoami", headers={"Authorization": ""})
+    assert code == 403
+
+    # A job that runs, and one that waits behind it.
+    body = synthetic("runs", 1, 4)
+    validate(body, "#/components/schemas/SubmitRequest")
+    code, job = await api("POST", "/jobs", body=body)
+    assert code == 201 and job["state"] in ("queued", "starting")
+    job_id = job["id"]
+
+    async def running_with_progress():
+        _, j = await api("GET", "/jobs/{job_id}", job_id=job_id)
+        has_rate = (j["progress"] or {}).get("samples_per_s")
+        return j if j["state"] == "running" and has_rate else None
+
+    await until(running_with_progress, 30, "the job to run and report its speed")
+    code, waiting = await api("POST", "/jobs", body={**synthetic("waits", 4, 4), "priority": 0.5})
+    assert code == 201
+
+    async def queued():
+        _, q = await api("GET", "/queue")
+        entry = next(e for e in q["queue"] if e["id"] == waiting["id"])
+        return q if entry["state"] == "queued" and entry["position"] == 1 else None
+
+    await until(queued, 20, "the second job to wait in the queue")
+
+    # Every GET route, with something in it.
+    for template in ("/whoami", "/gpus", "/status", "/launches"):
+        code, _ = await api("GET", template)
+        assert code == 200, template
+    _, jobs = await api("GET", "/jobs")
+    assert {j["id"] for j in jobs["jobs"]} == {job_id, waiting["id"]}
+    _, logs = await api("GET", "/jobs/{job_id}/logs", job_id=job_id, params={"tail": 5})
+    assert logs["sidecar"]
+    _, events = await api("GET", "/jobs/{job_id}/events", job_id=job_id)
+    assert {"submitted", "admitted", "running"} <= {e["kind"] for e in events["events"]}
+    _, progress = await api("GET", "/jobs/{job_id}/progress", job_id=job_id)
+    assert progress["progress"]
+    since = progress["progress"][-1]["t"]
+    await api("GET", "/jobs/{job_id}/progress", job_id=job_id, params={"since": since})
+    _, version = await api("GET", "/updates", params={"since": 0, "timeout": 0})
+    assert version["version"] > 0
+
+    # The errors each route can give.
+    for template in ("/jobs/{job_id}", "/jobs/{job_id}/events", "/jobs/{job_id}/progress"):
+        code, _ = await api("GET", template, job_id="j-nope")
+        assert code == 404, template
+    code, _ = await api("GET", "/jobs/{job_id}/logs", job_id=job_id, params={"tail": "many"})
+    assert code == 400
+    code, _ = await api("GET", "/jobs/{job_id}/progress", job_id=job_id, params={"since": "x"})
+    assert code == 400
+    code, _ = await api("GET", "/updates", params={"since": "soon"})
+    assert code == 400
+    code, _ = await api("POST", "/jobs/{job_id}/cancel", job_id="j-nope")
+    assert code == 404
+    for auth in ("", "Bearer not-the-secret"):
+        code, _ = await api(
+            "POST",
+            "/sidecar/{job_id}/heartbeat",
+            job_id=job_id,
+            body={"job_id": job_id},
+            headers={"Authorization": auth},
+        )
+        assert code == 401
+
+    # The websocket's first message.
+    ws = await jp_ws_fetch("elastic-gpu", "api", "ws")
+    message = json.loads(await ws.read_message())
+    ws.close()
+    validate(message, "#/components/schemas/UpdateMessage")
+    assert job_id in {j["id"] for j in message["status"]["jobs"]}
+
+    # Cancel both: the queued one at once, the running one through its sidecar.
+    code, cancelled = await api("POST", "/jobs/{job_id}/cancel", job_id=waiting["id"])
+    assert code == 202 and cancelled["state"] == "cancelled"
+    code, stopping = await api("POST", "/jobs/{job_id}/cancel", job_id=job_id)
+    assert code == 202 and stopping["state"] in ("stopping", "cancelled")
+
+    async def final():
+        _, j = await api("GET", "/jobs/{job_id}", job_id=job_id)
+        return j if j["state"] == "cancelled" else None
+
+    await until(final, 30, "the running job to be cancelled")
+
+    # What the real sidecar sent and got back, through the real heartbeat route.
+    assert recorder.seen, "no heartbeat went through the recorder"
+    states = set()
+    for sent, status, answer in recorder.seen:
+        validate(sent, "#/components/schemas/Heartbeat")
+        validate(answer, response_pointer("/sidecar/{job_id}/heartbeat", "post", status))
+        assert status == 200, answer
+        states.add(sent["state"])
+    api.called.add(("/sidecar/{job_id}/heartbeat", "post"))
+    assert {"running", "cancelled"} <= states
+    assert any(sent["progress"] for sent, _, _ in recorder.seen)
+
+    # Every line the trainer wrote.
+    lines = (Path(job["job_dir"]) / "progress.jsonl").read_text().splitlines()
+    assert lines
+    for line in lines:
+        validate(json.loads(line), "#/components/schemas/ProgressRecord")
+
+    assert api.called == documented(), documented() - api.called
+
+
+def test_the_daemon_answers_match_the_document(tmp_path):
+    """The daemon's own checks (401), another user's view, and launches waiting for an agent."""
+    daemon = DaemonProcess(tmp_path, free_port())
+    daemon.state.mkdir(parents=True)
+    alice, bob = daemon.add_user("alice"), daemon.add_user("bob")
+    daemon.start()
+    try:
+
+        def check(method, template, token, body=None, **ids):
+            url = daemon.api_url + template.format(**ids).lstrip("/")
+            code, payload = call(method, url, token, body)
+            validate(payload, response_pointer(template, method.lower(), code))
+            return code, payload
+
+        assert check("GET", "/whoami", None)[0] == 401
+        assert check("GET", "/jobs", "not-a-token")[0] == 401
+        code, me = check("GET", "/whoami", alice)
+        assert code == 200 and me["mode"] == "daemon"
+        code, job = check("POST", "/jobs", alice, synthetic("alices", 1, 2))
+        assert code == 201
+        # Nobody carries the launch out: it stays listed for alice's server, secret included.
+        launches = wait_for(
+            lambda: check("GET", "/launches", alice)[1]["launches"], 20, what="the launch"
+        )
+        assert [item["job_id"] for item in launches] == [job["id"]]
+        # Bob sees alice's job as owner, size and state only.
+        _, jobs = check("GET", "/jobs", bob)
+        assert set(jobs["jobs"][0]) == set(
+            document()["components"]["schemas"]["PublicJob"]["required"]
+        )
+        _, queue = check("GET", "/queue", bob)
+        assert "name" not in queue["queue"][0]
+        _, status = check("GET", "/status", bob)
+        assert status["jobs"][0]["name"] is None
+        assert check("GET", "/jobs/{job_id}", bob, job_id=job["id"])[0] == 403
+        assert check("POST", "/jobs/{job_id}/cancel", bob, {}, job_id=job["id"])[0] == 403
+    finally:
+        daemon.stop()

@@ -1,0 +1,131 @@
+"""Scheduler logic that is hard to reach through a live run: concurrency and lease hand-over."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from jupyter_elastic_gpu.scheduler.inventory import SimulatedInventory
+from jupyter_elastic_gpu.scheduler.jobs import Lease, hash_secret
+from jupyter_elastic_gpu.scheduler.requests import BadRequest, parse_submit
+from jupyter_elastic_gpu.scheduler.service import (
+    Principal,
+    SchedulerService,
+    ServiceConfig,
+    parse_heartbeat,
+)
+from jupyter_elastic_gpu.scheduler.store import MIGRATIONS, Store
+
+
+async def test_concurrent_progress_writes_are_all_kept(tmp_path):
+    store = await Store.open(str(tmp_path / "db.sqlite"))
+    try:
+        for round_ in range(10):
+            await asyncio.gather(
+                *(
+                    store.add_progress(f"j{i}", [{"t": round_ + i / 1000, "samples": round_}])
+                    for i in range(100)
+                )
+            )
+        for i in range(0, 100, 17):
+            rows = await store.progress(f"j{i}")
+            assert [r["samples"] for r in rows] == list(range(10))
+        assert await store.schema_version() == len(MIGRATIONS)
+    finally:
+        await store.close()
+
+
+async def test_progress_history_is_bounded(tmp_path):
+    store = await Store.open(str(tmp_path / "db.sqlite"), progress_limit=50)
+    try:
+        for t in range(300):
+            await store.add_progress("j", [{"t": float(t)}])
+        rows = await store.progress("j")
+        assert 50 <= len(rows) < 150 and rows[-1]["t"] == 299.0
+    finally:
+        await store.close()
+
+
+async def test_reopening_an_existing_database_keeps_the_jobs(tmp_path):
+    path = str(tmp_path / "db.sqlite")
+    store = await Store.open(path)
+    await store.save_job({"id": "j1", "user": "ann", "state": "running", "submitted_at": 1.0})
+    await store.close()
+    store = await Store.open(path)  # migrations run again: nothing is dropped
+    assert [j["id"] for j in await store.load_jobs()] == ["j1"]
+    await store.close()
+
+
+class RecordingLauncher:
+    """Starts nothing: this test is about which lease is published when, not about processes."""
+
+    def __init__(self) -> None:
+        self.launched: list[str] = []
+
+    async def launch(self, request):
+        self.launched.append(request.job_id)
+        return {}
+
+    def alive(self, record):
+        return None
+
+
+async def test_a_resumed_job_does_not_deadlock_a_shrinking_one(tmp_path):
+    store = await Store.open(":memory:")
+    launcher = RecordingLauncher()
+    svc = SchedulerService(
+        store,
+        SimulatedInventory(4),
+        launcher,
+        lambda j: f"http://x/{j}",
+        ServiceConfig(job_root=str(tmp_path)),
+    )
+    who = Principal("ann")
+    body = {
+        "kind": "synthetic",
+        "min_gpus": 1,
+        "max_gpus": 2,
+        "synthetic": {"work": 1e6, "throughput": {"1": 10}},
+    }
+    a = await svc.submit(who, parse_submit(body))
+    b = await svc.submit(who, parse_submit(body))
+    now = time.time()
+    # A ran on 0,1 and was suspended; B runs on 1,2.
+    a.state, a.started_at = "running", now
+    a.desired, a.reported = Lease(1, ["0", "1"]), {"generation": 1, "gpus": ["0", "1"]}
+    a.launched_at = now
+    await svc._requeue(a, "suspended", now, kind="suspended")
+    b.state, b.started_at, b.launched_at = "running", now, now
+    b.desired = Lease(3, ["1", "2"])
+    b.reported = {"generation": 3, "gpus": ["1", "2"], "state": "running"}
+    b.secret_hash = hash_secret("b-secret")
+    # One decision: A resumes on 2,3 once B has shrunk to 1.
+    await svc._start(a, ["2", "3"], now)
+    await svc._change(b, ["1"], now)
+    lease = await svc.heartbeat(
+        b.id, "b-secret", {"generation": 3, "gpus": ["1", "2"], "state": "running"}
+    )
+    assert lease["gpus"] == ["1"], "B must be told to shrink: A's old GPUs are free"
+    await svc._launch_ready(time.time())
+    assert a.id not in launcher.launched  # B still runs on 2 until it restarts
+    await svc.heartbeat(b.id, "b-secret", {"generation": 4, "gpus": ["1"], "state": "running"})
+    await svc._launch_ready(time.time())
+    assert a.id in launcher.launched
+    await store.close()
+
+
+@pytest.mark.parametrize(
+    ("body", "field"),
+    [
+        ({"restarts": "x"}, "generation/restarts"),
+        ({"throughput": [1]}, "throughput"),
+        ({"progress": 3}, "progress"),
+        ({"gpus": "0,1"}, "gpus"),
+        ({"state": "sleepy"}, "state"),
+    ],
+)
+def test_malformed_heartbeats_are_refused(body, field):
+    with pytest.raises(BadRequest, match=field):
+        parse_heartbeat(body)
