@@ -22,6 +22,16 @@ from .text import FINAL, STATE_COLOURS, describe_job, eta_text
 LOSS_POINTS = 400
 
 
+#: TensorFlow start-up notices every trainer prints; the tail hides them (the full log keeps them).
+_NOISE = ("All log messages before absl::InitializeLog", "oneDNN custom operations are on")
+
+
+def quiet(text: str, lines: int) -> str:
+    """The last ``lines`` lines of a log, without TensorFlow's start-up notices."""
+    kept = [line for line in text.splitlines() if not any(n in line for n in _NOISE)]
+    return "\n".join(kept[-lines:])
+
+
 def sparkline(values: list[float], width: int = 320, height: int = 60) -> str:
     """An inline SVG line of the loss: no plotting library, redrawn cheaply every second."""
     points = [v for v in values if v is not None][-LOSS_POINTS:]
@@ -85,6 +95,7 @@ class JobView(w.VBox):
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._display_id: str | None = None
+        self._shown_mark: tuple | None = None
         self.job: dict[str, Any] = {}
 
     # -- showing ------------------------------------------------------------------------------
@@ -141,13 +152,17 @@ class JobView(w.VBox):
         self.job = job
         self._render(job)
         if with_log:
-            tail = self.handle.client.logs(self.handle.id, tail=12)
-            text = tail.get("trainer") or tail.get("sidecar") or ""
+            tail = self.handle.client.logs(self.handle.id, tail=40)
+            text = quiet(tail.get("trainer") or tail.get("sidecar") or "", lines=12)
             self.log_tail.value = (
                 "<pre style='font-size:11px;max-height:12em;overflow:auto;margin:0;"
                 f"background:#f7f7f7'>{html.escape(text) or '(no output yet)'}</pre>"
             )
-        if self._display_id:
+        # The text fallback is refreshed when the state or the GPUs change, not every second:
+        # each update re-renders the output, which a widget front end would show as flicker.
+        mark = (job["state"], tuple(job.get("gpus") or ()))
+        if self._display_id and mark != self._shown_mark:
+            self._shown_mark = mark
             update_display(self._bundle(), raw=True, display_id=self._display_id)
 
     def _render(self, job: dict[str, Any]) -> None:

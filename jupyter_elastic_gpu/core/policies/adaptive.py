@@ -107,7 +107,7 @@ class AdaptivePolicy:
             return "it is about to finish"
         wait = max(p.cooldown * cost, p.min_cooldown_s) * 2 ** (job.resizes // p.resize_budget)
         if job.last_change is not None and now - job.last_change < wait:
-            return "it was resized moments ago"
+            return "it was resized moments ago" if job.resizes else "it started moments ago"
         return ""
 
     # -- step 3 helpers -------------------------------------------------------------------
