@@ -57,7 +57,37 @@ def wait_for(predicate, timeout: float, interval: float = 0.3, what: str = "cond
     raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
 
 
-class JupyterServerProcess:
+class _Process:
+    """A service started in its own session, its output in ``log_path``."""
+
+    proc: subprocess.Popen | None = None
+    log_path: Path
+
+    def _spawn(self, args: list[str], env: dict) -> None:
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                args, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+            )
+
+    def _wait(self, answers, timeout: float, what: str) -> None:
+        def ready():
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"{what} exited: {self.log_path.read_text()[-3000:]}")
+            return answers()
+
+        wait_for(ready, timeout, what=f"{what} to answer")
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+class JupyterServerProcess(_Process):
     """`jupyter server` with the extension, its data (database, jobs) under ``root``."""
 
     def __init__(
@@ -118,21 +148,15 @@ class JupyterServerProcess:
             "JUPYTER_RUNTIME_DIR": str(self.root / f"{self.name}-runtime"),
             **self.env,
         }
-        log = open(self.log_path, "ab")  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            args, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
-        )
-        log.close()
+        self._spawn(args, env)
 
-        def ready():
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.name} exited: {self.log_path.read_text()[-3000:]}")
+        def answers():
             try:
                 return get_json(self.api_url + "whoami", self.token, timeout=2)
             except (OSError, ValueError):
                 return None
 
-        wait_for(ready, timeout, what=f"{self.name} to answer")
+        self._wait(answers, timeout, self.name)
 
     def kill(self) -> None:
         """SIGKILL: no cleanup at all, like a crash."""
@@ -140,16 +164,8 @@ class JupyterServerProcess:
             os.kill(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
 
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.kill()
 
-
-class DaemonProcess:
+class DaemonProcess(_Process):
     """`jupyter-elastic-gpu scheduler`, with its state (database, tokens) under ``root``."""
 
     def __init__(self, root: Path, port: int, extra: list[str] | None = None) -> None:
@@ -194,32 +210,18 @@ class DaemonProcess:
             *self.extra,
         ]
         env = {**os.environ, "ELASTIC_GPU_DAEMON_DIR": str(self.root / "daemon-discovery")}
-        log = open(self.log_path, "ab")  # noqa: SIM115
-        self.proc = subprocess.Popen(
-            args, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
-        )
-        log.close()
+        self._spawn(args, env)
 
-        def ready():
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"daemon exited: {self.log_path.read_text()[-3000:]}")
+        def answers():
             try:
                 urllib.request.urlopen(self.api_url + "whoami", timeout=2)
             except urllib.error.HTTPError as e:
-                return e.code == 401
+                return e.code == 401  # up, and asking for a token
             except OSError:
                 return False
             return True
 
-        wait_for(ready, timeout, what="the scheduler daemon to answer")
-
-    def stop(self) -> None:
-        if self.proc and self.proc.poll() is None:
-            self.proc.terminate()
-            try:
-                self.proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
+        self._wait(answers, timeout, "the scheduler daemon")
 
 
 def kill_sidecars_under(root: Path) -> list[int]:

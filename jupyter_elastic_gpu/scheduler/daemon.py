@@ -104,16 +104,6 @@ class _DaemonHandler(tornado.web.RequestHandler):
             raise tornado.web.Finish()
         return who
 
-    def reply(self, obj: Any, status: int = 200) -> None:
-        self.set_status(status)
-        self.set_header("Content-Type", "application/json")
-        self.finish(json.dumps(obj))
-
-    def fail(self, error: ApiError) -> None:
-        self.set_status(error.status)
-        self.set_header("Content-Type", "application/json")
-        self.finish(json.dumps({"message": error.message, "reason": error.reason}))
-
     def write_error(self, status_code: int, **kwargs: Any) -> None:
         self.set_header("Content-Type", "application/json")
         self.finish(json.dumps({"message": self._reason, "reason": "error"}))

@@ -31,7 +31,17 @@ def _float(handler: Any, name: str, default: float | None) -> float | None:
 
 
 class _Route:
-    """Shared plumbing: parse JSON, turn service errors into HTTP answers."""
+    """Shared plumbing: parse JSON, answer JSON, turn service errors into HTTP answers."""
+
+    def reply(self, obj: Any, status: int = 200) -> None:
+        self.set_status(status)
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps(obj))
+
+    def fail(self, error: ApiError) -> None:
+        self.set_status(error.status)
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps({"message": error.message, "reason": error.reason}))
 
     async def _answer(self, call, status: int = 200) -> None:
         try:

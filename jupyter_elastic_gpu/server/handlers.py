@@ -54,16 +54,6 @@ class ElasticAPIHandler(_Identity, ExtensionHandlerMixin, APIHandler):
         if self.require_user and self.current_user is None:
             raise web.HTTPError(403, "log in to Jupyter (or send its token) to use this API")
 
-    def reply(self, obj: Any, status: int = 200) -> None:
-        self.set_status(status)
-        self.set_header("Content-Type", "application/json")
-        self.finish(json.dumps(obj))
-
-    def fail(self, error: ApiError) -> None:
-        self.set_status(error.status)
-        self.set_header("Content-Type", "application/json")
-        self.finish(json.dumps({"message": error.message, "reason": error.reason}))
-
 
 class HeartbeatHandler(HeartbeatRoute, ElasticAPIHandler):
     """Authenticated by the job's secret (Bearer), so Jupyter's login and XSRF do not apply."""
