@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import getpass
 import os
 from typing import Any
@@ -130,6 +131,13 @@ class ElasticGPUApp(ExtensionApp):
         help="This user's token for the shared scheduler (default: $ELASTIC_GPU_TOKEN).",
     )
     admin_users = List(Unicode(), config=True, help="Users who see and steer every job.")
+    freeze_gc = Bool(
+        True,
+        config=True,
+        help="After start-up, move the server's long-lived objects out of the garbage "
+        "collector's reach (gc.freeze): full collections of a loaded JupyterLab server otherwise "
+        "pause every request for 100+ ms every few seconds, which sidecar heartbeats feel.",
+    )
     launch_agent = Bool(
         True,
         config=True,
@@ -217,6 +225,9 @@ class ElasticGPUApp(ExtensionApp):
         )
         await self._service.start()
         self._holder.set(LocalBackend(self._service))
+        if self.freeze_gc:
+            gc.collect()
+            gc.freeze()
         self.log.info(
             "elastic-gpu: embedded scheduler (%s, %d %s GPUs), database %s",
             self.policy,

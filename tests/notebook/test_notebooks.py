@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import re
+from pathlib import Path
 
+import nbformat
 import pytest
 from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell, new_notebook
@@ -175,3 +177,16 @@ def test_an_undefined_name_fails_once_with_its_traceback_and_a_hint(server_proce
     assert "NameError" in out and "undefined_thing" in out
     assert "own process" in out  # the hint
     assert "restarts 0" in out
+
+
+def test_the_demo_notebook_runs_top_to_bottom(server_process, tmp_path):
+    """examples/elastic-training.ipynb, as a new user runs it."""
+    demo = Path(__file__).resolve().parents[2] / "examples" / "elastic-training.ipynb"
+    nb = nbformat.read(demo, as_version=4)
+    server = server_process(port=free_port())
+    run(nb, server, tmp_path)
+    outputs = "\n".join(text_of(c) for c in nb.cells if c.cell_type == "code")
+    assert "Error" not in outputs, outputs
+    assert "GPU counts over time: [4, 2" in outputs
+    assert "prediction error:" in outputs
+    assert "resize -" in outputs and "done - done" in outputs
