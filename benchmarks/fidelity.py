@@ -22,9 +22,15 @@ from jupyter_elastic_gpu.sim.engine import SimConfig, simulate
 from jupyter_elastic_gpu.sim.traces.pollux import read_pollux
 
 PUBLISHED = {
-    ("workload-6", 16): {"tiresias": (3469.7, None), "optimus": (5301.9, None), "pollux": (2446.0, None)},
+    ("workload-6", 16): {
+        "tiresias": (3469.7, None),
+        "optimus": (5301.9, None),
+        "pollux": (2446.0, None),
+    },
     ("sc20like-16gpu-24jobs", 4): {
-        "tiresias": (2464.8, 14265.0), "optimus": (2174.9, 10615.0), "pollux": (1384.2, 9763.0),
+        "tiresias": (2464.8, 14265.0),
+        "optimus": (2174.9, 10615.0),
+        "pollux": (1384.2, 9763.0),
     },
 }
 
@@ -35,24 +41,48 @@ def main() -> None:
     args = ap.parse_args()
     print(f"$ {command_line()}\n")
     pollux = trace_data(args.data) / "pollux"
-    rows = [["workload", "policy", "mean JCT ours", "mean JCT Pollux sim", "ratio",
-             "makespan ours", "makespan Pollux sim", "ratio"]]
+    rows = [
+        [
+            "workload",
+            "policy",
+            "mean JCT ours",
+            "mean JCT Pollux sim",
+            "ratio",
+            "makespan ours",
+            "makespan Pollux sim",
+            "ratio",
+        ]
+    ]
     for (name, nodes), published in PUBLISHED.items():
         wl = read_pollux(str(pollux / "workloads" / f"{name}.csv"), str(pollux), 4, nodes * 4)
         cfg = SimConfig(nodes=nodes, gpus_per_node=4, tick_s=60, rounds=True, start_cost_s=30)
-        for ours, theirs in (("tiresias", "tiresias"), ("optimus", "optimus"), ("adaptive", "pollux")):
+        for ours, theirs in (
+            ("tiresias", "tiresias"),
+            ("optimus", "optimus"),
+            ("adaptive", "pollux"),
+        ):
             s = simulate(wl, make_policy(ours), Mechanism("restart", 30.0), cfg).summary()
             jct, span = published[theirs]
             label = ours if ours == theirs else f"{ours} (theirs: {theirs})"
-            rows.append([
-                name, label, f"{s['mean_jct_s']:,.0f}", f"{jct:,.0f}",
-                f"{s['mean_jct_s'] / jct:.2f}x",
-                f"{s['makespan_s']:,.0f}", f"{span:,.0f}" if span else "-",
-                f"{s['makespan_s'] / span:.2f}x" if span else "-",
-            ])
+            rows.append(
+                [
+                    name,
+                    label,
+                    f"{s['mean_jct_s']:,.0f}",
+                    f"{jct:,.0f}",
+                    f"{s['mean_jct_s'] / jct:.2f}x",
+                    f"{s['makespan_s']:,.0f}",
+                    f"{span:,.0f}" if span else "-",
+                    f"{s['makespan_s'] / span:.2f}x" if span else "-",
+                ]
+            )
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for n, r in enumerate(rows):
-        print("  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))))
+        print(
+            "  ".join(
+                c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))
+            )
+        )
         if n == 0:
             print("  ".join("-" * w for w in widths))
 

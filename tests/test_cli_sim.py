@@ -13,18 +13,59 @@ from jupyter_elastic_gpu.cli import main
 
 def test_generate_then_simulate_writes_table_json_and_plot(tmp_path, capsys):
     out = tmp_path / "wl"
-    assert main(["workload", "generate", "--out", str(out), "--jobs", "20", "--seed", "7",
-                 "--window", "3600", "--max-gpus", "4"]) == 0
+    assert (
+        main(
+            [
+                "workload",
+                "generate",
+                "--out",
+                str(out),
+                "--jobs",
+                "20",
+                "--seed",
+                "7",
+                "--window",
+                "3600",
+                "--max-gpus",
+                "4",
+            ]
+        )
+        == 0
+    )
     assert (out / "jobs.csv").exists() and (out / "profiles.csv").exists()
     capsys.readouterr()
     js, png = tmp_path / "r.json", tmp_path / "r.png"
-    code = main(["simulate", "--jobs", str(out / "jobs.csv"), "--profiles", str(out / "profiles.csv"),
-                 "--nodes", "1", "--gpus-per-node", "4", "--policy", "adaptive,static,termination,srtf",
-                 "--json", str(js), "--plot", str(png), "--no-progress"])
+    code = main(
+        [
+            "simulate",
+            "--jobs",
+            str(out / "jobs.csv"),
+            "--profiles",
+            str(out / "profiles.csv"),
+            "--nodes",
+            "1",
+            "--gpus-per-node",
+            "4",
+            "--policy",
+            "adaptive,static,termination,srtf",
+            "--json",
+            str(js),
+            "--plot",
+            str(png),
+            "--no-progress",
+        ]
+    )
     assert code == 0
     text = capsys.readouterr().out
-    for word in ("adaptive", "static", "termination", "srtf", "lower bound", "mean JCT vs static",
-                 "makespan vs termination"):
+    for word in (
+        "adaptive",
+        "static",
+        "termination",
+        "srtf",
+        "lower bound",
+        "mean JCT vs static",
+        "makespan vs termination",
+    ):
         assert word in text
     data = json.loads(js.read_text())
     assert set(data["policies"]) == {"adaptive", "static", "termination", "srtf"}
@@ -39,7 +80,10 @@ def test_generate_then_simulate_writes_table_json_and_plot(tmp_path, capsys):
     [
         (["simulate", "--format", "pollux"], "--format pollux needs --workload and --app-traces"),
         (["simulate", "--jobs", "missing.csv", "--profiles", "p.csv"], "cannot read the file"),
-        (["simulate", "--format", "philly", "--workload", "x.csv", "--policy", "fifo"], "unknown policy 'fifo'"),
+        (
+            ["simulate", "--format", "philly", "--workload", "x.csv", "--policy", "fifo"],
+            "unknown policy 'fifo'",
+        ),
         (["workload", "generate", "--out", "o", "--gpu-mix", "1-0.5"], "--gpu-mix"),
     ],
 )
@@ -53,8 +97,9 @@ def test_bad_input_ends_with_one_line(argv, message, tmp_path, monkeypatch, caps
 
 def test_bad_row_names_file_row_and_column(tmp_path, capsys):
     jobs = tmp_path / "jobs.csv"
-    jobs.write_text("job_id,submit_time,user,profile,requested_gpus,min_gpus,max_gpus,work\n"
-                    "a,0,u,p,1,1,2,-5\n")
+    jobs.write_text(
+        "job_id,submit_time,user,profile,requested_gpus,min_gpus,max_gpus,work\na,0,u,p,1,1,2,-5\n"
+    )
     prof = tmp_path / "profiles.csv"
     prof.write_text("profile,gpus,throughput\np,1,10\np,2,18\n")
     assert main(["simulate", "--jobs", str(jobs), "--profiles", str(prof), "--no-progress"]) == 2
@@ -63,8 +108,12 @@ def test_bad_row_names_file_row_and_column(tmp_path, capsys):
 
 
 def test_jupyter_subcommand_and_console_script():
-    out = subprocess.run([sys.executable, "-m", "jupyter_elastic_gpu.cli", "--version"],
-                         capture_output=True, text=True, check=True)
+    out = subprocess.run(
+        [sys.executable, "-m", "jupyter_elastic_gpu.cli", "--version"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
     assert out.stdout.strip()
     jup = subprocess.run(["jupyter", "elastic-gpu", "--help"], capture_output=True, text=True)
     assert jup.returncode == 0 and "simulate" in jup.stdout

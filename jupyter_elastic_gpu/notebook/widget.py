@@ -96,6 +96,7 @@ class JobView(w.VBox):
         self._thread: threading.Thread | None = None
         self._display_id: str | None = None
         self._shown_mark: tuple | None = None
+        self._last_speed: float | None = None
         self.job: dict[str, Any] = {}
 
     # -- showing ------------------------------------------------------------------------------
@@ -202,7 +203,9 @@ class JobView(w.VBox):
             self.step_bar.max = 1000
             self.step_bar.value = int(1000 * p["fraction"])
             self.step_label.value = f"{p['fraction']:.0%}"
-        speed = p.get("samples_per_s")
+        # The first record after a (re)start has no speed yet: keep showing the last one.
+        speed = p.get("samples_per_s") or self._last_speed
+        self._last_speed = speed
         bits = [
             f"replicas {p['replicas']}" if p.get("replicas") else None,
             f"{speed:,.0f} samples/s" if speed else None,

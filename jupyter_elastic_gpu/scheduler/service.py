@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from elastic_gpu_sidecar.protocol import STATES as SIDECAR_STATES
+
 from ..core.model import Gpu, Job, Snapshot
 from ..core.policies import make_policy
 from ..core.speed import SpeedModel
@@ -814,18 +816,6 @@ def _public_reason(job: JobRecord) -> str:
     return f"{job.state} on {len(job.held_gpus)} GPUs"
 
 
-_HEARTBEAT_STATES = (
-    "starting",
-    "running",
-    "resizing",
-    "restarting",
-    "suspended",
-    "done",
-    "failed",
-    "cancelled",
-)
-
-
 def parse_heartbeat(body: dict[str, Any]) -> dict[str, Any]:
     """A heartbeat with every field checked (docs/sidecar.md); BadRequest otherwise, before
     anything of the job is touched."""
@@ -843,7 +833,7 @@ def parse_heartbeat(body: dict[str, Any]) -> dict[str, Any]:
     if not isinstance(gpus, list) or not all(isinstance(g, str) for g in gpus):
         raise fail("gpus", "expected a list of GPU ids")
     state = body.get("state")
-    if state is not None and state not in _HEARTBEAT_STATES:
+    if state is not None and state not in SIDECAR_STATES:
         raise fail("state", f"unknown state {state!r}")
     progress = body.get("progress")
     if progress is not None and not isinstance(progress, dict):

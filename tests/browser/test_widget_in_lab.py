@@ -107,7 +107,6 @@ def test_the_widget_renders_and_follows_the_job(server_process, tmp_path):
             " && t.querySelector('svg polyline'); }",
             timeout=180_000,
         )
-        page.wait_for_timeout(4000)
         snap(page, shots / "widget-running.png")
         text = widget.inner_text()
         assert "GPUs:" in text and "epoch" in text and "samples/s" in text
