@@ -62,7 +62,9 @@ def snap(page, path: Path, index: int = 0) -> None:
 def test_the_widget_renders_and_follows_the_job(server_process, tmp_path):
     if not Path(CHROMIUM).exists():
         if os.environ.get("CI"):
-            pytest.fail("Debian's chromium is missing: .ci/install-test-deps should have installed it")
+            pytest.fail(
+                "Debian's chromium is missing: .ci/install-test-deps should have installed it"
+            )
         pytest.skip("Debian's chromium is not installed (make test installs it)")
     nb = new_notebook(
         cells=[new_code_cell(c) for c in CELLS],
