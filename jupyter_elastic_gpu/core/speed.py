@@ -38,7 +38,7 @@ class SpeedModel:
     immutable after construction and cache their answers.
     """
 
-    __slots__ = ("_cache", "_measured", "_prior", "alpha")
+    __slots__ = ("_cache", "_curve", "_measured", "_prior", "alpha")
 
     def __init__(
         self,
@@ -50,6 +50,7 @@ class SpeedModel:
         self._prior = sorted((int(g), float(x)) for g, x in (prior or {}).items() if g > 0)
         self.alpha = alpha
         self._cache: dict[int, float] = {}
+        self._curve: list[float] = [0.0]
 
     @property
     def measured(self) -> dict[int, float]:
@@ -72,6 +73,14 @@ class SpeedModel:
         if cached is None:
             cached = self._cache[gpus] = max(self._estimate(gpus), 0.0)
         return cached
+
+    def curve(self, top: int) -> list[float]:
+        """Throughput at 0, 1, ..., ``top`` GPUs (at least; do not modify): what a policy scans
+        when it weighs every size a job could have, without a call per count."""
+        curve = self._curve
+        for g in range(len(curve), top + 1):
+            curve.append(self.throughput(g))
+        return curve
 
     def remaining_time(self, remaining_work: float, gpus: int) -> float:
         """Seconds to finish ``remaining_work`` at ``gpus`` GPUs (inf without GPUs)."""

@@ -47,6 +47,14 @@ def _two_nodes():
     return [Gpu(f"a{i}", "a") for i in range(4)] + [Gpu(f"b{i}", "b") for i in range(4)]
 
 
+def test_curve_lists_the_same_throughputs_and_grows_on_demand():
+    model = SpeedModel({2: 180.0}, {1: 100.0, 2: 190.0, 4: 350.0})
+    short = list(model.curve(3))
+    assert short == [0.0] + [model.throughput(g) for g in range(1, 4)]
+    assert model.curve(6)[:4] == short
+    assert model.curve(6)[6] == model.throughput(6) > model.throughput(4)
+
+
 def test_new_job_goes_to_the_tightest_node():
     gpus = _two_nodes()
     current = {"x": ("a0", "a1", "a2")}

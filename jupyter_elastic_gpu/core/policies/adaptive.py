@@ -134,27 +134,33 @@ class AdaptivePolicy:
         weighted speed-up, less the resize penalty for leaving its current size."""
         if plan.values is None:
             job = plan.job
-            held = len(job.gpus) if job.running else -1
-            speed = job.speed.throughput
-            x_min = speed(job.min_gpus)
-            scale = plan.weight * job.min_gpus / x_min if x_min > 0 else 0.0
             top = min(job.max_gpus, plan.count + free)  # free only shrinks during a decision
-            plan.values = [
-                (scale * speed(g) if g else 0.0) - (plan.penalty if g != held and held > 0 else 0.0)
-                for g in range(top + 1)
-            ]
+            curve = job.speed.curve(top)
+            x_min = curve[job.min_gpus]
+            scale = plan.weight * job.min_gpus / x_min if x_min > 0 else 0.0
+            held = len(job.gpus)
+            penalty = plan.penalty if held else 0.0
+            values = [scale * x - penalty for x in curve[: top + 1]]
+            if 0 < held <= top:
+                values[held] = scale * curve[held]
+            plan.values = values
         return plan.values
 
     def _best_move(self, plan: _Plan, free: int) -> tuple[float, int] | None:
         """The allowed count above the current one with the best value gained per extra GPU."""
-        values, a = self._values(plan, free), plan.count
-        top = min(len(values) - 1, a + free)
-        if plan.frozen:  # resized moments ago: it may shrink for others, not grow
-            top = min(top, len(plan.job.gpus))
-        targets = range(max(a + 1, plan.job.min_gpus), top + 1)
+        a, job = plan.count, plan.job
+        top = a + free
+        if job.max_gpus < top:
+            top = job.max_gpus
+        if plan.frozen and len(job.gpus) < top:  # resized moments ago: may shrink, not grow
+            top = len(job.gpus)
+        first = a + 1 if a >= job.min_gpus else job.min_gpus
+        if first > top:
+            return None
+        values = self._values(plan, free)  # long enough: computed with at least this ``free``
         here = values[a]
         best_ratio, best_g = _EPS, 0
-        for g in targets:
+        for g in range(first, top + 1):
             ratio = (values[g] - here) / (g - a)
             if ratio > best_ratio + _EPS:
                 best_ratio, best_g = ratio, g

@@ -28,11 +28,13 @@ def plural(n: int, word: str) -> str:
 
 
 def queued_reason(job: Job, needed: int, free: int, ahead: Sequence[Job], why_ahead: str) -> str:
-    """The sentence a user reads while waiting: what is needed and who holds the GPUs."""
-    holders = [j for j in ahead if j.id != job.id]
-    held = sum(1 for _ in holders)
+    """The sentence a user reads while waiting: what is needed and who holds the GPUs.
+
+    ``ahead`` are the jobs that hold GPUs in this decision (the waiting job is not one of them).
+    """
+    held = len(ahead)
     verb = "suspended" if job.started else "queued"
-    if not holders:
+    if not held:
         return f"{verb}: needs {plural(needed, 'GPU')}, {free} free"
     return (
         f"{verb}: needs {plural(needed, 'GPU')}, {free} free; "
