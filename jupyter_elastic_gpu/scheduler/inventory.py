@@ -110,14 +110,20 @@ def parent_pid(pid: int) -> int | None:
         return None
 
 
-def external_processes(infos: Iterable[GpuInfo], our_pids: set[int]) -> dict[str, list[GpuProcess]]:
+def external_processes(
+    infos: Iterable[GpuInfo], our_pids: set[int], held: Iterable[str] = ()
+) -> dict[str, list[GpuProcess]]:
     """Per GPU id, the processes on it that the scheduler did not start.
 
     ``our_pids`` are the sidecars' and trainers' pids; their descendants count as ours too (a
-    trainer's data-loader workers, a script's own subprocesses). Every GPU appears in the
-    answer, with an empty list when only our processes (or none) are on it.
+    trainer's data-loader workers, a script's own subprocesses). ``held`` are the GPUs our jobs
+    lease: on those, a pid that does not exist in this pid namespace counts as ours, because in
+    a container NVML reports host pids and our own trainer is then invisible by its pid (a pid
+    that is gone on a GPU nobody of ours holds is still external: it held memory there). Every
+    GPU appears in the answer, with an empty list when only our processes (or none) are on it.
     """
     ours: dict[int, bool] = {}
+    leased = set(held)
 
     def is_ours(pid: int) -> bool:
         chain, current = [], pid
@@ -135,7 +141,12 @@ def external_processes(infos: Iterable[GpuInfo], our_pids: set[int]) -> dict[str
             ours[p] = verdict
         return verdict
 
-    return {info.id: [p for p in info.processes if not is_ours(p.pid)] for info in infos}
+    def external(gpu: str, pid: int) -> bool:
+        if is_ours(pid):
+            return False
+        return gpu not in leased or os.path.exists(f"/proc/{pid}")
+
+    return {info.id: [p for p in info.processes if external(info.id, p.pid)] for info in infos}
 
 
 # -- simulated --------------------------------------------------------------------------------

@@ -774,7 +774,7 @@ class SchedulerService:
         """Processes on each GPU that the scheduler did not start (they make it busy)."""
         from .inventory import external_processes
 
-        return external_processes(self.gpu_infos(), self._our_pids())
+        return external_processes(self.gpu_infos(), self._our_pids(), self._holders())
 
     def _holders(self) -> dict[str, str]:
         return {g: j.id for j in self.jobs.values() for g in j.held_gpus}

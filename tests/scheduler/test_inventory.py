@@ -368,3 +368,26 @@ def test_external_processes_counts_descendants_of_our_pids_as_ours(process_tree)
     assert [p.pid for p in external_processes([gpu(0, [999_999_999])], {ours})["0"]] == [
         999_999_999
     ]
+
+
+def test_in_a_container_our_trainer_seen_by_its_host_pid_keeps_its_gpu(process_tree):
+    """NVML inside a container reports host pids, which do not exist in our pid namespace: on a
+    GPU our job holds such a process is our trainer; on any other GPU it is someone else's."""
+    ours, _, other = process_tree
+    host_pid = 999_999_999
+    infos = [
+        GpuInfo(
+            "0", 0, "n", "g", None, None, None, None, [GpuProcess(host_pid, None, 900.0, None)]
+        ),
+        GpuInfo(
+            "1", 1, "n", "g", None, None, None, None, [GpuProcess(host_pid, None, 900.0, None)]
+        ),
+        GpuInfo("2", 2, "n", "g", None, None, None, None, [GpuProcess(other, ME, 10.0, None)]),
+    ]
+    found = external_processes(infos, {ours}, held={"0", "2"})
+    # A visible process that is not ours stays external even on a GPU we hold.
+    assert {k: [p.pid for p in v] for k, v in found.items()} == {
+        "0": [],
+        "1": [host_pid],
+        "2": [other],
+    }
