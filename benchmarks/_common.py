@@ -1,4 +1,5 @@
-"""Shared by the benchmark scripts: where the measured traces are, and how to say so."""
+"""Shared by the benchmark scripts: where the measured traces are, how to say so, and how to
+run and read a sidecar job from a checkout."""
 
 from __future__ import annotations
 
@@ -8,6 +9,9 @@ import sys
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+SIDECAR = REPO / "sidecar"
+if str(SIDECAR) not in sys.path:  # the sidecar package, also from a checkout not installed
+    sys.path.insert(0, str(SIDECAR))
 
 
 def trace_data(explicit: str | None = None) -> Path:
@@ -31,3 +35,23 @@ def command_line() -> str:
     return "python " + " ".join(
         shlex.quote(a) for a in [os.path.relpath(sys.argv[0], REPO), *sys.argv[1:]]
     )
+
+
+def sidecar_env(tf_log_level: int = 2) -> dict[str, str]:
+    """Environment for sidecar subprocesses: the checkout's sidecar on the path, quiet
+    TensorFlow, progress records often enough to time a resize."""
+    env = dict(
+        os.environ,
+        TF_CPP_MIN_LOG_LEVEL=str(tf_log_level),
+        ELASTIC_GPU_PROGRESS_INTERVAL="0.25",
+    )
+    env["PYTHONPATH"] = str(SIDECAR) + os.pathsep + env.get("PYTHONPATH", "")
+    return env
+
+
+def progress_records(job: Path) -> list[dict]:
+    """Every complete progress record a job directory holds so far."""
+    from elastic_gpu_sidecar.jobdir import ProgressTail
+    from elastic_gpu_sidecar.protocol import PROGRESS
+
+    return ProgressTail(job / PROGRESS).read()

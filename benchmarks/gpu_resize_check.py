@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
+from _common import progress_records, sidecar_env
 
 WORKLOAD = """
 import numpy as np
@@ -77,23 +77,10 @@ def gpu_count() -> tuple[int, str]:
     return n, ""
 
 
-def env() -> dict:
-    e = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2", ELASTIC_GPU_PROGRESS_INTERVAL="0.25")
-    e["PYTHONPATH"] = str(HERE.parent / "sidecar") + os.pathsep + e.get("PYTHONPATH", "")
-    return e
-
-
-def records(job: Path) -> list[dict]:
-    try:
-        return [json.loads(line) for line in (job / "progress.jsonl").read_text().splitlines()]
-    except FileNotFoundError:
-        return []
-
-
 def wait_first(job: Path, generation: int, proc: subprocess.Popen, timeout: float = 300) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        if any(r["generation"] == generation and r.get("first") for r in records(job)):
+        if any(r["generation"] == generation and r.get("first") for r in progress_records(job)):
             return
         if proc.poll() is not None:
             raise RuntimeError(f"the job ended early:\n{proc.stderr.read()[-3000:]}")
@@ -119,7 +106,7 @@ def run_case(work: Path, name: str, leases: list[str], extra: list[str], settle:
     print("$", " ".join(shlex.quote(c) for c in cmd), flush=True)
     proc = subprocess.Popen(
         cmd,
-        env=env(),
+        env=sidecar_env(),
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
@@ -131,14 +118,14 @@ def run_case(work: Path, name: str, leases: list[str], extra: list[str], settle:
             time.sleep(settle)
             subprocess.run(
                 [*cli, "resize", "--job-dir", str(job), "--gpus", lease],
-                env=env(),
+                env=sidecar_env(),
                 check=True,
                 capture_output=True,
             )
         wait_first(job, len(leases), proc)
         subprocess.run(
             [*cli, "cancel", "--job-dir", str(job), "--wait"],
-            env=env(),
+            env=sidecar_env(),
             check=True,
             capture_output=True,
         )
@@ -149,7 +136,7 @@ def run_case(work: Path, name: str, leases: list[str], extra: list[str], settle:
     status = json.loads((job / "status.json").read_text())
     log = (job / "trainer.log").read_text()
     devices = re.findall(r"(MirroredStrategy over .*|default strategy on 1 device .*)", log)
-    replicas = {r["generation"]: r["replicas"] for r in records(job)}
+    replicas = {r["generation"]: r["replicas"] for r in progress_records(job)}
     return {
         "resizes": status["resizes"],
         "devices": devices,

@@ -29,8 +29,9 @@ import tempfile
 import time
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE.parent / "sidecar"))  # run from a checkout without installing
+from _common import progress_records, sidecar_env
+from elastic_gpu_sidecar.jobdir import read_json
+from elastic_gpu_sidecar.protocol import STATUS
 
 WORKLOAD = '''
 """Benchmark workload: an MLP on a tf.data pipeline; an ordinary Keras script."""
@@ -96,26 +97,6 @@ def sh(cmd: list[str]) -> str:
     return " ".join(shlex.quote(c) for c in cmd)
 
 
-def env() -> dict:
-    e = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="3", ELASTIC_GPU_PROGRESS_INTERVAL="0.25")
-    e["PYTHONPATH"] = str(HERE.parent / "sidecar") + os.pathsep + e.get("PYTHONPATH", "")
-    return e
-
-
-def progress(job: Path) -> list[dict]:
-    try:
-        return [json.loads(line) for line in (job / "progress.jsonl").read_text().splitlines()]
-    except FileNotFoundError:
-        return []
-
-
-def status(job: Path) -> dict:
-    try:
-        return json.loads((job / "status.json").read_text())
-    except (FileNotFoundError, json.JSONDecodeError):
-        return {}
-
-
 def wait(pred, timeout: float, what: str):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -129,7 +110,8 @@ def wait(pred, timeout: float, what: str):
 def wait_running(job: Path, generation: int) -> dict:
     def first():
         return next(
-            (r for r in progress(job) if r["generation"] == generation and r.get("first")), None
+            (r for r in progress_records(job) if r["generation"] == generation and r.get("first")),
+            None,
         )
 
     return wait(first, 180, f"generation {generation} to train")
@@ -158,7 +140,11 @@ def measure_resizes(
         str(work / "workload.py"),
     ]
     proc = subprocess.Popen(
-        cmd, env=env(), stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, start_new_session=True
+        cmd,
+        env=sidecar_env(3),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
     )
     try:
         leases = ["0,1,2,3", "0,1"]
@@ -176,7 +162,7 @@ def measure_resizes(
                     "--gpus",
                     leases[i % 2],
                 ],
-                env=env(),
+                env=sidecar_env(3),
                 check=True,
                 capture_output=True,
             )
@@ -192,7 +178,7 @@ def measure_resizes(
                 str(job),
                 "--wait",
             ],
-            env=env(),
+            env=sidecar_env(3),
             check=True,
             capture_output=True,
         )
@@ -200,9 +186,9 @@ def measure_resizes(
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
-    recs = progress(job)
+    recs = progress_records(job)
     out = []
-    for r in status(job).get("resizes", []):
+    for r in read_json(job / STATUS, {}).get("resizes", []):
         gen = r["generation"]
         rates = [
             x["samples_per_s"] for x in recs if x["generation"] == gen - 1 and x["samples_per_s"]
@@ -217,7 +203,7 @@ def measure_floor(work: Path, state: Path, replicas: int) -> float:
     t0 = time.monotonic()
     proc = subprocess.Popen(
         [sys.executable, "-c", FLOOR, str(work), str(state), str(replicas)],
-        env=env(),
+        env=sidecar_env(3),
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,
@@ -345,7 +331,7 @@ def measure_overhead(work: Path, pairs: int, replicas: int) -> dict:
             "--overhead-replicas",
             str(replicas),
         ],
-        env=env(),
+        env=sidecar_env(3),
         capture_output=True,
         text=True,
     )
