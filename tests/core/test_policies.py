@@ -22,7 +22,8 @@ def snapshots(draw) -> Snapshot:
     # Some GPUs are busy with processes we do not manage.
     gpus = [Gpu(g.id, g.node, healthy=draw(st.booleans()) or draw(st.booleans())) for g in gpus]
     total = len(gpus)
-    free = [g.id for g in gpus if g.healthy]
+    # Leases come from every GPU: a GPU can turn busy under the job that holds it.
+    free = [g.id for g in gpus]
     jobs = []
     for i in range(draw(st.integers(0, 7))):
         lo = draw(st.integers(1, total))
@@ -99,7 +100,9 @@ def test_static_never_resizes_or_preempts(snap):
         if job.gpus and set(job.gpus) <= healthy:
             assert set(decision.allocations[job.id]) == set(job.gpus)
         elif decision.allocations[job.id]:
-            assert len(decision.allocations[job.id]) == job.requested_gpus
+            # A job whose lease turned busy moves at its size, or restarts at the requested one.
+            sizes = {job.requested_gpus, len(job.gpus) or job.requested_gpus}
+            assert len(decision.allocations[job.id]) in sizes
 
 
 @settings(max_examples=150, deadline=None)

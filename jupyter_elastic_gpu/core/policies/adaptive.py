@@ -32,7 +32,7 @@ from typing import ClassVar
 
 from ..model import Decision, Job, Snapshot
 from ..placement import place
-from .base import plural, queued_reason
+from .base import plural, queued_reason, whole_leases_first
 
 _EPS = 1e-12
 _LOCKED = ("its resize is in progress", "it is about to finish")
@@ -172,14 +172,19 @@ class AdaptivePolicy:
         plans = [_Plan(j, self.priority_key(j), self._frozen(j, now)) for j in snapshot.jobs]
         plans.sort(key=lambda p: (p.key, p.job.submit_time, p.job.id))
 
-        # Jobs mid-resize or about to finish keep their GPUs whatever comes.
+        # Jobs mid-resize or about to finish keep their GPUs whatever comes (whole leases
+        # first: one on a GPU that turned busy is moved, if there is room, or competes).
         free = total
+        locked = [p.job for p in plans if p.frozen in _LOCKED]
+        kept = set()
+        for job in whole_leases_first(locked, snapshot):
+            if len(job.gpus) <= free:
+                free -= len(job.gpus)
+                kept.add(job.id)
         open_plans = []
         for plan in plans:
-            held = len(plan.job.gpus)
-            if plan.frozen in _LOCKED and held <= free:
-                plan.count = held
-                free -= held
+            if plan.job.id in kept:
+                plan.count = len(plan.job.gpus)
             else:
                 if plan.frozen in _LOCKED:
                     plan.frozen = ""  # its GPUs failed under it: it competes like the others

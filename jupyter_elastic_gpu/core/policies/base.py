@@ -42,6 +42,14 @@ def queued_reason(job: Job, needed: int, free: int, ahead: Sequence[Job], why_ah
     )
 
 
+def whole_leases_first(jobs: Iterable[Job], snapshot: Snapshot) -> list[Job]:
+    """``jobs`` in the same order, except that those holding a GPU that turned busy come after
+    the others: such a job restarts anyway, and its broken lease must not take the place of a
+    whole one that is kept as is."""
+    usable = {g.id for g in snapshot.usable_gpus}
+    return sorted(jobs, key=lambda j: not usable.issuperset(j.gpus))
+
+
 def fixed_size_decision(
     snapshot: Snapshot,
     order: Iterable[Job],
@@ -55,13 +63,15 @@ def fixed_size_decision(
     at its current lease. Otherwise a running job that does not fit in order is preempted.
     """
     total = len(snapshot.usable_gpus)
-    ordered = list(order)
+    ordered = whole_leases_first(order, snapshot)
     counts: dict[str, int] = {}
     free = total
     admitted: list[Job] = []
     if keep_running:
         for job in ordered:
-            if job.running or job.pinned:
+            # A lease on GPUs that turned busy is kept at its size only while that many usable
+            # GPUs remain (placement moves it off the busy ones); otherwise it waits in order.
+            if (job.running or job.pinned) and len(job.gpus) <= free:
                 counts[job.id] = len(job.gpus)
                 free -= len(job.gpus)
                 admitted.append(job)

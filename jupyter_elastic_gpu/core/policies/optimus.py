@@ -13,7 +13,7 @@ from typing import ClassVar
 
 from ..model import Decision, Snapshot
 from ..placement import place
-from .base import plural, queued_reason
+from .base import plural, queued_reason, whole_leases_first
 
 
 class OptimusPolicy:
@@ -26,7 +26,7 @@ class OptimusPolicy:
         free = len(snapshot.usable_gpus)
         counts: dict[str, int] = {}
         admitted = []
-        for job in order:
+        for job in whole_leases_first(order, snapshot):
             need = len(job.gpus) if job.pinned else job.min_gpus
             counts[job.id] = need if need <= free else 0
             if counts[job.id]:
