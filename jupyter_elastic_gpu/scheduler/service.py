@@ -277,10 +277,16 @@ class SchedulerService:
 
     def gpu_view(self, who: Principal) -> dict[str, Any]:
         holders = self._holders()
+        external = self._external()
         gpus = []
         for info in self.gpu_infos():
             holder = holders.get(info.id)
             job = self.jobs.get(holder) if holder else None
+            others = [
+                # A command line can hold secrets: only its owner and admins read it.
+                {**p.__dict__, "command": p.command if who.admin or p.user == who.user else None}
+                for p in external.get(info.id, [])
+            ]
             gpus.append(
                 {
                     "id": info.id,
@@ -294,8 +300,8 @@ class SchedulerService:
                     "holder": holder,
                     "holder_user": job.user if job else None,
                     "holder_name": job.name if job and who.may_see(job) else None,
-                    "external_processes": [p.__dict__ for p in self._external().get(info.id, [])],
-                    "healthy": not self._external().get(info.id),
+                    "external_processes": others,
+                    "healthy": not others,
                 }
             )
         return {"source": getattr(self.inventory, "source", "simulated"), "gpus": gpus}
@@ -347,10 +353,11 @@ class SchedulerService:
             top = max(job.desired.generation, int(body.get("generation") or 0)) + 1
             return {"generation": top, "gpus": [], "action": "stop"}
         record = body.get("progress")
-        if record and record != job.progress:
+        fresh = bool(record) and record != job.progress
+        if fresh:
             # Stored first: if the write fails, the sidecar's next heartbeat brings it again.
             await self.store.add_progress(job.id, [record])
-        changed = self._absorb(job, body)
+        changed = self._absorb(job, body, fresh)
         reported_state = body.get("state")
         if reported_state in ("done", "failed", "cancelled"):
             await self._finish(job, reported_state, body, now)
@@ -384,11 +391,14 @@ class SchedulerService:
         if changed:
             await self._save(job)
             await self._changed_now()
+        elif fresh:  # new progress only: watchers of /updates and the websocket see it now
+            await self._changed_now()
             self.poke()
         return self._published(job)
 
-    def _absorb(self, job: JobRecord, body: dict[str, Any]) -> bool:
-        """Take the measurements of a (validated) heartbeat; True when a decision may change."""
+    def _absorb(self, job: JobRecord, body: dict[str, Any], fresh: bool) -> bool:
+        """Take the measurements of a (validated) heartbeat, whose progress record is new when
+        ``fresh``; True when a decision may change."""
         material = False
         job.reported = {
             k: body.get(k)
@@ -410,7 +420,7 @@ class SchedulerService:
             job.resize_cost_s = float(body["resize_cost_s"])
         job.restarts = int(body.get("restarts") or 0)
         record = body.get("progress")
-        if record and record != job.progress:
+        if fresh:
             first = job.progress is None
             job.progress = record
             job.work_done = float(record.get("samples") or 0.0)
@@ -419,7 +429,6 @@ class SchedulerService:
                 if total is not None:
                     material = material or job.total_work is None
                     job.total_work = total
-            self._bump()
             material = material or first
         return material
 
@@ -778,9 +787,6 @@ class SchedulerService:
 
     def _holders(self) -> dict[str, str]:
         return {g: j.id for j in self.jobs.values() for g in j.held_gpus}
-
-    def _bump(self) -> None:
-        self.version += 1
 
     async def _changed_now(self) -> None:
         async with self._changed:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import os
 import time
 
 import pytest
@@ -129,3 +130,62 @@ async def test_a_resumed_job_does_not_deadlock_a_shrinking_one(tmp_path):
 def test_malformed_heartbeats_are_refused(body, field):
     with pytest.raises(BadRequest, match=field):
         parse_heartbeat(body)
+
+
+async def test_other_users_command_lines_stay_hidden_on_the_gpu_view(tmp_path):
+    """A busy GPU shows who uses it to everyone; the command line only to its owner and admins."""
+    from jupyter_elastic_gpu.scheduler.inventory import GpuProcess
+
+    class BusyInventory(SimulatedInventory):
+        def snapshot(self):
+            infos = super().snapshot()
+            infos[1].processes = [GpuProcess(os.getpid(), "ann", 500.0, "python train.py --key s3")]
+            return infos
+
+    store = await Store.open(":memory:")
+    svc = SchedulerService(
+        store,
+        BusyInventory(2),
+        RecordingLauncher(),
+        lambda j: "",
+        ServiceConfig(job_root=str(tmp_path)),
+    )
+    try:
+
+        def seen(who):
+            gpu = svc.gpu_view(who)["gpus"][1]
+            assert gpu["healthy"] is False
+            return [p["command"] for p in gpu["external_processes"]]
+
+        assert seen(Principal("ann")) == ["python train.py --key s3"]
+        assert seen(Principal("root", admin=True)) == ["python train.py --key s3"]
+        assert seen(Principal("bob")) == [None]
+    finally:
+        await store.close()
+
+
+async def test_new_progress_alone_wakes_whoever_waits_for_updates(tmp_path):
+    store = await Store.open(":memory:")
+    svc = SchedulerService(
+        store,
+        SimulatedInventory(2),
+        RecordingLauncher(),
+        lambda j: "",
+        ServiceConfig(job_root=str(tmp_path)),
+    )
+    try:
+        body = {"kind": "synthetic", "synthetic": {"work": 1e6, "throughput": {"1": 10}}}
+        job = await svc.submit(Principal("ann"), parse_submit(body))
+        job.state, job.started_at, job.launched_at = "running", time.time(), time.time()
+        job.desired, job.secret_hash = Lease(1, ["0"]), hash_secret("s")
+        beat = {"generation": 1, "gpus": ["0"], "state": "running"}
+        await svc.heartbeat(job.id, "s", {**beat, "progress": {"t": 0.5, "samples": 0, "step": 0}})
+        since = svc.version  # from here on, only progress changes
+        waiter = asyncio.create_task(svc.wait_updates(since, timeout=20))
+        await asyncio.sleep(0.05)
+        started = time.monotonic()
+        await svc.heartbeat(job.id, "s", {**beat, "progress": {"t": 1.0, "samples": 0, "step": 1}})
+        assert await asyncio.wait_for(waiter, 5) > since
+        assert time.monotonic() - started < 5
+    finally:
+        await store.close()
