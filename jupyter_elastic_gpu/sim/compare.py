@@ -56,6 +56,7 @@ def parse_run(name: str) -> tuple[str, str]:
 @dataclass
 class Comparison:
     workload: str
+    jobs: int
     config: SimConfig
     costs: Costs
     results: dict[str, SimResult] = field(default_factory=dict)
@@ -69,6 +70,7 @@ class Comparison:
     def to_json(self) -> dict:
         return {
             "workload": self.workload,
+            "jobs": self.jobs,
             "cluster": {"nodes": self.config.nodes, "gpus_per_node": self.config.gpus_per_node},
             "costs": vars(self.costs),
             "policies": self.summaries(),
@@ -87,7 +89,7 @@ def compare(
     config = config or SimConfig()
     costs = costs or Costs()
     plan = [(name, *parse_run(name)) for name in runs]  # fail before any work on a typo
-    out = Comparison(workload.name, config, costs)
+    out = Comparison(workload.name, len(workload), config, costs)
     total = config.nodes * config.gpus_per_node
     out.lower_bound = lower_bounds(workload, total, config.gpus_per_node, config.start_cost_s)
     for name, policy, mech in plan:

@@ -42,7 +42,7 @@ def format_table(comp: Comparison) -> str:
     s = comp.summaries()
     cfg, costs = comp.config, comp.costs
     head = (
-        f"workload {comp.workload}: {sum(1 for _ in next(iter(s.values()))['jobs'])} jobs on "
+        f"workload {comp.workload}: {comp.jobs} jobs on "
         f"{cfg.nodes} x {cfg.gpus_per_node} GPUs; times in seconds\n"
         f"mechanisms: sidecar {costs.sidecar_s:g} s per resize; termination "
         f"{costs.termination_s:g} s restart + work since the last checkpoint (every "

@@ -10,6 +10,7 @@ from jupyter_elastic_gpu.sim.bounds import lower_bounds
 from jupyter_elastic_gpu.sim.compare import Costs, compare, parse_run
 from jupyter_elastic_gpu.sim.engine import SimConfig, SimulationStalled, simulate
 from jupyter_elastic_gpu.sim.generate import generate_workload
+from jupyter_elastic_gpu.sim.report import format_table
 from jupyter_elastic_gpu.sim.workload import JobSpec, Workload
 
 FREE = Mechanism("free", 0.0)
@@ -174,3 +175,7 @@ def test_a_policy_that_never_finishes_is_reported_not_looped_forever():
         simulate(wl, make_policy("optimus"), termination(60, 600), cfg)
     comp = compare(wl, ["adaptive", "optimus@termination"], cfg, progress=False)
     assert "adaptive" in comp.results and "optimus@termination" in comp.stalled
+    # Every run stalled: the table still says what was compared and why nothing finished.
+    alone = compare(wl, ["optimus@termination"], cfg, progress=False)
+    table = format_table(alone)
+    assert "40 jobs on 2 x 4 GPUs" in table and "optimus@termination" in table
