@@ -50,7 +50,6 @@ class Job:
     started: bool = False
     attained_gpu_s: float = 0.0
     queued_s: float = 0.0
-    first_start: float | None = None
     resizes: int = 0
     last_change: float | None = None
     pinned: bool = False
@@ -106,12 +105,6 @@ class Snapshot:
     def usable_gpus(self) -> tuple[Gpu, ...]:
         return tuple(g for g in self.gpus if g.healthy)
 
-    def job(self, job_id: str) -> Job:
-        for j in self.jobs:
-            if j.id == job_id:
-                return j
-        raise KeyError(job_id)
-
 
 @dataclass(frozen=True)
 class Decision:
@@ -119,6 +112,3 @@ class Decision:
 
     allocations: Mapping[str, tuple[str, ...]]
     reasons: Mapping[str, str]
-
-    def count(self, job_id: str) -> int:
-        return len(self.allocations.get(job_id, ()))

@@ -52,14 +52,6 @@ class SpeedModel:
         self._cache: dict[int, float] = {}
         self._curve: list[float] = [0.0]
 
-    @property
-    def measured(self) -> dict[int, float]:
-        return dict(self._measured)
-
-    @property
-    def prior(self) -> dict[int, float]:
-        return dict(self._prior)
-
     def with_measurement(self, gpus: int, throughput: float) -> SpeedModel:
         """A new model that also knows ``throughput`` at ``gpus``."""
         measured = dict(self._measured)

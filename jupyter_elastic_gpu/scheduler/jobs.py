@@ -18,7 +18,6 @@ from typing import Any
 #: States in which a job holds (or is about to hold) GPUs.
 ACTIVE = ("starting", "running", "resizing", "stopping")
 FINAL = ("done", "failed", "cancelled")
-STATES = ("queued", *ACTIVE, *FINAL)
 
 
 def new_secret() -> tuple[str, str]:

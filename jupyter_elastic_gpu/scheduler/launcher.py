@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import signal
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -179,12 +178,6 @@ class LocalLauncher:
         except PermissionError:
             return True
         return _not_zombie(pid)
-
-    def terminate(self, record: dict[str, Any]) -> None:
-        """Ask a sidecar to checkpoint and stop (SIGTERM), for a job being cancelled."""
-        pid = record.get("pid")
-        if pid and self.alive(record):
-            os.kill(pid, signal.SIGTERM)
 
 
 def _not_zombie(pid: int) -> bool:

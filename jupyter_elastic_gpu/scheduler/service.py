@@ -499,7 +499,6 @@ class SchedulerService:
             started=job.started_at is not None,
             attained_gpu_s=job.attained_gpu_s,
             queued_s=job.queued_s,
-            first_start=job.started_at,
             resizes=job.resizes,
             last_change=job.last_change,
             pinned=job.state in ("starting", "resizing", "stopping"),

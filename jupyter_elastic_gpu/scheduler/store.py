@@ -117,11 +117,6 @@ class Store:
         async with self.db.execute(query, FINAL_STATES if active_only else ()) as cur:
             return [json.loads(row["data"]) async for row in cur]
 
-    async def load_job(self, job_id: str) -> dict[str, Any] | None:
-        async with self.db.execute("SELECT data FROM jobs WHERE id = ?", (job_id,)) as cur:
-            row = await cur.fetchone()
-        return json.loads(row["data"]) if row else None
-
     # -- progress ---------------------------------------------------------------------------
     async def add_progress(self, job_id: str, records: Iterable[dict[str, Any]]) -> None:
         """Append progress records and keep only the newest ``progress_limit`` of the job."""

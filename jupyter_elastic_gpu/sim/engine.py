@@ -70,7 +70,6 @@ class _SimJob:
     gpus: tuple[str, ...] = ()
     speed: float = 0.0  # true throughput on the current GPUs
     pause_until: float = 0.0
-    segment_start: float = 0.0  # when progress (re)started on the current lease
     started: bool = False
     start: float | None = None
     finish: float | None = None
@@ -201,7 +200,7 @@ class Simulation:
         if old:
             job.resizes += 1
             if mech.loses_work and job.speed > 0:
-                ran = now - max(job.segment_start, job.pause_until)
+                ran = now - job.pause_until  # progress on this lease began when its pause ended
                 if ran > 0:
                     since_ckpt = math.fmod(ran, mech.checkpoint_interval_s)
                     lost = min(since_ckpt * job.speed, job.work_done)
@@ -221,7 +220,6 @@ class Simulation:
         if job.start is None:
             job.start = now
         job.pause_until = now + pause
-        job.segment_start = now
 
     # -- decisions ------------------------------------------------------------------------
     def _quiet(self) -> bool:
@@ -271,7 +269,6 @@ class Simulation:
                     started=j.started,
                     attained_gpu_s=j.attained_gpu_s,
                     queued_s=j.queued_s,
-                    first_start=j.start,
                     resizes=j.resizes,
                     last_change=j.last_change,
                     pinned=bool(j.gpus) and self.now < j.pause_until,

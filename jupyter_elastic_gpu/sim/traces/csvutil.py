@@ -207,9 +207,6 @@ class CsvReader:
         except csv.Error as e:
             raise TraceError(self.path, f"malformed CSV ({e})", number or None) from None
 
-    def has_column(self, column: str) -> bool:
-        return column in self.index
-
     def __iter__(self) -> Iterator[Row]:
         width = len(self.columns)
         number = self.rows_read
