@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
 
@@ -71,6 +72,22 @@ class RecordingLauncher:
 
     def alive(self, record):
         return None
+
+
+@contextlib.asynccontextmanager
+async def service(tmp_path, inventory):
+    """A scheduler on an in-memory database whose launches are only recorded."""
+    store = await Store.open(":memory:")
+    try:
+        yield SchedulerService(
+            store,
+            inventory,
+            RecordingLauncher(),
+            lambda j: "",
+            ServiceConfig(job_root=str(tmp_path)),
+        )
+    finally:
+        await store.close()
 
 
 async def test_a_resumed_job_does_not_deadlock_a_shrinking_one(tmp_path):
@@ -142,15 +159,7 @@ async def test_other_users_command_lines_stay_hidden_on_the_gpu_view(tmp_path):
             infos[1].processes = [GpuProcess(os.getpid(), "ann", 500.0, "python train.py --key s3")]
             return infos
 
-    store = await Store.open(":memory:")
-    svc = SchedulerService(
-        store,
-        BusyInventory(2),
-        RecordingLauncher(),
-        lambda j: "",
-        ServiceConfig(job_root=str(tmp_path)),
-    )
-    try:
+    async with service(tmp_path, BusyInventory(2)) as svc:
 
         def seen(who):
             gpu = svc.gpu_view(who)["gpus"][1]
@@ -160,20 +169,10 @@ async def test_other_users_command_lines_stay_hidden_on_the_gpu_view(tmp_path):
         assert seen(Principal("ann")) == ["python train.py --key s3"]
         assert seen(Principal("root", admin=True)) == ["python train.py --key s3"]
         assert seen(Principal("bob")) == [None]
-    finally:
-        await store.close()
 
 
 async def test_new_progress_alone_wakes_whoever_waits_for_updates(tmp_path):
-    store = await Store.open(":memory:")
-    svc = SchedulerService(
-        store,
-        SimulatedInventory(2),
-        RecordingLauncher(),
-        lambda j: "",
-        ServiceConfig(job_root=str(tmp_path)),
-    )
-    try:
+    async with service(tmp_path, SimulatedInventory(2)) as svc:
         body = {"kind": "synthetic", "synthetic": {"work": 1e6, "throughput": {"1": 10}}}
         job = await svc.submit(Principal("ann"), parse_submit(body))
         job.state, job.started_at, job.launched_at = "running", time.time(), time.time()
@@ -187,5 +186,3 @@ async def test_new_progress_alone_wakes_whoever_waits_for_updates(tmp_path):
         await svc.heartbeat(job.id, "s", {**beat, "progress": {"t": 1.0, "samples": 0, "step": 1}})
         assert await asyncio.wait_for(waiter, 5) > since
         assert time.monotonic() - started < 5
-    finally:
-        await store.close()
