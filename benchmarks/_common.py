@@ -1,4 +1,4 @@
-"""Shared by the benchmark scripts: where the measured traces are, how to say so, and how to
+"""Shared by the benchmark scripts: which measured traces to use, how to say so, and how to
 run and read a sidecar job from a checkout."""
 
 from __future__ import annotations
@@ -15,20 +15,14 @@ if str(SIDECAR) not in sys.path:  # the sidecar package, also from a checkout no
 
 
 def trace_data(explicit: str | None = None) -> Path:
-    """The folder with pollux/ and philly/ (``--data``, $ELASTIC_GPU_TRACE_DATA, or
-    ../shared/data next to the checkout). The traces are not ours, so they are not in the repo."""
-    for candidate in (
-        explicit,
-        os.environ.get("ELASTIC_GPU_TRACE_DATA"),
-        REPO.parent / "shared" / "data",
-    ):
-        if candidate and (Path(candidate) / "pollux").is_dir():
-            return Path(candidate)
-    sys.exit(
-        "benchmark: no trace data found. Pass --data DIR (or set ELASTIC_GPU_TRACE_DATA) with "
-        "pollux/ (the Pollux artifact's simulator/traces and workloads, petuum/adaptdl branch "
-        "osdi21-artifact) and philly/philly.csv inside."
-    )
+    """The folder with pollux/ and philly/: the data shipped in the package, or the folder
+    given with ``--data`` or $ELASTIC_GPU_TRACE_DATA instead (see benchmarks/README.md)."""
+    from jupyter_elastic_gpu.sim import data  # not at the top: the sidecar scripts do without
+
+    try:
+        return data.trace_data(explicit)
+    except FileNotFoundError as e:
+        sys.exit(f"benchmark: {e}")
 
 
 def command_line() -> str:

@@ -18,6 +18,7 @@ from _common import command_line, trace_data
 from jupyter_elastic_gpu.core import Gpu, Job, Snapshot, SpeedModel
 from jupyter_elastic_gpu.core.mechanism import sidecar
 from jupyter_elastic_gpu.core.policies import make_policy
+from jupyter_elastic_gpu.sim.data import philly_trace, pollux_traces
 from jupyter_elastic_gpu.sim.engine import SimConfig, simulate
 from jupyter_elastic_gpu.sim.traces.philly import read_philly
 from jupyter_elastic_gpu.sim.traces.pollux import scaling_curves
@@ -62,7 +63,11 @@ def big_snapshot(jobs: int = 1000, gpus: int = 256, seed: int = 0) -> Snapshot:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", help="folder with pollux/ and philly/ (see benchmarks/README.md)")
+    ap.add_argument(
+        "--data",
+        help="use this folder's pollux/ and philly/ instead of the shipped traces "
+        "(see benchmarks/README.md)",
+    )
     ap.add_argument("--repeat", type=int, default=20)
     ap.add_argument("--philly-jobs", type=int, default=10_000)
     args = ap.parse_args()
@@ -83,13 +88,13 @@ def main() -> None:
         f"{'met' if med < 50 else 'NOT met'})"
     )
 
-    data = trace_data(args.data)
+    folder = trace_data(args.data)
     t0 = time.perf_counter()
     wl = read_philly(
-        str(data / "philly" / "philly.csv"),
+        philly_trace(folder),
         limit=args.philly_jobs,
         max_gpus_per_job=64,
-        app_profiles=scaling_curves(str(data / "pollux"), 8, 64),
+        app_profiles=scaling_curves(str(pollux_traces(folder)), 8, 64),
     )
     read_s = time.perf_counter() - t0
     cfg = SimConfig(nodes=32, gpus_per_node=8)

@@ -1,9 +1,10 @@
 """Our simulator against the Pollux simulator's published figures, on the same workloads.
 
 Settings of the Pollux artifact: 60 s scheduling rounds, 30 s for every (re)allocation, nodes of
-4 GPUs. Published figures (shared data NOTICE): workload-6 on 16 x 4 GPUs, mean JCT Tiresias
-3469.7 s, Optimus+Oracle 5301.9 s, Pollux about 2446 s; sc20-like on 4 x 4 GPUs, Tiresias
-2464.8 s (makespan 14265 s), Optimus+Oracle 2174.9 s (10615 s), Pollux 1384.2 s (9763 s).
+4 GPUs. Reference figures: workload-6 on 16 x 4 GPUs (published in the Pollux simulator's
+README), mean JCT Tiresias 3469.7 s, Optimus+Oracle 5301.9 s, Pollux about 2446 s; sc20-like on
+4 x 4 GPUs (the Pollux simulator run on it), Tiresias 2464.8 s (makespan 14265 s),
+Optimus+Oracle 2174.9 s (10615 s), Pollux 1384.2 s (9763 s).
 Target: our tiresias within 10% of theirs. Our adaptive runs in the same setting for context
 (Pollux also tunes each job's batch size, which we do not).
 
@@ -18,6 +19,7 @@ from _common import command_line, trace_data
 
 from jupyter_elastic_gpu.core.mechanism import Mechanism
 from jupyter_elastic_gpu.core.policies import make_policy
+from jupyter_elastic_gpu.sim.data import pollux_traces, pollux_workload
 from jupyter_elastic_gpu.sim.engine import SimConfig, simulate
 from jupyter_elastic_gpu.sim.traces.pollux import read_pollux
 
@@ -37,10 +39,13 @@ PUBLISHED = {
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", help="folder with pollux/ (see benchmarks/README.md)")
+    ap.add_argument(
+        "--data",
+        help="use this folder's pollux/ instead of the shipped traces (see benchmarks/README.md)",
+    )
     args = ap.parse_args()
     print(f"$ {command_line()}\n")
-    pollux = trace_data(args.data) / "pollux"
+    folder = trace_data(args.data)
     rows = [
         [
             "workload",
@@ -54,7 +59,9 @@ def main() -> None:
         ]
     ]
     for (name, nodes), published in PUBLISHED.items():
-        wl = read_pollux(str(pollux / "workloads" / f"{name}.csv"), str(pollux), 4, nodes * 4)
+        wl = read_pollux(
+            str(pollux_workload(name, folder)), str(pollux_traces(folder)), 4, nodes * 4
+        )
         cfg = SimConfig(nodes=nodes, gpus_per_node=4, tick_s=60, rounds=True, start_cost_s=30)
         for ours, theirs in (
             ("tiresias", "tiresias"),

@@ -19,6 +19,7 @@ from pathlib import Path
 from _common import command_line, trace_data
 
 from jupyter_elastic_gpu.sim.compare import Costs, compare
+from jupyter_elastic_gpu.sim.data import philly_trace, pollux_traces, pollux_workload
 from jupyter_elastic_gpu.sim.engine import SimConfig
 from jupyter_elastic_gpu.sim.generate import generate_workload
 from jupyter_elastic_gpu.sim.report import format_table, plot
@@ -37,13 +38,13 @@ TARGETS = {
 }
 
 
-def workloads(data: Path):
-    pollux = data / "pollux"
-    yield read_pollux(str(pollux / "workloads" / "sc20like-16gpu-24jobs.csv"), str(pollux), 4, 16)
-    curves = scaling_curves(str(pollux), 4, 16)
+def workloads(folder: Path):
+    pollux = str(pollux_traces(folder))
+    yield read_pollux(str(pollux_workload("sc20like-16gpu-24jobs", folder)), pollux, 4, 16)
+    curves = scaling_curves(pollux, 4, 16)
     for i, start in enumerate(PHILLY_STARTS, 1):
         wl = read_philly(
-            str(data / "philly" / "philly.csv"),
+            philly_trace(folder),
             start=start,
             limit=40,
             max_gpus_per_job=16,
@@ -68,7 +69,11 @@ def geomean(values):
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--data", help="folder with pollux/ and philly/ (see benchmarks/README.md)")
+    ap.add_argument(
+        "--data",
+        help="use this folder's pollux/ and philly/ instead of the shipped traces "
+        "(see benchmarks/README.md)",
+    )
     ap.add_argument("--json", help="write every result as JSON")
     ap.add_argument("--plot-dir", help="write one plot per workload here")
     args = ap.parse_args()

@@ -78,7 +78,12 @@ def test_generate_then_simulate_writes_table_json_and_plot(tmp_path, capsys):
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["simulate", "--format", "pollux"], "--format pollux needs --workload and --app-traces"),
+        (["simulate", "--format", "pollux"], "--format pollux needs --workload"),
+        (
+            ["simulate", "--format", "pollux", "--workload", "workload-9"],
+            "--workload workload-9: no such file, nor a shipped workload (shipped: "
+            "sc20like-16gpu-24jobs, workload-1,",
+        ),
         (["simulate", "--jobs", "missing.csv", "--profiles", "p.csv"], "cannot read the file"),
         (
             ["simulate", "--format", "philly", "--workload", "x.csv", "--policy", "fifo"],
@@ -93,6 +98,21 @@ def test_bad_input_ends_with_one_line(argv, message, tmp_path, monkeypatch, caps
     err = capsys.readouterr().err.strip()
     assert message in err
     assert len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+def test_shipped_traces_by_name(tmp_path, monkeypatch, capsys):
+    """The shipped Pollux workloads and Philly trace need no path (a clone or a pip install)."""
+    monkeypatch.chdir(tmp_path)  # nothing here: the names can only mean the shipped data
+    js = tmp_path / "r.json"
+    argv = ["simulate", "--format", "pollux", "--workload", "sc20like-16gpu-24jobs"]
+    argv += ["--policy", "static", "--no-progress", "--json", str(js)]
+    assert main(argv) == 0
+    assert "workload sc20like-16gpu-24jobs: 24 jobs on 4 x 4 GPUs" in capsys.readouterr().out
+    assert len(json.loads(js.read_text())["policies"]["static"]["jobs"]) == 24
+    argv = ["simulate", "--format", "philly", "--start", "2017-10-02 09:00", "--limit", "8"]
+    argv += ["--app-traces", "pollux", "--policy", "static", "--no-progress"]
+    assert main(argv) == 0
+    assert "workload philly: 8 jobs" in capsys.readouterr().out
 
 
 def test_bad_row_names_file_row_and_column(tmp_path, capsys):

@@ -3,13 +3,19 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 
+from . import data
 from .compare import Costs, compare, parse_run
 from .engine import SimConfig
 from .workload import Workload
 
 DEFAULT_RUNS = "adaptive,static,termination"
+#: Names of shipped data for --app-traces and --format philly --workload (a file or folder of
+#: that name wins).
+SHIPPED_APP_TRACES = "pollux"
+SHIPPED_PHILLY = "philly"
 
 
 def add_simulate(sub: argparse._SubParsersAction) -> None:
@@ -24,11 +30,17 @@ def add_simulate(sub: argparse._SubParsersAction) -> None:
     src.add_argument("--format", choices=("native", "pollux", "philly"), default="native")
     src.add_argument("--jobs", help="native: jobs CSV (job_id,submit_time,user,profile,...)")
     src.add_argument("--profiles", help="native: profiles CSV (profile,gpus,throughput)")
-    src.add_argument("--workload", help="pollux or philly: the workload CSV")
+    src.add_argument(
+        "--workload",
+        help="pollux: a workload CSV, or the name of a shipped one (workload-1 .. workload-8, "
+        "sc20like-16gpu-24jobs); philly: the trace CSV, or 'philly' (the default) for the "
+        "shipped Philly trace",
+    )
     src.add_argument(
         "--app-traces",
-        help="pollux (required) and philly (optional): folder of measured application traces, "
-        "one sub-folder per application",
+        help="folder of measured application traces, one sub-folder per application, or "
+        f"'{SHIPPED_APP_TRACES}' for the shipped Pollux measurements (the default for --format "
+        "pollux; --format philly without it uses synthetic profiles)",
     )
     src.add_argument("--cluster", help="philly: keep one virtual cluster")
     src.add_argument("--start", help="philly: first submit time to take (e.g. 2017-10-03)")
@@ -110,6 +122,26 @@ def _need(args: argparse.Namespace, *names: str) -> None:
         raise ValueError(f"--format {args.format} needs " + " and ".join(f"--{n}" for n in missing))
 
 
+def _app_traces(text: str) -> str:
+    """A folder of application traces, or the shipped Pollux measurements by name."""
+    if text == SHIPPED_APP_TRACES and not os.path.exists(text):
+        return str(data.pollux_traces())
+    return text
+
+
+def _pollux_workload(text: str) -> str:
+    """A workload file, or the shipped Pollux workload of that name."""
+    if os.path.exists(text):
+        return text
+    try:
+        return str(data.pollux_workload(text))
+    except FileNotFoundError:
+        shipped = ", ".join(data.pollux_workload_names())
+        raise ValueError(
+            f"--workload {text}: no such file, nor a shipped workload (shipped: {shipped})"
+        ) from None
+
+
 def load_workload(args: argparse.Namespace) -> Workload:
     """The workload the arguments name (errors name the file, row and column)."""
     total = args.nodes * args.gpus_per_node
@@ -121,18 +153,31 @@ def load_workload(args: argparse.Namespace) -> Workload:
     if args.format == "pollux":
         from .traces.pollux import read_pollux
 
-        _need(args, "workload", "app-traces")
-        return read_pollux(args.workload, args.app_traces, args.gpus_per_node, max_gpus=total)
+        if args.workload is None:
+            shipped = ", ".join(data.pollux_workload_names())
+            raise ValueError(
+                f"--format pollux needs --workload: a workload CSV or a shipped one ({shipped})"
+            )
+        return read_pollux(
+            _pollux_workload(args.workload),
+            _app_traces(args.app_traces) if args.app_traces else str(data.pollux_traces()),
+            args.gpus_per_node,
+            max_gpus=total,
+        )
     from .traces.philly import read_philly
 
-    _need(args, "workload")
     profiles = None
     if args.app_traces:
         from .traces.pollux import scaling_curves
 
-        profiles = scaling_curves(args.app_traces, args.gpus_per_node, args.max_gpus_per_job)
+        profiles = scaling_curves(
+            _app_traces(args.app_traces), args.gpus_per_node, args.max_gpus_per_job
+        )
+    workload = args.workload
+    if workload is None or (workload == SHIPPED_PHILLY and not os.path.exists(workload)):
+        workload = str(data.philly_trace())
     return read_philly(
-        args.workload,
+        workload,
         cluster=args.cluster,
         start=args.start,
         limit=args.limit,

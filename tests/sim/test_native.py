@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 from pathlib import Path
 
 import pytest
@@ -248,3 +249,33 @@ def test_duplicate_header_column(tmp_path):
     path.write_text("a,b,a\n1,2,3\n")
     with pytest.raises(TraceError, match=r"column 'a': appears twice in the header"):
         read_rows(path)
+
+
+def test_gzipped_files_read_like_plain_ones(tmp_path):
+    jobs, profiles = tmp_path / "jobs.csv.gz", tmp_path / "profiles.csv.gz"
+    jobs.write_bytes(gzip.compress(JOBS.read_bytes()))
+    profiles.write_bytes(gzip.compress(PROFILES.read_bytes()))
+    w = read_native(jobs, profiles)
+    assert w.name == "jobs"  # the stem without .csv.gz
+    assert w.jobs == read_native(JOBS, PROFILES).jobs
+    # Recognised by content, not by name; rows keep their numbers.
+    odd = tmp_path / "t.txt"
+    odd.write_bytes(gzip.compress("\ufeffa,b\n1,2\n\n3,x\n".encode()))
+    rows = read_rows(odd)
+    assert [(r.number, r.raw("b")) for r in rows] == [(1, "2"), (3, "x")]
+    with pytest.raises(TraceError, match=r"t\.txt, row 3, column 'b': expected a number"):
+        rows[1].get_float("b")
+
+
+def test_damaged_gzip_is_one_line_error(tmp_path):
+    packed = gzip.compress(HEADER.encode() + b"a,0,u,p,1,1,1,10\n" * 2000)
+    truncated = tmp_path / "jobs.csv.gz"
+    truncated.write_bytes(packed[: len(packed) // 2])
+    with pytest.raises(TraceError) as info:
+        read_rows(truncated)
+    assert str(info.value).startswith(f"{truncated}, row ") and "\n" not in str(info.value)
+    assert "cannot read the file" in str(info.value)
+    garbage = tmp_path / "g.csv.gz"
+    garbage.write_bytes(b"\x1f\x8b" + b"not gzip at all")
+    with pytest.raises(TraceError, match=r"g\.csv\.gz: cannot read the file"):
+        read_rows(garbage)

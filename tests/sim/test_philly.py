@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import gzip
 from datetime import date, datetime
 from pathlib import Path
 
 import pytest
 
+from jupyter_elastic_gpu.sim.data import philly_trace
 from jupyter_elastic_gpu.sim.profiles import synthetic_profile
 from jupyter_elastic_gpu.sim.traces.philly import (
     APPLICATIONS,
@@ -18,9 +20,7 @@ from jupyter_elastic_gpu.sim.traces.philly import (
 from jupyter_elastic_gpu.sim.workload import TraceError, profile_throughput
 
 SMALL = Path(__file__).parent / "fixtures" / "philly_small.csv"
-_REPO = Path(__file__).resolve().parents[2]
-_CANDIDATES = [d / "shared" / "data" / "philly" / "philly.csv" for d in (_REPO.parent, _REPO)]
-REAL = next((p for p in _CANDIDATES if p.exists()), _CANDIDATES[0])
+REAL = philly_trace()  # the shipped trace, gzip-compressed
 HEADER = "timestamp,duration,num_gpus,gpu_time,cluster\n"
 START = "2017-10-09 07:00:00"
 
@@ -218,8 +218,15 @@ def test_bad_arguments():
         read_philly(SMALL, max_gpus_per_job=0)
 
 
-@pytest.mark.skipif(not REAL.exists(), reason="the Philly trace is not available here")
+def test_gzipped_trace_reads_the_same(tmp_path):
+    packed = tmp_path / "philly_small.csv.gz"
+    packed.write_bytes(gzip.compress(SMALL.read_bytes()))
+    (a, sa), (b, sb) = read_philly_with_stats(SMALL), read_philly_with_stats(packed)
+    assert sa == sb and a.jobs == b.jobs  # same job ids (row numbers), times and assignments
+
+
 def test_real_trace():
+    assert REAL.name == "philly.csv.gz"
     w, stats = read_philly_with_stats(REAL)
     assert stats.rows == 82247
     assert stats.kept == len(w) == stats.rows - stats.dropped_short - stats.dropped_no_gpus

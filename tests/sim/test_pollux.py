@@ -1,19 +1,22 @@
-"""The Pollux reader on a hand-made application, and fidelity on the real traces if present."""
+"""The Pollux reader on a hand-made application, and fidelity on the shipped real traces."""
 
 from __future__ import annotations
 
+import gzip
+import shutil
 from pathlib import Path
 
 import pytest
 
 from jupyter_elastic_gpu.core.mechanism import Mechanism
 from jupyter_elastic_gpu.core.policies import make_policy
+from jupyter_elastic_gpu.sim.data import pollux_traces, pollux_workload
 from jupyter_elastic_gpu.sim.engine import SimConfig, simulate
 from jupyter_elastic_gpu.sim.traces.pollux import load_applications, read_pollux, scaling_curves
 from jupyter_elastic_gpu.sim.workload import TraceError
 
 FIX = Path(__file__).parent / "fixtures" / "pollux"
-DATA = Path(__file__).resolve().parents[3] / "shared" / "data" / "pollux"
+DATA = pollux_traces()  # the shipped measurements
 
 
 def test_work_and_speed_follow_the_measurements():
@@ -41,22 +44,36 @@ def test_missing_traces_folder_is_a_clear_error():
         read_pollux(str(FIX / "workloads" / "toy.csv"), str(FIX / "nope"))
 
 
-@pytest.mark.skipif(not DATA.is_dir(), reason="the Pollux traces are not next to this checkout")
+def test_gzipped_traces_and_workload_read_the_same(tmp_path):
+    """Every file of an application folder, and the workload, may be gzip-compressed."""
+    for src in FIX.rglob("*.csv"):
+        dest = tmp_path / src.relative_to(FIX)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        with open(src, "rb") as f, gzip.open(str(dest) + ".gz", "wb") as g:
+            shutil.copyfileobj(f, g)
+    plain = read_pollux(str(FIX / "workloads" / "toy.csv"), str(FIX), gpus_per_node=2, max_gpus=2)
+    packed = read_pollux(
+        str(tmp_path / "workloads" / "toy.csv.gz"), str(tmp_path), gpus_per_node=2, max_gpus=2
+    )
+    assert packed.name == plain.name == "toy"
+    for a, b in zip(plain.jobs, packed.jobs, strict=True):
+        assert (a.job_id, a.work, a.profile) == (b.job_id, b.work, b.profile)
+
+
 @pytest.mark.parametrize(
     ("workload", "nodes", "published"),
     [("workload-6", 16, 3469.7), ("sc20like-16gpu-24jobs", 4, 2464.8)],
 )
 def test_tiresias_matches_the_pollux_simulator_within_10_percent(workload, nodes, published):
-    """Fidelity against the peer's own published table (NOTICE.md): 60 s rounds, 30 s per
-    (re)allocation, Tiresias with its two queues."""
-    wl = read_pollux(str(DATA / "workloads" / f"{workload}.csv"), str(DATA), max_gpus=nodes * 4)
+    """Fidelity against the Pollux simulator's own figures (benchmarks/fidelity.py says where
+    each comes from): 60 s rounds, 30 s per (re)allocation, Tiresias with its two queues."""
+    wl = read_pollux(str(pollux_workload(workload)), str(DATA), max_gpus=nodes * 4)
     cfg = SimConfig(nodes=nodes, gpus_per_node=4, tick_s=60, rounds=True, start_cost_s=30)
     result = simulate(wl, make_policy("tiresias"), Mechanism("restart", 30.0), cfg)
     mean = result.summary()["mean_jct_s"]
     assert abs(mean - published) / published < 0.10, mean
 
 
-@pytest.mark.skipif(not DATA.is_dir(), reason="the Pollux traces are not next to this checkout")
 def test_measured_scaling_curves_start_at_one():
     curves = scaling_curves(str(DATA))
     assert set(curves) >= {"cifar10", "imagenet", "ncf"}

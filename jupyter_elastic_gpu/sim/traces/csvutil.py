@@ -9,14 +9,19 @@ reader goes through these helpers and its errors all look alike::
 Row N is the N-th record after the header: line N+1 of a file without quoted line breaks
 (blank lines are skipped but still counted, so the numbers keep matching the lines).
 Cells are stripped of surrounding spaces; extra columns are allowed and ignored.
+
+Any file may be gzip-compressed (``jobs.csv.gz``): it is recognised by its first bytes, not by
+its name, and decompressed as it is read.
 """
 
 from __future__ import annotations
 
 import csv
 import gc
+import gzip
 import math
 import os
+import zlib
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import IO
@@ -26,7 +31,9 @@ from ..workload import TraceError
 __all__ = [
     "CsvReader",
     "Row",
+    "csv_stem",
     "open_csv",
+    "open_text",
     "parse_float",
     "parse_int",
     "parse_nonnegative",
@@ -35,6 +42,26 @@ __all__ = [
 ]
 
 PathLike = str | os.PathLike
+
+_GZIP_MAGIC = b"\x1f\x8b"
+
+
+def open_text(path: PathLike) -> IO[str]:
+    """``path`` opened for reading as UTF-8 text for the csv module (a byte-order mark is
+    dropped); a gzip file, whatever its name, is decompressed on the fly. Raises OSError."""
+    with open(path, "rb") as f:
+        compressed = f.read(2) == _GZIP_MAGIC
+    if compressed:
+        return gzip.open(path, "rt", newline="", encoding="utf-8-sig")
+    return open(path, newline="", encoding="utf-8-sig")
+
+
+def csv_stem(path: PathLike) -> str:
+    """The file name without ``.csv`` / ``.csv.gz`` (``a/workload-6.csv.gz`` -> ``workload-6``)."""
+    name = os.path.basename(os.fspath(path))
+    if name.lower().endswith(".gz"):
+        name = name[: -len(".gz")]
+    return os.path.splitext(name)[0]
 
 
 def parse_float(
@@ -170,7 +197,7 @@ class CsvReader:
     def __init__(self, path: PathLike, required: Iterable[str] = ()):
         self.path = str(path)
         try:
-            self._file: IO[str] = open(path, newline="", encoding="utf-8-sig")  # noqa: SIM115
+            self._file: IO[str] = open_text(path)
         except OSError as e:
             raise TraceError(self.path, f"cannot read the file: {e.strerror or e}") from None
         try:
@@ -206,6 +233,8 @@ class CsvReader:
             raise TraceError(self.path, f"not UTF-8 text ({e.reason})", number or None) from None
         except csv.Error as e:
             raise TraceError(self.path, f"malformed CSV ({e})", number or None) from None
+        except (OSError, EOFError, zlib.error) as e:  # a damaged or truncated gzip file
+            raise TraceError(self.path, f"cannot read the file: {e}", number or None) from None
 
     def __iter__(self) -> Iterator[Row]:
         width = len(self.columns)

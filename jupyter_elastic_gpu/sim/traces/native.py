@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import csv
 from collections.abc import Mapping
-from pathlib import Path
 
 from ..workload import JobSpec, TraceError, Workload
-from .csvutil import PathLike, open_csv
+from .csvutil import PathLike, csv_stem, open_csv
 
 __all__ = [
     "JOB_COLUMNS",
@@ -127,12 +126,8 @@ def read_native(jobs_path: PathLike, profiles_path: PathLike, name: str | None =
     if not jobs:
         raise TraceError(str(jobs_path), "no jobs (the file has a header but no rows)")
     if name is None:
-        name = _stem(jobs_path)
+        name = csv_stem(jobs_path)
     return Workload(name, jobs)
-
-
-def _stem(path: PathLike) -> str:
-    return Path(path).stem
 
 
 def _number(x: float) -> str:

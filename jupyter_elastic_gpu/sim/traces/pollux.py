@@ -8,6 +8,8 @@ folder holds real measurements (Qiao et al., "Pollux", OSDI 2021):
 * ``validation-<batch>.csv``: per epoch, the training progress (in steps of the smallest batch)
   and the gradient noise statistics, at each batch size measured.
 
+(Any of these files, and the workload, may be gzip-compressed as ``<name>.csv.gz``.)
+
 From them a job gets what our simulator needs, at the job's fixed batch size:
 
 * **work** = the steps it needs to finish all the measured epochs. Each epoch adds a fixed
@@ -34,7 +36,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..workload import JobSpec, TraceError, Workload
-from .csvutil import read_rows
+from .csvutil import csv_stem, read_rows
 
 WORKLOAD_COLUMNS = ("name", "time", "application", "num_replicas", "batch_size")
 
@@ -58,14 +60,16 @@ class Application:
         self.folder = folder
         self.validation: dict[int, _Validation] = {}
         for entry in sorted(os.listdir(folder)):
-            if entry.startswith("validation-") and entry.endswith(".csv"):
+            if entry.startswith("validation-") and entry.endswith((".csv", ".csv.gz")):
                 path = os.path.join(folder, entry)
                 try:
-                    bsz = int(entry[len("validation-") : -len(".csv")])
+                    bsz = int(csv_stem(entry)[len("validation-") :])
                 except ValueError:
                     raise TraceError(
                         path, "file name must be validation-<batch size>.csv"
                     ) from None
+                if bsz in self.validation:
+                    raise TraceError(path, f"a second validation file for batch size {bsz}")
                 rows = read_rows(path, ("progress", "grad_sqr", "grad_var"))
                 if not rows:
                     raise TraceError(path, "no epochs in the file")
@@ -81,7 +85,7 @@ class Application:
         self.max_batch_size = self.batch_sizes[-1]
         self.epochs = min(len(v.progress) for v in self.validation.values())
 
-        placements = os.path.join(folder, "placements.csv")
+        placements = _table(folder, "placements")
         self._by_placement: dict[str, list[tuple[float, float, float]]] = {}
         points: dict[tuple[int, int, float], list[tuple[float, float]]] = {}
         for r in read_rows(placements, ("placement", "local_bsz", "step_time", "sync_time")):
@@ -102,7 +106,7 @@ class Application:
         self.max_local_bsz = int(max_local_bsz or max(local))
         xs = [list(k) for k in points]
         ys = [np.mean(v, axis=0) for v in points.values()]
-        scal = os.path.join(folder, "scalability.csv")
+        scal = _table(folder, "scalability")
         if os.path.exists(scal):
             for r in read_rows(
                 scal, ("num_nodes", "num_replicas", "local_bsz", "step_time", "sync_time")
@@ -210,6 +214,14 @@ class Application:
         return 1.0 / (step + accum * (step - sync))
 
 
+def _table(folder: str, name: str) -> str:
+    """``folder/name.csv``, or ``name.csv.gz`` where only that exists."""
+    path = os.path.join(folder, name + ".csv")
+    if not os.path.exists(path) and os.path.exists(path + ".gz"):
+        return path + ".gz"
+    return path
+
+
 def compact(gpus: int, per_node: int) -> tuple[int, ...]:
     """GPUs per node when ``gpus`` are packed onto as few nodes as possible."""
     full, rest = divmod(gpus, per_node)
@@ -222,7 +234,7 @@ def load_applications(app_traces: str) -> dict[str, Application]:
     apps = {}
     for entry in sorted(os.listdir(app_traces)):
         folder = os.path.join(app_traces, entry)
-        if os.path.isdir(folder) and os.path.exists(os.path.join(folder, "placements.csv")):
+        if os.path.isdir(folder) and os.path.exists(_table(folder, "placements")):
             apps[entry] = Application(folder, **APPLICATION_LIMITS.get(entry, {}))
     if not apps:
         raise TraceError(app_traces, "no application folders with placements.csv inside")
@@ -294,7 +306,7 @@ def read_pollux(
         )
     if not jobs:
         raise TraceError(workload_path, "no jobs in the workload")
-    return Workload(name or os.path.splitext(os.path.basename(workload_path))[0], jobs)
+    return Workload(name or csv_stem(workload_path), jobs)
 
 
 def scaling_curves(
