@@ -131,8 +131,8 @@ def measure_resizes(
         str(job),
         "--gpus",
         "0,1",
-        "--simulated-gpus",
-        "--checkpoint-every",
+        "--simulated",
+        "--checkpoint-interval",
         str(every),
         "--quiet",
         *extra,
@@ -233,7 +233,7 @@ def overhead_worker(work: Path, pairs: int, replicas: int) -> dict:
     strategy.setup_strategy(gpus, simulated=True)
     job = JobDir(work / "overhead-job")
     job.create()
-    rt = bootstrap.Runtime(job, {"checkpoint_every": 3600, "seed": 1}, 1, gpus, StopRequest())
+    rt = bootstrap.Runtime(job, {"checkpoint_interval": 3600, "seed": 1}, 1, gpus, StopRequest())
     import keras
 
     bare = keras.Model.fit
@@ -293,7 +293,7 @@ def overhead_worker(work: Path, pairs: int, replicas: int) -> dict:
     session.cb = ElasticCallback(session)
     logs = {"loss": tf.constant(0.5)}
     dispatch = {}
-    for name, extra in (("bare", []), ("ours", [session.lr, session.cb])):
+    for name, extra in (("bare", []), ("ours", [session.cb.gate, session.lr, session.cb])):
         cl = keras.callbacks.CallbackList([Timer(), *extra], add_history=True, model=model,
                                           epochs=1, steps=10**6, verbose=0)  # fmt: skip
         cl.on_train_begin()
@@ -307,7 +307,7 @@ def overhead_worker(work: Path, pairs: int, replicas: int) -> dict:
             samples.append((time.perf_counter() - t0) / 5000)
         dispatch[name] = min(samples)
     results["callback_us_per_step"] = (dispatch["ours"] - dispatch["bare"]) * 1e6
-    # the cost of one periodic checkpoint (amortised over --checkpoint-every)
+    # the cost of one periodic checkpoint (amortised over --checkpoint-interval)
     from elastic_gpu_sidecar import tfstate
 
     t0 = time.perf_counter()
@@ -345,7 +345,7 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--resizes", type=int, default=3, help="resizes per mechanism (2<->4)")
     ap.add_argument("--settle", type=float, default=8.0, help="seconds of training between")
-    ap.add_argument("--checkpoint-every", type=float, default=10.0)
+    ap.add_argument("--checkpoint-interval", type=float, default=10.0)
     ap.add_argument("--pairs", type=int, default=21, help="interleaved bare/ours fit pairs")
     ap.add_argument("--floor-runs", type=int, default=3)
     ap.add_argument("--overhead-replicas", type=int, default=1)
@@ -374,7 +374,7 @@ def main() -> int:
     for key, label, extra in mechanisms:
         print(f"measuring {args.resizes} resizes: {label} ...", flush=True)
         resizes[key] = measure_resizes(
-            work, key, extra, args.resizes, args.settle, args.checkpoint_every
+            work, key, extra, args.resizes, args.settle, args.checkpoint_interval
         )
     state = max((work / "job-sidecar" / "checkpoints").glob("ckpt-*/state.npz"))
     floors = {}
@@ -454,7 +454,7 @@ def main() -> int:
     print(
         f"(target < 2%; one checkpoint of this {over['params']:,}-parameter model takes "
         f"{over['checkpoint_ms']:.0f} ms, i.e. "
-        f"{over['checkpoint_ms'] / 1e3 / 60:.2%} of the time at the default --checkpoint-every 60)"
+        f"{over['checkpoint_ms'] / 1e3 / 60:.2%} of the time at the default --checkpoint-interval 60)"
     )
     if args.json:
         Path(args.json).write_text(

@@ -11,13 +11,15 @@ from __future__ import annotations
 
 import keras
 
+from . import protocol as P
+
 
 def describe(policy: str, batch: int | None, global_batch: int | None, replicas: int) -> str:
     if global_batch is None:
         return f"batch policy {policy}: batch size unknown (input decides), {replicas} replicas"
     per = global_batch / replicas
     per_text = f"{per:g}" if per == int(per) else f"{per:.1f}"
-    if policy == "keep-global" or batch == global_batch:
+    if policy == P.BatchPolicy.KEEP_GLOBAL or batch == global_batch:
         return (
             f"batch policy {policy}: global batch {global_batch} -> per-replica {per_text} on "
             f"{replicas} replicas"

@@ -45,9 +45,10 @@ class Runtime:
         self.replicas = len(gpus)
         self.stop = stop
         self.pid = os.getpid()
-        self.checkpoint_every = float(config.get("checkpoint_every") or 60.0)
+        interval = config.get("checkpoint_interval") or P.DEFAULT_CHECKPOINT_INTERVAL_S
+        self.checkpoint_interval = float(interval)
         self.progress_interval = progress_interval()
-        self.policy = config.get("batch_policy") or "keep-global"
+        self.policy = P.BatchPolicy(config.get("batch_policy") or P.BatchPolicy.KEEP_GLOBAL)
         self.reference = int(config.get("reference_replicas") or self.replicas)
         self.seed = int(config.get("seed") or 0)
         self.epochs_override = config.get("epochs")

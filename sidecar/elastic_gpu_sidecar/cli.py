@@ -1,7 +1,7 @@
 """``python -m elastic_gpu_sidecar run|resize|suspend|cancel|status``.
 
 ``run`` supervises a job (usable without any scheduler); the other commands only write the
-desired lease to ``control.json`` and nudge the running sidecar, so they return at once and
+desired lease to ``lease.json`` and nudge the running sidecar, so they return at once and
 work the same way the live scheduler does.
 """
 
@@ -52,15 +52,23 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="run a job under supervision (exit code: see docs)")
     run.add_argument("--job-dir", required=True, help="directory holding the job's files")
     run.add_argument("--gpus", type=_gpus, help="GPU ids, e.g. 0,1 (default: the job's last)")
-    run.add_argument("--simulated-gpus", action="store_true", help="ids are labels: N CPU devices")
+    run.add_argument(
+        "--simulated", action="store_true", help="GPU ids are labels: as many logical CPU devices"
+    )
     run.add_argument("--generation", type=int, help="lease generation to start with")
     run.add_argument("--epochs", type=_positive(int), help="override the epochs of every fit()")
-    run.add_argument("--checkpoint-every", type=_positive(float), default=60.0, metavar="S")
     run.add_argument(
-        "--batch-policy", choices=("keep-global", "keep-per-replica"), default="keep-global"
+        "--checkpoint-interval",
+        type=_positive(float),
+        default=P.DEFAULT_CHECKPOINT_INTERVAL_S,
+        metavar="S",
+        help="seconds between periodic checkpoints (they bound the work lost on a crash)",
+    )
+    run.add_argument(
+        "--batch-policy", choices=P.BatchPolicy.values(), default=P.BatchPolicy.KEEP_GLOBAL.value
     )
     run.add_argument("--lr-warmup-steps", type=int, default=100, metavar="N")
-    run.add_argument("--mechanism", choices=("sidecar", "termination"), default="sidecar")
+    run.add_argument("--mechanism", choices=P.Mechanism.values(), default=P.Mechanism.SIDECAR.value)
     run.add_argument("--max-restarts", type=int, default=3, metavar="K")
     run.add_argument("--stop-timeout", type=_positive(float), default=120.0, metavar="S")
     run.add_argument("--backoff", type=float, default=1.0, metavar="S", help="first retry delay")
@@ -77,7 +85,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--batch", type=_positive(int), default=32, help="synthetic: step size")
     run.add_argument("--scheduler-url", help="heartbeat endpoint (secret: $ELASTIC_GPU_JOB_SECRET)")
     run.add_argument("--job-id", help="job id reported to the scheduler")
-    run.add_argument("--heartbeat", type=_positive(float), default=2.0, metavar="S")
+    run.add_argument(
+        "--heartbeat", type=_positive(float), default=P.DEFAULT_HEARTBEAT_INTERVAL_S, metavar="S"
+    )
     run.add_argument("--fresh", action="store_true", help="discard this job dir's previous state")
     run.add_argument("--quiet", action="store_true", help="do not echo events to stderr")
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- script.py [args]")
@@ -119,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
 # -- run ----------------------------------------------------------------------------------------
 _STATE_FILES = (
     P.STATUS,
-    P.CONTROL,
+    P.LEASE,
     P.RESULT,
     P.PROGRESS,
     P.MODEL,
@@ -150,7 +160,7 @@ def _command(args, parser, job: JobDir) -> dict:
 
         parse_profile(args.profile)
         new = {
-            "kind": "synthetic",
+            "kind": P.JobKind.SYNTHETIC.value,
             "profile": args.profile,
             "work": args.work,
             "time_scale": args.time_scale,
@@ -160,7 +170,7 @@ def _command(args, parser, job: JobDir) -> dict:
         script = Path(cmd[0])
         if not script.is_file():
             parser.error(f"script not found: {cmd[0]}")
-        new = {"kind": "script", "script": str(script.resolve()), "args": cmd[1:]}
+        new = {"kind": P.JobKind.SCRIPT.value, "script": str(script.resolve()), "args": cmd[1:]}
     elif isinstance(prev, dict):
         new = {
             k: prev[k]
@@ -178,11 +188,11 @@ def _command(args, parser, job: JobDir) -> dict:
     new.update(
         cwd=(prev or {}).get("cwd", os.getcwd()) if same else os.getcwd(),
         epochs=args.epochs,
-        checkpoint_every=args.checkpoint_every,
+        checkpoint_interval=args.checkpoint_interval,
         batch_policy=args.batch_policy,
         lr_warmup_steps=args.lr_warmup_steps,
         seed=(prev or {}).get("seed") if same else random.randrange(1 << 31),
-        simulated=args.simulated_gpus or bool(same and (prev or {}).get("simulated")),
+        simulated=args.simulated or bool(same and (prev or {}).get("simulated")),
         reference_replicas=(prev or {}).get("reference_replicas") if same else None,
         created_at=(prev or {}).get("created_at", time.time()),
     )
@@ -212,7 +222,7 @@ def cmd_run(args, parser) -> int:
         generation=args.generation,
         simulated=command["simulated"],
         command=command,
-        mechanism=args.mechanism,
+        mechanism=P.Mechanism(args.mechanism),
         max_restarts=args.max_restarts,
         stop_timeout=args.stop_timeout,
         backoff=args.backoff,
@@ -258,24 +268,24 @@ def _nudge(job: JobDir) -> int | None:
 
 def cmd_resize(args, parser) -> int:
     job = _existing_job(args.job_dir)
-    current = job.read_control()
+    current = job.read_lease()
     status = job.read_status() or {}
     gens = [g for g in (current and current.generation, status.get("generation")) if g is not None]
-    control = P.Control(max(gens, default=0) + 1, args.gpus, "run")
-    job.write_control(control)
+    lease = P.Lease(max(gens, default=0) + 1, args.gpus, P.LeaseAction.RUN)
+    job.write_lease(lease)
     pid = _nudge(job)
     where = f"sidecar {pid} nudged" if pid else "no sidecar running: applies at the next run"
-    print(f"requested generation {control.generation} on gpus {','.join(args.gpus)} ({where})")
+    print(f"requested generation {lease.generation} on gpus {','.join(args.gpus)} ({where})")
     return 0
 
 
 def cmd_stop(args, parser) -> int:
     job = _existing_job(args.job_dir)
-    current = job.read_control()
+    current = job.read_lease()
     if current is None:
-        raise ValueError(f"{job.path} has no control.json: is it a job dir?")
-    action = "cancel" if args.cmd == "cancel" else "stop"
-    job.write_control(P.Control(current.generation, current.gpus, action))
+        raise ValueError(f"{job.path} has no {P.LEASE}: is it a job dir?")
+    action = P.LeaseAction.CANCEL if args.cmd == "cancel" else P.LeaseAction.STOP
+    job.write_lease(P.Lease(current.generation, current.gpus, action))
     pid = _nudge(job)
     print(
         f"{args.cmd} requested" + (f" (sidecar {pid} nudged)" if pid else " (no sidecar running)")

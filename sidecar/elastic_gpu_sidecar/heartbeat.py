@@ -15,10 +15,12 @@ import urllib.error
 import urllib.request
 from collections.abc import Callable
 
-from .protocol import Control
+from .protocol import ENV_SECRET, Lease
 
 
-class SchedulerClient:
+class HeartbeatClient:
+    """The sidecar's side of the heartbeat route (docs/api.md)."""
+
     def __init__(
         self,
         url: str,
@@ -27,7 +29,7 @@ class SchedulerClient:
         *,
         interval: float,
         snapshot: Callable[[], dict],
-        on_lease: Callable[[Control], None],
+        on_lease: Callable[[Lease], None],
         log: Callable[[str], None],
         timeout: float = 5.0,
     ):
@@ -63,7 +65,7 @@ class SchedulerClient:
             self.beat()
             self._stop.wait(self.interval)
 
-    def beat(self) -> Control | None:
+    def beat(self) -> Lease | None:
         """Send one heartbeat; apply and return the lease from the answer, if any."""
         body = dict(self.snapshot(), job_id=self.job_id)
         req = urllib.request.Request(
@@ -83,7 +85,7 @@ class SchedulerClient:
                 self._report(
                     f"http{e.code}",
                     f"scheduler rejected this job's credentials (HTTP {e.code}): check "
-                    "ELASTIC_GPU_JOB_SECRET and --job-id; the job keeps running on its lease",
+                    f"{ENV_SECRET} and --job-id; the job keeps running on its lease",
                 )
             else:
                 self._report(f"http{e.code}", f"scheduler answered HTTP {e.code}; retrying")
@@ -98,7 +100,7 @@ class SchedulerClient:
             return None
         self.sent += 1
         try:
-            lease = Control.from_json(json.loads(payload))
+            lease = Lease.from_json(json.loads(payload))
         except ValueError as e:
             self._report("bad", f"scheduler sent an invalid lease ({e}); ignoring it")
             return None

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 import numpy as np
 import tensorflow as tf
 
+from . import protocol as P
+
 KERAS_DEFAULT_BATCH = 32
 
 
@@ -36,6 +38,9 @@ class InputPlan:
     sample_batch: object = None  # one batch, to build the model before a restore
     notes: list[str] = field(default_factory=list)
     replayed: int = 0  # batches trained again because the input cannot be skipped
+    # the numbering of an unresized run, which user callbacks see (callback.Numbering):
+    script_batch: int | None = None  # the global batch the script asked for
+    script_steps: int | None = None  # batches per epoch at that batch (Keras' params["steps"])
 
 
 def classify(x) -> str:
@@ -72,7 +77,7 @@ def _to_numpy(obj):
 
 def policy_batch(batch: int, replicas: int, reference: int, policy: str) -> int:
     """The global batch of this generation under the batch policy."""
-    if policy == "keep-per-replica":
+    if policy == P.BatchPolicy.KEEP_PER_REPLICA:
         return max(1, round(batch * replicas / reference))
     return batch
 
@@ -200,6 +205,13 @@ def _plan_arrays(args, e0, s0, epochs, replicas, ref, policy, seed) -> InputPlan
         )
     sample = tf.nest.map_structure(lambda a: a[: min(gb, n)], tensors)
     offset = steps - math.ceil((n - s0) / gb) if s0 else 0  # the epoch still ends at `steps`
+    notes = [f"arrays: {n} samples, epoch order seeded per epoch (exact resume)"]
+    user_spe = args["steps_per_epoch"]
+    if user_spe and user_spe < math.ceil(n / batch):  # Keras: epochs of part of a pass
+        notes.append(
+            f"steps_per_epoch={user_spe} is not applied to array input: every epoch is one "
+            f"pass over the {n} samples ({math.ceil(n / batch)} batches of {batch})"
+        )
     return InputPlan(
         "arrays",
         segments,
@@ -209,7 +221,9 @@ def _plan_arrays(args, e0, s0, epochs, replicas, ref, policy, seed) -> InputPlan
         gb,
         n,
         sample,
-        [f"arrays: {n} samples, epoch order seeded per epoch (exact resume)"],
+        notes,
+        script_batch=batch,
+        script_steps=math.ceil(n / batch),
     )
 
 
@@ -243,7 +257,7 @@ def _plan_dataset(args, e0, b0, s0, epochs, replicas, ref, policy) -> InputPlan:
     batch = dataset_batch(ds)
     gb = batch
     notes = ["tf.data input: a resumed epoch skips the batches already trained"]
-    if policy == "keep-per-replica" and batch and replicas != ref:
+    if policy == P.BatchPolicy.KEEP_PER_REPLICA and batch and replicas != ref:
         gb = policy_batch(batch, replicas, ref, policy)
         notes.append(f"dataset re-batched from {batch} to {gb} samples per step")
     rebatched = gb != batch
@@ -284,13 +298,17 @@ def _plan_dataset(args, e0, b0, s0, epochs, replicas, ref, policy) -> InputPlan:
         per_epoch_b = user_spe or 0  # an infinite stream continues across epochs
         per_epoch_s = (user_spe or 0) * (batch or 0)
         if (b0 or s0) and e0 < epochs:
+            rest = None
+            if steps and user_spe:
+                # counted in samples: b0 is in the steps of the generation that wrote it
+                rest = math.ceil((user_spe * batch - s0) / gb) if batch and gb else steps - b0
             segments.append(
                 _segment(
                     args,
                     x=view(e0 * per_epoch_b + b0, e0 * per_epoch_s + s0),
                     initial_epoch=e0,
                     epochs=e0 + 1,
-                    steps_per_epoch=steps - b0 if steps and user_spe else None,
+                    steps_per_epoch=rest,
                 )
             )
             first = e0 + 1
@@ -315,6 +333,8 @@ def _plan_dataset(args, e0, b0, s0, epochs, replicas, ref, policy) -> InputPlan:
         _peek(ds),
         notes,
         replayed=replayed,
+        script_batch=batch,
+        script_steps=user_spe or (card if card >= 0 else None),
     )
 
 
@@ -332,7 +352,7 @@ def _plan_replay(args, e0, b0, epochs, policy) -> InputPlan:
             f"input of type {type(args['x']).__name__} cannot be skipped exactly: epoch "
             f"{e0 + 1} is replayed from its start ({b0} batches run again)"
         )
-    if policy == "keep-per-replica":
+    if policy == P.BatchPolicy.KEEP_PER_REPLICA:
         notes.append("keep-per-replica cannot re-batch this input; its batch size is kept")
     x, sample = args["x"], None
     if hasattr(x, "__getitem__") and hasattr(x, "__len__"):  # PyDataset / Sequence
@@ -360,7 +380,20 @@ def _plan_replay(args, e0, b0, epochs, policy) -> InputPlan:
         leaves = tf.nest.flatten(sample)
         if leaves and getattr(leaves[0], "shape", None) is not None and len(leaves[0].shape):
             batch = int(leaves[0].shape[0])
-    return InputPlan("replay", segments, 0, 0, steps, batch, None, sample, notes, replayed=b0)
+    return InputPlan(
+        "replay",
+        segments,
+        0,
+        0,
+        steps,
+        batch,
+        None,
+        sample,
+        notes,
+        replayed=b0,
+        script_batch=batch,  # never re-batched
+        script_steps=steps,
+    )
 
 
 def _chain(first, rest):

@@ -8,6 +8,7 @@ crash never leaves a half-written one behind.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import struct
@@ -93,16 +94,38 @@ class JobDir:
             sys.stderr.write(f"[elastic-gpu] {message}\n")
             sys.stderr.flush()
 
-    def read_control(self) -> P.Control | None:
-        obj = read_json(self.path / P.CONTROL)
-        return None if obj is None else P.Control.from_json(obj)
+    def read_lease(self) -> P.Lease | None:
+        """The desired lease, or None before the first one; ValueError when it is invalid."""
+        obj = read_json(self.path / P.LEASE)
+        return None if obj is None else P.Lease.from_json(obj)
 
-    def write_control(self, control: P.Control) -> None:
-        atomic_write_json(self.path / P.CONTROL, control.to_json())
+    def write_lease(self, lease: P.Lease) -> None:
+        """Publish the desired lease; stamped with the time this side learned of it."""
+        if lease.requested_at is None:
+            lease = P.Lease(lease.generation, list(lease.gpus), lease.action, time.time())
+        atomic_write_json(self.path / P.LEASE, lease.to_json())
 
     def read_status(self) -> dict | None:
         obj = read_json(self.path / P.STATUS)
         return obj if isinstance(obj, dict) else None
+
+    def claim(self):
+        """Lock the job dir for this sidecar and record its pid; returns the open pid file,
+        which holds the lock until it is closed. SystemExit when another sidecar runs it."""
+        other = self.sidecar_pid()
+        if other is not None and other != os.getpid():
+            raise SystemExit(f"another sidecar (pid {other}) already runs this job dir")
+        pidfile = open(self.path / P.PIDFILE, "a+")  # noqa: SIM115 - kept open: it is the lock
+        try:
+            fcntl.flock(pidfile, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            pidfile.close()
+            raise SystemExit("another sidecar already runs this job dir") from None
+        pidfile.seek(0)
+        pidfile.truncate()
+        pidfile.write(f"{os.getpid()}\n")
+        pidfile.flush()
+        return pidfile
 
     def sidecar_pid(self) -> int | None:
         """The pid of a live sidecar of this job, or None (stale pid files are ignored)."""

@@ -1,21 +1,117 @@
-"""Names and numbers that cross a process boundary, defined once.
+"""The vocabulary that crosses a process boundary, defined once.
 
-The sidecar, the trainer, the synthetic workload, the CLI commands and the live scheduler
-all meet in the job directory and in exit codes; keeping every file name, code, state and
-environment variable here means the two sides of each contract cannot drift apart.
+The sidecar, the trainer, the synthetic workload, the CLI, the live scheduler and its REST API
+all meet here: job and sidecar states, lease actions, batch policies, resize mechanisms, the
+lease itself, every file name in the job directory, every environment variable handed to a
+sidecar or a trainer, and exit codes. The scheduler imports this module (the sidecar imports
+nothing of the scheduler), so the two sides of each contract cannot drift apart.
+Standard library only.
 """
 
 from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from enum import Enum
+
+
+class Vocabulary(str, Enum):
+    """A string enum: equal to its value, written to JSON and printed as it."""
+
+    __str__ = str.__str__
+    __format__ = str.__format__
+
+    @classmethod
+    def values(cls) -> tuple[str, ...]:
+        return tuple(member.value for member in cls)
+
+
+class JobState(Vocabulary):
+    """A job as the scheduler sees it (docs/api.md)."""
+
+    QUEUED = "queued"  # waiting for GPUs (never started, or suspended: see its reason)
+    STARTING = "starting"  # GPUs granted, sidecar starting
+    RUNNING = "running"
+    RESIZING = "resizing"  # checkpointing to restart on another GPU count
+    STOPPING = "stopping"  # checkpointing to stop (suspend or cancel)
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def final(self) -> bool:
+        return self in FINAL_JOB_STATES
+
+    @property
+    def active(self) -> bool:
+        """Holds, or is about to hold, GPUs."""
+        return self in ACTIVE_JOB_STATES
+
+
+FINAL_JOB_STATES = frozenset({JobState.DONE, JobState.FAILED, JobState.CANCELLED})
+ACTIVE_JOB_STATES = frozenset(
+    {JobState.STARTING, JobState.RUNNING, JobState.RESIZING, JobState.STOPPING}
+)
+
+
+class SidecarState(Vocabulary):
+    """What a sidecar reports about its trainer (``status.json`` and heartbeats)."""
+
+    STARTING = "starting"
+    RUNNING = "running"
+    RESIZING = "resizing"
+    RESTARTING = "restarting"  # after a crash, from the last checkpoint
+    SUSPENDED = "suspended"  # stopped after a checkpoint; resumable
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+
+    @property
+    def ended(self) -> bool:
+        """The sidecar has exited (or is about to) in this state."""
+        return self in ENDED_SIDECAR_STATES
+
+
+ENDED_SIDECAR_STATES = frozenset(
+    {SidecarState.SUSPENDED, SidecarState.DONE, SidecarState.FAILED, SidecarState.CANCELLED}
+)
+
+
+class LeaseAction(Vocabulary):
+    RUN = "run"  # run on the lease's GPUs
+    STOP = "stop"  # checkpoint and stop, resumable (suspend)
+    CANCEL = "cancel"  # checkpoint and stop for good
+
+
+class BatchPolicy(Vocabulary):
+    """What a resize keeps constant (docs/sidecar.md)."""
+
+    KEEP_GLOBAL = "keep-global"  # the global batch: the per-replica batch changes
+    KEEP_PER_REPLICA = "keep-per-replica"  # the per-replica batch: the learning rate scales
+
+
+class Mechanism(Vocabulary):
+    """How a running job changes GPUs."""
+
+    SIDECAR = "sidecar"  # checkpoint at the next step, restart: no work lost
+    TERMINATION = "termination"  # kill, restart from the last periodic checkpoint
+
+
+class JobKind(Vocabulary):
+    SCRIPT = "script"  # a Keras/TensorFlow script
+    SYNTHETIC = "synthetic"  # no TensorFlow: steps timed from a speed profile
+
 
 # --- files in the job directory -------------------------------------------------------------
-CONTROL = "control.json"  # desired lease, written by resize/cancel/suspend or the scheduler client
+SCRIPT = "script.py"  # the training code, written by whoever launches the sidecar
+INPUTS = "inputs.json"  # notebook variables passed with the job (base64 pickles), mode 0600
+LEASE = "lease.json"  # the desired lease, written by the scheduler client or the CLI
 STATUS = "status.json"  # what the sidecar is doing, rewritten atomically on every change
 PROGRESS = "progress.jsonl"  # one record a line, appended by the trainer
 TRAINER_LOG = "trainer.log"  # trainer stdout+stderr, all generations
 SIDECAR_LOG = "sidecar.log"  # human-readable sidecar events
+SIDECAR_OUT = "sidecar.out"  # the sidecar process's own stdout+stderr (crashes of the sidecar)
+LOGS = {"trainer": TRAINER_LOG, "sidecar": SIDECAR_LOG}  # what ``logs`` shows, by name
 CHECKPOINTS = "checkpoints"  # atomic checkpoints + the ``latest`` pointer
 MODEL = "model.keras"  # final model, saved by the bootstrap after the script ends
 MODEL_WEIGHTS = "model.weights.h5"  # fallback when the model cannot be serialised whole
@@ -24,6 +120,10 @@ PIDFILE = "sidecar.pid"  # pid of the running sidecar, for resize/cancel nudges
 JOB = "job.json"  # static job configuration (script, options), so a later run can resume
 TRAINER_ERROR = "trainer-error.json"  # the trainer's last error (type, message, traceback, hint)
 LIVE = "live.step"  # 24 bytes the trainer updates every step: generation, global step, time
+
+# --- defaults shared by the scheduler and the sidecar ---------------------------------------
+DEFAULT_CHECKPOINT_INTERVAL_S = 60.0  # periodic checkpoints bound the work lost on a crash
+DEFAULT_HEARTBEAT_INTERVAL_S = 2.0  # sidecar -> scheduler
 
 # --- trainer exit codes (the trainer process, seen by the sidecar) -------------------------
 TRAINER_DONE = 0
@@ -38,20 +138,8 @@ EXIT_USAGE = 2
 EXIT_SUSPENDED = 3
 EXIT_CANCELLED = 4
 
-STATES = (
-    "starting",
-    "running",
-    "resizing",
-    "restarting",
-    "suspended",
-    "done",
-    "failed",
-    "cancelled",
-)
-FINAL_STATES = ("suspended", "done", "failed", "cancelled")
-ACTIONS = ("run", "stop", "cancel")
-
-# --- environment handed to the trainer ------------------------------------------------------
+# --- environment handed to the sidecar (by a launcher) and to the trainer (by the sidecar) ---
+ENV_SECRET = "ELASTIC_GPU_JOB_SECRET"  # per-job secret for the scheduler, never on argv
 ENV_JOB_DIR = "ELASTIC_GPU_JOB_DIR"
 ENV_GENERATION = "ELASTIC_GPU_GENERATION"
 ENV_GPUS = "ELASTIC_GPU_GPUS"  # comma-separated GPU ids of the lease (labels when simulated)
@@ -59,53 +147,70 @@ ENV_SIMULATED = "ELASTIC_GPU_SIMULATED"  # "1": give the trainer len(gpus) logic
 ENV_SIDECAR_PID = "ELASTIC_GPU_SIDECAR_PID"  # the trainer exits if its parent is not this pid
 ENV_PROGRESS_INTERVAL = "ELASTIC_GPU_PROGRESS_INTERVAL"  # seconds between progress records
 ENV_LOGICAL_MEMORY_MB = "ELASTIC_GPU_LOGICAL_MEMORY_MB"  # per logical GPU when an id repeats
-ENV_SECRET = "ELASTIC_GPU_JOB_SECRET"  # per-job secret for the scheduler, never on argv
+
+#: Longest GPU id accepted anywhere (NVML indices and UUIDs are far shorter).
+MAX_GPU_ID_CHARS = 64
+
+
+def check_gpu_id(gpu: str) -> str:
+    """A GPU id as used in leases: letters, digits and ``-_:.``; ValueError otherwise."""
+    if not gpu or len(gpu) > MAX_GPU_ID_CHARS or not all(c.isalnum() or c in "-_:." for c in gpu):
+        raise ValueError(f"invalid GPU id {gpu!r}")
+    return gpu
 
 
 def parse_gpus(text: str) -> list[str]:
     """Parse ``"0,1,2"`` into ``["0", "1", "2"]``; an empty string means no GPUs."""
-    gpus = [g.strip() for g in text.split(",") if g.strip()]
-    for g in gpus:
-        if not all(c.isalnum() or c in "-_:." for c in g):
-            raise ValueError(f"invalid GPU id {g!r}")
-    return gpus
+    return [check_gpu_id(g.strip()) for g in text.split(",") if g.strip()]
 
 
 @dataclass
-class Control:
-    """The desired lease: what the sidecar reconciles toward (level-triggered)."""
+class Lease:
+    """The GPUs a job may run on, and what to do with them.
 
-    generation: int
-    gpus: list[str]
-    action: str = "run"
-    requested_at: float = field(default_factory=time.time)
+    The scheduler publishes the lease it wants; the sidecar reconciles its trainer toward it
+    (level-triggered: a lost message changes nothing, the next one converges). ``generation``
+    only grows. ``requested_at`` is when the sidecar's side learned of the lease: the resize
+    pause is timed from it; the scheduler leaves it unset.
+    """
+
+    generation: int = 0
+    gpus: list[str] = field(default_factory=list)
+    action: LeaseAction = LeaseAction.RUN
+    requested_at: float | None = None
+
+    def __post_init__(self) -> None:
+        self.action = LeaseAction(self.action)
 
     def to_json(self) -> dict:
-        return {
+        out: dict = {
             "generation": self.generation,
             "gpus": list(self.gpus),
-            "action": self.action,
-            "requested_at": self.requested_at,
+            "action": self.action.value,
         }
+        if self.requested_at is not None:
+            out["requested_at"] = self.requested_at
+        return out
 
     @classmethod
-    def from_json(cls, obj: object) -> Control:
-        """Validate a control document (from the file or a scheduler response)."""
+    def from_json(cls, obj: object) -> Lease:
+        """Validate a lease document (the lease file or a scheduler's answer); ValueError."""
         if not isinstance(obj, dict):
-            raise ValueError("control must be a JSON object")
+            raise ValueError("a lease must be a JSON object")
         gen = obj.get("generation")
         if not isinstance(gen, int) or isinstance(gen, bool) or gen < 0:
             raise ValueError(f"generation must be a non-negative integer, got {gen!r}")
         gpus = obj.get("gpus")
         if not isinstance(gpus, list) or not all(isinstance(g, str) for g in gpus):
             raise ValueError(f"gpus must be a list of strings, got {gpus!r}")
-        parse_gpus(",".join(gpus))
-        action = obj.get("action", "run")
-        if action not in ACTIONS:
-            raise ValueError(f"action must be one of {ACTIONS}, got {action!r}")
-        if action == "run" and not gpus:
+        for gpu in gpus:
+            check_gpu_id(gpu)
+        action = obj.get("action", LeaseAction.RUN.value)
+        if action not in LeaseAction.values():
+            raise ValueError(f"action must be one of {LeaseAction.values()}, got {action!r}")
+        if action == LeaseAction.RUN and not gpus:
             raise ValueError("action 'run' needs at least one GPU")
         req = obj.get("requested_at")
         if not isinstance(req, (int, float)) or isinstance(req, bool):
             req = time.time()
-        return cls(gen, list(gpus), action, float(req))
+        return cls(gen, list(gpus), LeaseAction(action), float(req))

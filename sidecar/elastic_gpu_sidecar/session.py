@@ -3,7 +3,8 @@
 A ``FitSession`` plans the input (see inputs.py), restores the checkpoint of an interrupted
 call, runs Keras' own ``fit`` once or twice (the rest of an interrupted epoch, then the
 remaining epochs) with the elastic callbacks added, and writes the checkpoints: periodic ones
-in the background, one on a stop request, one when the call finishes.
+in the background, one on a stop request, one when the call finishes. The user's callbacks
+see one uninterrupted, unresized ``fit`` (see ``UserCallback`` in callback.py).
 """
 
 from __future__ import annotations
@@ -18,8 +19,9 @@ import numpy as np
 import tensorflow as tf
 
 from . import inputs, tfstate
+from . import protocol as P
 from .batching import LearningRateScale, describe
-from .callback import ElasticCallback, EpochsProgbar, SegmentProxy
+from .callback import ElasticCallback, ElasticProgbar, Numbering, UserCallback
 from .tlog import log
 
 if TYPE_CHECKING:
@@ -89,7 +91,7 @@ class FitSession:
             policy=rt.policy,
             seed=rt.seed + 7919 * k,
         )
-        target = rt.replicas / rt.reference if rt.policy == "keep-per-replica" else 1.0
+        target = rt.replicas / rt.reference if rt.policy == P.BatchPolicy.KEEP_PER_REPLICA else 1.0
         self.lr = LearningRateScale(
             self.lr_start, target, int(rt.config.get("lr_warmup_steps") or 0), log
         )
@@ -213,22 +215,23 @@ class FitSession:
         user = list(user)
         segments = self.plan.segments
         model = self.model
+        numbering = Numbering.of(self.plan, self.start_epoch, self.epochs)
+        # Keras' own view is right for a plain run: one call, batches numbered as the script's
+        view = len(segments) > 1 or not numbering.identity
+        has_bar = any(isinstance(c, keras.callbacks.ProgbarLogger) for c in user)
         for i, seg in enumerate(segments):
+            last = i == len(segments) - 1
             cbs = user
-            if len(segments) > 1:  # user callbacks must see one train begin and one train end
-                cbs = [
-                    c
-                    if isinstance(c, (keras.callbacks.History, keras.callbacks.ProgbarLogger))
-                    else SegmentProxy(c, begin=i == 0, end=i == len(segments) - 1)
-                    for c in user
-                ]
+            if view:
+                cbs = [UserCallback.wrap(c, numbering, begin=i == 0, end=last) for c in user]
             ours = [self.lr, self.cb]
-            if seg["epochs"] - seg["initial_epoch"] == 1 and self.epochs > seg["epochs"]:
-                has_bar = any(isinstance(c, keras.callbacks.ProgbarLogger) for c in user)
-                if seg.get("verbose", "auto") != 0 and not has_bar:
-                    ours.insert(0, EpochsProgbar(self.epochs))
-            orig(model, **dict(seg, callbacks=[*cbs, *ours]))
+            if view and seg.get("verbose", "auto") != 0 and not has_bar:
+                ours.insert(0, ElasticProgbar(numbering))
+            orig(model, **dict(seg, callbacks=[self.cb.gate, *cbs, *ours]))
             if model.stop_training:
+                if view and not last:  # stopped early: the user's callbacks still get one end
+                    for c in cbs:
+                        c.end_now()
                 break
         self.rt.completed[str(self.k)] = {"slot": self.slot, "history": self.history}
         ckpt = self.checkpoint("fit finished", fit_done=True)

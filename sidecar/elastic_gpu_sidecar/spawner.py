@@ -20,7 +20,9 @@ from .procs import describe_exit, kill_group, spawn
 PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
 
 
-class Launcher:
+class TrainerSpawner:
+    """Starts the trainer processes of one job (the scheduler's launchers start sidecars)."""
+
     def __init__(self, job: JobDir, command: dict, *, simulated: bool, python: str, log):
         self.job = job
         self.command = command
@@ -29,7 +31,7 @@ class Launcher:
         self.log = log
         self.standby: subprocess.Popen | None = None
 
-    def lease_env(self, lease: P.Control) -> dict:
+    def lease_env(self, lease: P.Lease) -> dict:
         unique = list(dict.fromkeys(lease.gpus))
         return {
             P.ENV_GENERATION: str(lease.generation),
@@ -38,7 +40,7 @@ class Launcher:
             "CUDA_VISIBLE_DEVICES": "" if self.simulated else ",".join(unique),
         }
 
-    def env(self, lease: P.Control | None) -> dict:
+    def env(self, lease: P.Lease | None) -> dict:
         env = dict(os.environ)
         env.pop(P.ENV_SECRET, None)  # the scheduler secret is the sidecar's, not the script's
         if lease is not None:
@@ -57,7 +59,7 @@ class Launcher:
 
     def argv(self) -> list[str]:
         c = self.command
-        if c["kind"] == "synthetic":
+        if c["kind"] == P.JobKind.SYNTHETIC:
             return [
                 self.python,
                 "-m",
@@ -70,12 +72,12 @@ class Launcher:
                 str(c["time_scale"]),
                 "--batch",
                 str(c["batch"]),
-                "--checkpoint-every",
-                str(c["checkpoint_every"]),
+                "--checkpoint-interval",
+                str(c["checkpoint_interval"]),
             ]
         return [self.python, "-m", "elastic_gpu_sidecar.trainer"]
 
-    def start(self, lease: P.Control) -> tuple[subprocess.Popen, bool]:
+    def start(self, lease: P.Lease) -> tuple[subprocess.Popen, bool]:
         """Start a trainer on ``lease``; True when the standby interpreter was used."""
         proc = self._activate_standby(lease)
         if proc is not None:
@@ -88,7 +90,7 @@ class Launcher:
         )
         return proc, False
 
-    def _activate_standby(self, lease: P.Control) -> subprocess.Popen | None:
+    def _activate_standby(self, lease: P.Lease) -> subprocess.Popen | None:
         sb, self.standby = self.standby, None
         if sb is None or sb.poll() is not None:
             return None
@@ -102,7 +104,7 @@ class Launcher:
 
     def ensure_standby(self) -> None:
         """Keep one interpreter with TensorFlow imported ready for the next restart."""
-        if self.command.get("kind") != "script":
+        if self.command.get("kind") != P.JobKind.SCRIPT:
             return
         if self.standby is not None and self.standby.poll() is None:
             return

@@ -1,6 +1,6 @@
 """The sidecar: supervise one trainer and reconcile it toward the desired lease.
 
-The loop is level-triggered: it reads ``control.json`` (written by the CLI or the scheduler
+The loop is level-triggered: it reads ``lease.json`` (written by the CLI or the scheduler
 client) every 0.2 s or when nudged by a signal, compares it with the lease the trainer runs
 on, and acts: ask the trainer to checkpoint and stop (SIGUSR1), wait, restart it on the new
 GPUs. Crashes are retried with exponential backoff; a user's bug is not. Everything the
@@ -10,29 +10,28 @@ sidecar knows is in ``status.json``; everything it does is in ``sidecar.log``.
 from __future__ import annotations
 
 import contextlib
-import fcntl
 import os
 import signal
-import statistics
 import subprocess
 import sys
 import threading
 import time
-from collections import deque
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from . import protocol as P
-from .client import SchedulerClient
-from .jobdir import JobDir, ProgressTail, atomic_write_json, read_json, read_live
-from .launcher import Launcher
+from .heartbeat import HeartbeatClient
+from .jobdir import JobDir, ProgressTail, atomic_write_json, read_live
+from .measurements import Measurements
 from .procs import describe_exit, kill_group, reap_group
+from .report import result_document, trainer_error
+from .spawner import TrainerSpawner
 
+S = P.SidecarState
 FINAL_EXIT = {
-    "done": P.EXIT_DONE,
-    "failed": P.EXIT_FAILED,
-    "suspended": P.EXIT_SUSPENDED,
-    "cancelled": P.EXIT_CANCELLED,
+    S.DONE: P.EXIT_DONE,
+    S.FAILED: P.EXIT_FAILED,
+    S.SUSPENDED: P.EXIT_SUSPENDED,
+    S.CANCELLED: P.EXIT_CANCELLED,
 }
 
 
@@ -43,14 +42,14 @@ class Options:
     generation: int | None = None
     simulated: bool = False
     command: dict = field(default_factory=dict)  # what runs: see job.json
-    mechanism: str = "sidecar"
+    mechanism: P.Mechanism = P.Mechanism.SIDECAR
     max_restarts: int = 3
     stop_timeout: float = 120.0
     backoff: float = 1.0
     standby: bool = True
     scheduler_url: str | None = None
     job_id: str | None = None
-    heartbeat: float = 2.0
+    heartbeat: float = P.DEFAULT_HEARTBEAT_INTERVAL_S
     python: str = sys.executable
     echo: bool = True
 
@@ -58,7 +57,7 @@ class Options:
 class _Stop:
     """A stop the sidecar asked for and is waiting on."""
 
-    def __init__(self, kind: str, target: P.Control, timeout: float, entry: dict | None):
+    def __init__(self, kind: str, target: P.Lease, timeout: float, entry: dict | None):
         self.kind = kind  # "resize" | "suspend" | "cancel"
         self.target = target
         self.started = time.monotonic()
@@ -72,27 +71,25 @@ class Sidecar:
         self.opts = opts
         self.job = JobDir(opts.job_dir)
         self.proc: subprocess.Popen | None = None
-        self.running: P.Control | None = None  # lease the current/last trainer was started on
+        self.running: P.Lease | None = None  # lease the current/last trainer was started on
         self.stopping: _Stop | None = None
         self.restart_at: float | None = None
-        self.pending_entry: dict | None = None  # resize waiting for its first step
         self.reached: int | None = None  # step the last trainer reached when it ended
         self.restarts = 0
-        self.resizes: list[dict] = []
+        self.measured = Measurements()
         self.error: dict | None = None
         self.exit_code: int | None = None
-        self.state = "starting"
+        self.state = S.STARTING
         self.last_progress: dict | None = None
-        self.throughput: dict[int, deque] = {}
         self.first_step_seen = False
         self._lock = threading.RLock()
-        self._bad_control: str | None = None
+        self._bad_lease: str | None = None
         self._signals = {"nudge": False, "cancel": 0}
         self._wake_r, self._wake_w = os.pipe()
-        self.launcher = Launcher(
+        self.spawner = TrainerSpawner(
             self.job, opts.command, simulated=opts.simulated, python=opts.python, log=self.log
         )
-        self.client: SchedulerClient | None = None
+        self.heartbeat: HeartbeatClient | None = None
         self.started_at = time.time()
 
     # -- logging and status -------------------------------------------------------------------
@@ -113,10 +110,10 @@ class Sidecar:
             "sidecar_pid": os.getpid(),
             "trainer_pid": self.proc.pid if self.proc else None,
             "restarts": self.restarts,
-            "resizes": self.resizes,
+            "resizes": self.measured.resizes,
             "error": self.error,
             "exit_code": self.exit_code,
-            "model_path": model if self.state == "done" else None,
+            "model_path": model if self.state == S.DONE else None,
             "updated_at": time.time(),
             "job_id": self.opts.job_id,
             "mechanism": self.opts.mechanism,
@@ -131,16 +128,13 @@ class Sidecar:
         """The heartbeat body (everything but job_id, which the client adds)."""
         with self._lock:
             st = self._status()
-            pauses = [r["pause_s"] for r in self.resizes if r.get("pause_s") is not None]
             return {
                 "generation": st["generation"],
                 "gpus": st["gpus"],
                 "state": st["state"],
                 "progress": self.last_progress,
-                "throughput": {
-                    str(r): round(statistics.median(v), 3) for r, v in self.throughput.items() if v
-                },
-                "resize_cost_s": round(statistics.fmean(pauses), 3) if pauses else None,
+                "throughput": self.measured.speed(),
+                "resize_cost_s": self.measured.resize_cost(),
                 "sidecar_pid": st["sidecar_pid"],
                 "trainer_pid": st["trainer_pid"],
                 "restarts": st["restarts"],
@@ -156,10 +150,10 @@ class Sidecar:
     # -- setup --------------------------------------------------------------------------------
     def _setup(self) -> None:
         self.job.create()
-        self._lock_pidfile()
+        self._pidfile = self.job.claim()
         prev = self.job.read_status() or {}
         try:
-            old = self.job.read_control()
+            old = self.job.read_lease()
         except ValueError:
             old = None
         gen = self.opts.generation
@@ -169,10 +163,10 @@ class Sidecar:
         gpus = self.opts.gpus or (old.gpus if old else None) or prev.get("gpus")
         if not gpus:
             raise SystemExit("no GPUs given: pass --gpus")
-        control = P.Control(gen, list(gpus), "run")
-        self.job.write_control(control)
-        self.desired = control
-        self.resizes = list(prev.get("resizes") or [])
+        lease = P.Lease(gen, list(gpus), P.LeaseAction.RUN, time.time())
+        self.job.write_lease(lease)
+        self.desired = lease
+        self.measured = Measurements(prev.get("resizes"))
         atomic_write_json(self.job / P.JOB, self.opts.command)
         for sig in (signal.SIGUSR1, signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, self._on_signal)
@@ -184,7 +178,7 @@ class Sidecar:
             f"({what}, mechanism {self.opts.mechanism}) in {self.job.path}"
         )
         if self.opts.scheduler_url:
-            self.client = SchedulerClient(
+            self.heartbeat = HeartbeatClient(
                 self.opts.scheduler_url,
                 self.opts.job_id or self.job.path.name,
                 os.environ.get(P.ENV_SECRET, ""),
@@ -196,23 +190,9 @@ class Sidecar:
 
     def _describe_command(self) -> str:
         c = self.opts.command
-        if c.get("kind") == "synthetic":
+        if c.get("kind") == P.JobKind.SYNTHETIC:
             return f"synthetic profile {c['profile']} work {c['work']}"
         return " ".join([c.get("script", "?"), *c.get("args", [])])
-
-    def _lock_pidfile(self) -> None:
-        other = self.job.sidecar_pid()
-        if other is not None and other != os.getpid():
-            raise SystemExit(f"another sidecar (pid {other}) already runs this job dir")
-        self._pidfile = open(self.job / P.PIDFILE, "a+")  # noqa: SIM115
-        try:
-            fcntl.flock(self._pidfile, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            raise SystemExit("another sidecar already runs this job dir") from None
-        self._pidfile.seek(0)
-        self._pidfile.truncate()
-        self._pidfile.write(f"{os.getpid()}\n")
-        self._pidfile.flush()
 
     def _on_signal(self, signum, frame) -> None:
         if signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -224,10 +204,10 @@ class Sidecar:
         with contextlib.suppress(OSError):
             os.write(self._wake_w, b"\0")
 
-    def on_scheduler_lease(self, lease: P.Control) -> None:
+    def on_scheduler_lease(self, lease: P.Lease) -> None:
         """Apply the scheduler's desired lease when it is newer or changes the action."""
         try:
-            current = self.job.read_control()
+            current = self.job.read_lease()
         except ValueError:
             current = None
         if (
@@ -239,7 +219,7 @@ class Sidecar:
                 f"scheduler lease: generation {lease.generation} gpus {','.join(lease.gpus)} "
                 f"action {lease.action}"
             )
-            self.job.write_control(lease)
+            self.job.write_lease(lease)
             self.wake()
 
     # -- main loop ----------------------------------------------------------------------------
@@ -247,8 +227,8 @@ class Sidecar:
         self._setup()
         self.tail = ProgressTail(self.job / P.PROGRESS, from_end=True)
         try:
-            if self.client:
-                self.client.start()
+            if self.heartbeat:
+                self.heartbeat.start()
             self._start_trainer(self.desired, "start")
             while self.exit_code is None:
                 self._wait(0.2)
@@ -268,7 +248,7 @@ class Sidecar:
                     "traceback": None,
                     "hint": "this is a sidecar failure, not a problem in your script",
                 }
-                self._finish("failed")
+                self._finish(S.FAILED)
             if not isinstance(e, (KeyboardInterrupt, SystemExit)):
                 raise
         finally:
@@ -291,52 +271,28 @@ class Sidecar:
                 if self.proc is not None:
                     kill_group(self.proc)
                     self.proc.wait()
-                self._finish("cancelled")
+                self._finish(S.CANCELLED)
                 return
             self.log("cancel requested by signal: checkpointing and stopping")
             lease = self.desired
-            self.job.write_control(P.Control(lease.generation, lease.gpus, "cancel"))
-        self._signals["nudge"] = False  # the reconcile below reads control.json anyway
+            self.job.write_lease(P.Lease(lease.generation, lease.gpus, P.LeaseAction.CANCEL))
+        self._signals["nudge"] = False  # the reconcile below reads the lease anyway
 
     def _read_progress(self) -> None:
         for rec in self.tail.read():
             with self._lock:
                 self.last_progress = rec
-                rate, replicas = rec.get("samples_per_s"), rec.get("replicas")
-                if isinstance(rate, (int, float)) and isinstance(replicas, int) and rate > 0:
-                    self.throughput.setdefault(replicas, deque(maxlen=10)).append(rate)
+                self.measured.add_progress(rec)
             if rec.get("first") and self.proc is not None and rec.get("pid") == self.proc.pid:
                 self._on_first_step(rec)
 
     def _on_first_step(self, rec: dict) -> None:
         self.first_step_seen = True
-        resumed = rec.get("resumed_from")
-        replayed = rec.get("replayed") or 0
-        lost = None
-        if self.reached is not None and isinstance(resumed, int):
-            # steps trained again: those after the checkpoint, plus an epoch start replayed
-            # because the input cannot be skipped
-            lost = max(0, self.reached - resumed) + replayed
-        entry = self.pending_entry
-        if entry is not None:
-            entry["first_step_at"] = rec["t"]
-            entry["pause_s"] = round(rec["t"] - entry["requested_at"], 3)
-            entry["lost_steps"] = lost
-            entry["replayed_steps"] = replayed
-            self.log(
-                f"first step on gpus {','.join(self.running.gpus)} "
-                f"({len(self.running.gpus)} replicas) {entry['pause_s']:.2f} s after the request; "
-                f"lost {lost} steps"
-            )
-            self.pending_entry = None
-        elif lost is not None:
-            self.log(f"trainer resumed at step {resumed}; {lost} steps lost since the crash")
-        else:
-            self.log(f"first step on gpus {','.join(self.running.gpus)}")
-        self._set_state("running")
+        self.log(self.measured.first_step(rec, self.reached, self.running.gpus))
+        self._set_state(S.RUNNING)
 
     # -- trainer lifecycle --------------------------------------------------------------------
-    def _start_trainer(self, lease: P.Control, reason: str) -> None:
+    def _start_trainer(self, lease: P.Lease, reason: str) -> None:
         marker = (
             f"\n===== generation {lease.generation} on gpus {','.join(lease.gpus)} "
             f"({len(lease.gpus)} replicas, {'simulated' if self.opts.simulated else 'real'}) "
@@ -347,7 +303,7 @@ class Sidecar:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.job / P.TRAINER_ERROR)
         self.first_step_seen = False
-        proc, from_standby = self.launcher.start(lease)
+        proc, from_standby = self.spawner.start(lease)
         self.proc = proc
         self.running = lease
         self.restart_at = None
@@ -356,35 +312,35 @@ class Sidecar:
             f"trainer {proc.pid} started ({how}) on gpus {','.join(lease.gpus)}, "
             f"generation {lease.generation} [{reason}]"
         )
-        state = {"start": "starting", "resize": "resizing"}.get(reason, "restarting")
+        state = {"start": S.STARTING, "resize": S.RESIZING}.get(reason, S.RESTARTING)
         self._set_state(state)
 
     def _maybe_standby(self) -> None:
         # after the first step (not to slow the start), never while the trainer is replaced
         ready = self.first_step_seen and self.stopping is None
-        if self.opts.standby and self.opts.mechanism == "sidecar" and ready:
-            self.launcher.ensure_standby()
+        if self.opts.standby and self.opts.mechanism == P.Mechanism.SIDECAR and ready:
+            self.spawner.ensure_standby()
 
     def _reconcile(self) -> None:
         try:
-            desired = self.job.read_control()
+            desired = self.job.read_lease()
         except ValueError as e:
-            if self._bad_control != str(e):
-                self.log(f"ignoring invalid control.json: {e}")
-                self._bad_control = str(e)
+            if self._bad_lease != str(e):
+                self.log(f"ignoring an invalid {P.LEASE}: {e}")
+                self._bad_lease = str(e)
             return
         if desired is None:
             return
         self.desired = desired
-        if desired.action in ("stop", "cancel"):
-            kind = "cancel" if desired.action == "cancel" else "suspend"
+        if desired.action != P.LeaseAction.RUN:
+            kind = "cancel" if desired.action == P.LeaseAction.CANCEL else "suspend"
             if self.stopping is not None and (
                 self.stopping.kind == kind or self.stopping.kind == "cancel"
             ):
                 return
             if self.proc is None:
                 self.log(f"{kind} requested while no trainer runs")
-                self._finish("cancelled" if kind == "cancel" else "suspended")
+                self._finish(S.CANCELLED if kind == "cancel" else S.SUSPENDED)
                 return
             self._request_stop(kind, desired)
             return
@@ -397,28 +353,22 @@ class Sidecar:
                 self.stopping.target = desired
                 self.stopping.entry.update(generation=desired.generation, to_gpus=desired.gpus)
             return
-        entry = {
-            "generation": desired.generation,
-            "from_gpus": list(running.gpus),
-            "to_gpus": list(desired.gpus),
-            "requested_at": desired.requested_at,
-            "stopped_at": None,
-            "first_step_at": None,
-            "pause_s": None,
-            "lost_steps": None,
-            "replayed_steps": None,
-            "mechanism": self.opts.mechanism,
-        }
-        self.resizes.append(entry)
+        entry = self.measured.resize_requested(
+            desired.generation,
+            running.gpus,
+            desired.gpus,
+            desired.requested_at,
+            self.opts.mechanism.value,
+        )
         if self.proc is None:  # down, waiting to restart after a crash: restart on the new lease
             entry["stopped_at"] = time.time()
-            self.pending_entry = entry
+            self.measured.pending = entry
             self.running = desired
             self.log(f"lease generation {desired.generation} adopted while the trainer is down")
             return
         self._request_stop("resize", desired, entry)
 
-    def _request_stop(self, kind: str, target: P.Control, entry: dict | None = None) -> None:
+    def _request_stop(self, kind: str, target: P.Lease, entry: dict | None = None) -> None:
         self.stopping = _Stop(kind, target, self.opts.stop_timeout, entry)
         if kind == "resize":
             self.log(
@@ -426,12 +376,11 @@ class Sidecar:
                 f"{','.join(self.running.gpus)} -> {','.join(target.gpus)} "
                 f"(mechanism {self.opts.mechanism})"
             )
-            if self.opts.mechanism == "termination":
+            self._set_state(S.RESIZING)
+            if self.opts.mechanism == P.Mechanism.TERMINATION:
                 self.stopping.killed = True
                 kill_group(self.proc)
-                self._set_state("resizing")
                 return
-            self._set_state("resizing")
         else:
             self.log(f"{kind} requested: asking the trainer to checkpoint and stop")
         with contextlib.suppress(ProcessLookupError):
@@ -460,22 +409,22 @@ class Sidecar:
         at = f" at step {self.reached}" if self.reached is not None else ""
         self.log(f"trainer {proc.pid} ended: {how}{at}")
         if rc == P.TRAINER_DONE:
-            self._finish("done")
+            self._finish(S.DONE)
         elif rc == P.TRAINER_USER_ERROR:
-            self.error = self._trainer_error(rc)
-            self._finish("failed")
+            self.error = trainer_error(self.job, rc)
+            self._finish(S.FAILED)
         elif stop is not None and (rc == P.TRAINER_STOPPED or stop.killed or rc == -signal.SIGUSR1):
             took = time.monotonic() - stop.started
             if rc == P.TRAINER_STOPPED:
                 self.log(f"checkpoint written and trainer stopped {took:.2f} s after the request")
             if stop.kind == "resize":
                 stop.entry["stopped_at"] = time.time()
-                self.pending_entry = stop.entry
+                self.measured.pending = stop.entry
                 if stop.killed:
                     self.log("trainer killed: resuming from the last periodic checkpoint")
                 self._start_trainer(stop.target, "resize")
             else:
-                self._finish("cancelled" if stop.kind == "cancel" else "suspended")
+                self._finish(S.CANCELLED if stop.kind == "cancel" else S.SUSPENDED)
         elif rc == P.TRAINER_STOPPED:
             self.log("trainer stopped without a request from this sidecar: restarting it")
             self._start_trainer(self.running, "restart")
@@ -483,12 +432,12 @@ class Sidecar:
             self._crashed(rc, how)
 
     def _crashed(self, rc: int, how: str) -> None:
-        err = self._trainer_error(rc)
+        err = trainer_error(self.job, rc)
         self.restarts += 1
         if self.restarts > self.opts.max_restarts:
             self.error = err
             self.log(f"trainer failed {self.restarts} times; giving up")
-            self._finish("failed")
+            self._finish(S.FAILED)
             return
         delay = self.opts.backoff * 2 ** (self.restarts - 1)
         self.log(
@@ -496,7 +445,7 @@ class Sidecar:
             f"last checkpoint in {delay:g} s"
         )
         self.restart_at = time.monotonic() + delay
-        self._set_state("restarting")
+        self._set_state(S.RESTARTING)
 
     def _maybe_restart(self) -> None:
         if (
@@ -506,50 +455,27 @@ class Sidecar:
         ):
             self._start_trainer(self.running, "restart")
 
-    def _trainer_error(self, rc: int) -> dict:
-        try:
-            err = read_json(self.job / P.TRAINER_ERROR)
-        except ValueError:
-            err = None
-        if isinstance(err, dict) and rc in (P.TRAINER_USER_ERROR, P.TRAINER_INFRA_ERROR):
-            return {k: err.get(k) for k in ("type", "message", "traceback", "hint")}
-        tail = _log_tail(self.job / P.TRAINER_LOG)
-        return {
-            "type": "TrainerCrashed",
-            "message": f"the trainer process ended unexpectedly ({describe_exit(rc)})",
-            "traceback": tail,
-            "hint": "see trainer.log; a process killed by SIGKILL is often out of host memory",
-        }
-
-    def _finish(self, state: str) -> None:
+    def _finish(self, state: P.SidecarState) -> None:
         self.exit_code = FINAL_EXIT[state]
         self.restart_at = None
         self.state = state
-        if state == "failed" and self.error:
+        if state == S.FAILED and self.error:
             self.log(f"job failed: {self.error['type']}: {self.error['message']}")
         else:
             self.log(f"job {state}")
         self.write_status()
-        if state in ("done", "failed", "cancelled"):
-            st = self._status()
-            prog = self.last_progress or {}
-            atomic_write_json(
-                self.job / P.RESULT,
-                {
-                    "state": state,
-                    "exit_code": self.exit_code,
-                    "model_path": st["model_path"],
-                    "global_step": prog.get("global_step"),
-                    "samples": prog.get("samples"),
-                    "loss": prog.get("loss"),
-                    "metrics": prog.get("metrics"),
-                    "restarts": self.restarts,
-                    "resizes": len(self.resizes),
-                    "error": self.error,
-                    "elapsed_s": round(time.time() - self.started_at, 3),
-                    "finished_at": time.time(),
-                },
+        if state != S.SUSPENDED:
+            result = result_document(
+                state,
+                self.exit_code,
+                self._status()["model_path"],
+                self.last_progress,
+                self.restarts,
+                len(self.measured.resizes),
+                self.error,
+                self.started_at,
             )
+            atomic_write_json(self.job / P.RESULT, result)
 
     def _cleanup(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -558,23 +484,12 @@ class Sidecar:
                 self.proc.wait(5)
         self.proc = None
         with contextlib.suppress(AttributeError):
-            self.launcher.stop_standby()
+            self.spawner.stop_standby()
         with contextlib.suppress(Exception):
             signal.set_wakeup_fd(-1)
-        if self.client is not None:
-            self.client.stop()
-            self.client.beat()  # the final heartbeat: the scheduler learns the end at once
+        if self.heartbeat is not None:
+            self.heartbeat.stop()
+            self.heartbeat.beat()  # the final heartbeat: the scheduler learns the end at once
         with contextlib.suppress(OSError, AttributeError):
             os.unlink(self.job / P.PIDFILE)
             self._pidfile.close()
-
-
-def _log_tail(path: Path, lines: int = 30) -> str:
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - 16384))
-            text = f.read().decode("utf-8", "replace")
-    except OSError:
-        return ""
-    return "\n".join(text.splitlines()[-lines:])

@@ -63,7 +63,7 @@ class SyntheticJob:
         self.work = args.work
         self.batch = args.batch
         self.speed = speed_at(parse_profile(args.profile), self.gpus) * args.time_scale
-        self.checkpoint_every = args.checkpoint_every
+        self.checkpoint_interval = args.checkpoint_interval
         self.store = CheckpointStore(self.job / P.CHECKPOINTS, log=self._log)
         self.stop = StopRequest()
         self.done = 0
@@ -134,7 +134,7 @@ class SyntheticJob:
                 )
             )
 
-        next_ckpt = time.monotonic() + self.checkpoint_every
+        next_ckpt = time.monotonic() + self.checkpoint_interval
         while self.done < self.work:
             due = int((time.monotonic() - t0) / step_time)  # steps finished by now
             new = min(due - gen_steps, steps_total - self.steps)
@@ -157,7 +157,7 @@ class SyntheticJob:
                 break
             if time.monotonic() >= next_ckpt:
                 self.save("periodic")
-                next_ckpt = time.monotonic() + self.checkpoint_every
+                next_ckpt = time.monotonic() + self.checkpoint_interval
             wake = t0 + (gen_steps + 1) * step_time
             time.sleep(min(max(wake - time.monotonic(), 0.002), 0.1))
         report()
@@ -176,7 +176,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--job-dir", default=env.get(P.ENV_JOB_DIR))
     parser.add_argument("--gpus", type=int, default=len(P.parse_gpus(env.get(P.ENV_GPUS, "0"))))
     parser.add_argument("--generation", type=int, default=int(env.get(P.ENV_GENERATION, "1")))
-    parser.add_argument("--checkpoint-every", type=float, default=60.0)
+    parser.add_argument(
+        "--checkpoint-interval", type=float, default=P.DEFAULT_CHECKPOINT_INTERVAL_S
+    )
     args = parser.parse_args(argv)
     if not args.job_dir:
         parser.error("--job-dir is required outside a sidecar")

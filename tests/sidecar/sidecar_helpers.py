@@ -100,7 +100,7 @@ def run_resized(job: Path, script: str, script_args=(), *, plan, extra=()) -> tu
         job,
         "--gpus",
         plan[0][0],
-        "--simulated-gpus",
+        "--simulated",
         *extra,
         "--",
         str(SCRIPTS / script),

@@ -129,7 +129,7 @@ def test_heartbeat_reports_progress_and_applies_the_scheduler_lease(tmp_path, sc
         proc=proc,
         what="the new lease to run",
     )
-    assert json.loads((job / "control.json").read_text())["gpus"] == ["0", "1"]
+    assert json.loads((job / "lease.json").read_text())["gpus"] == ["0", "1"]
 
     def beat_after_resize():
         with scheduler.lock:

@@ -28,7 +28,7 @@ def synthetic(job, *extra, gpus="0", work=12000, scale=10.0, every=60.0):
         str(work),
         "--time-scale",
         str(scale),
-        "--checkpoint-every",
+        "--checkpoint-interval",
         str(every),
         *extra,
     )

@@ -93,7 +93,7 @@ def check_resized_run(job, expected_steps, code, err):
 )
 def test_resize_keeps_every_step(tmp_path, keras, script, n_features, steps, plan):
     job = tmp_path / "job"
-    code, err = run_resized(job, script, plan=plan, extra=("--checkpoint-every", "5"))
+    code, err = run_resized(job, script, plan=plan, extra=("--checkpoint-interval", "5"))
     check_resized_run(job, steps, code, err)
     assert load_and_predict(keras, job, n_features) == steps
     log = (job / "trainer.log").read_text()
@@ -166,8 +166,8 @@ def test_killed_trainer_resumes_from_its_periodic_checkpoint(tmp_path, keras):
         job,
         "--gpus",
         "0,1",
-        "--simulated-gpus",
-        "--checkpoint-every",
+        "--simulated",
+        "--checkpoint-interval",
         "1",
         "--backoff",
         "0.1",
@@ -190,7 +190,7 @@ def test_killed_trainer_resumes_from_its_periodic_checkpoint(tmp_path, keras):
 
 def test_script_error_fails_once_with_traceback_and_hint(tmp_path):
     job = tmp_path / "job"
-    proc = start(job, "--gpus", "0", "--simulated-gpus", "--", str(SCRIPTS / "buggy.py"))
+    proc = start(job, "--gpus", "0", "--simulated", "--", str(SCRIPTS / "buggy.py"))
     code, _, err = finish(proc)
     assert code == P.EXIT_FAILED
     assert "NameError: name 'x_train' is not defined" in err
@@ -205,7 +205,7 @@ def test_script_error_fails_once_with_traceback_and_hint(tmp_path):
 
 def test_suspend_resume_and_cancel(tmp_path, keras):
     job = tmp_path / "job"
-    proc = start(job, "--gpus", "0,1", "--simulated-gpus", "--", str(SCRIPTS / "seq_tfdata.py"))
+    proc = start(job, "--gpus", "0,1", "--simulated", "--", str(SCRIPTS / "seq_tfdata.py"))
     wait_step(job, 1, 30, proc)
     assert cli("suspend", "--job-dir", str(job)).returncode == 0
     code, _, err = finish(proc)
@@ -235,7 +235,7 @@ def test_suspend_resume_and_cancel(tmp_path, keras):
 
 def test_sidecar_sigkill_leaves_no_trainer(tmp_path):
     job = tmp_path / "job"
-    proc = start(job, "--gpus", "0,1", "--simulated-gpus", "--", str(SCRIPTS / "seq_tfdata.py"))
+    proc = start(job, "--gpus", "0,1", "--simulated", "--", str(SCRIPTS / "seq_tfdata.py"))
     # killed while the trainer is still importing TensorFlow ...
     pid = wait_for(
         lambda: (job / "status.json").exists() and status(job)["trainer_pid"],
@@ -248,7 +248,7 @@ def test_sidecar_sigkill_leaves_no_trainer(tmp_path):
     wait_for(lambda: not trainer_pids_alive([pid]), timeout=10, what="the trainer to die")
     # ... and while it trains, with a standby interpreter next to it
     proc = start(
-        job, "--gpus", "0,1", "--simulated-gpus", "--fresh", "--", str(SCRIPTS / "seq_tfdata.py")
+        job, "--gpus", "0,1", "--simulated", "--fresh", "--", str(SCRIPTS / "seq_tfdata.py")
     )
     wait_step(job, 1, 50, proc)
     time.sleep(1)
@@ -262,7 +262,7 @@ def test_sidecar_sigkill_leaves_no_trainer(tmp_path):
 
 def test_resize_while_the_trainer_starts_does_not_wait_for_it(tmp_path):
     job = tmp_path / "job"
-    proc = start(job, "--gpus", "0,1", "--simulated-gpus", "--epochs", "1", "--",
+    proc = start(job, "--gpus", "0,1", "--simulated", "--epochs", "1", "--",
                  str(SCRIPTS / "seq_tfdata.py"))  # fmt: skip
     wait_for(lambda: (job / "status.json").exists() and status(job)["trainer_pid"], timeout=30,
              proc=proc, what="a trainer")  # fmt: skip

@@ -16,10 +16,10 @@ from elastic_gpu_sidecar.jobdir import JobDir, ProgressTail, atomic_write_json, 
 from elastic_gpu_sidecar.synthetic import parse_profile, speed_at
 
 
-def test_control_validation():
-    c = P.Control.from_json({"generation": 3, "gpus": ["0", "1"], "action": "run"})
+def test_lease_validation():
+    c = P.Lease.from_json({"generation": 3, "gpus": ["0", "1"], "action": "run"})
     assert (c.generation, c.gpus, c.action) == (3, ["0", "1"], "run")
-    assert P.Control.from_json({"generation": 4, "gpus": [], "action": "stop"}).action == "stop"
+    assert P.Lease.from_json({"generation": 4, "gpus": [], "action": "stop"}).action == "stop"
     for bad in (
         {"generation": -1, "gpus": ["0"]},
         {"generation": True, "gpus": ["0"]},
@@ -30,7 +30,7 @@ def test_control_validation():
         [1, 2],
     ):
         with pytest.raises(ValueError):
-            P.Control.from_json(bad)
+            P.Lease.from_json(bad)
     assert P.parse_gpus(" 0, 1 ,2") == ["0", "1", "2"]
 
 
@@ -181,17 +181,17 @@ def test_cli_usage_errors(tmp_path):
     assert r.returncode == P.EXIT_USAGE and "script not found" in r.stderr
     job = JobDir(tmp_path / "j2")
     job.create()
-    job.write_control(P.Control(1, ["0"], "run"))
+    job.write_lease(P.Lease(1, ["0"], "run"))
     r = run("resize", "--job-dir", str(job.path), "--gpus", "0,1")
     assert r.returncode == 0 and "no sidecar running" in r.stdout
-    assert job.read_control().generation == 2 and job.read_control().gpus == ["0", "1"]
+    assert job.read_lease().generation == 2 and job.read_lease().gpus == ["0", "1"]
 
 
 def test_sidecar_package_stays_light():
     """The sidecar and the synthetic workload must not pull in TensorFlow or numpy."""
     code = (
         "import sys, elastic_gpu_sidecar.cli, elastic_gpu_sidecar.supervisor, "
-        "elastic_gpu_sidecar.synthetic, elastic_gpu_sidecar.client;"
+        "elastic_gpu_sidecar.synthetic, elastic_gpu_sidecar.heartbeat;"
         "heavy = [m for m in ('tensorflow', 'numpy', 'keras', 'jupyter_elastic_gpu') "
         "if m in sys.modules]; print(heavy)"
     )
