@@ -2,9 +2,10 @@
 PYTHON ?= python3
 PIP := $(PYTHON) -m pip
 DEMO := out/demo
-# TensorFlow for the trainers: the CUDA build where an NVIDIA driver is present.
+# TensorFlow for the trainers (the extras of pyproject.toml): the CUDA build where an NVIDIA
+# driver is present.
 TF := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 \
-	&& echo 'tensorflow[and-cuda]==2.21.0' || echo 'tensorflow-cpu==2.21.0')
+	&& echo cuda || echo cpu)
 PORT ?= 8888
 
 .PHONY: start test simulate lint
@@ -12,8 +13,8 @@ PORT ?= 8888
 ## Install and start JupyterLab with the scheduler embedded (this machine's GPUs, or simulated
 ## GPUs where there are none; SQLite in the Jupyter data dir), on the demo notebook.
 start:
-	$(PIP) install -q -e . "$(TF)"
-	jupyter lab --ip=127.0.0.1 --port=$(PORT) examples/elastic-training.ipynb
+	$(PIP) install -q -e ".[$(TF)]"
+	$(PYTHON) -m jupyter lab --ip=127.0.0.1 --port=$(PORT) examples/elastic-training.ipynb
 
 ## Install everything the tests need and run them all (slow suites included).
 test:
@@ -24,8 +25,8 @@ test:
 ## Replay a generated lab workload through the policies side by side (no GPUs needed).
 simulate:
 	$(PIP) install -q -e .
-	jupyter-elastic-gpu workload generate --out $(DEMO) --seed 1 --jobs 60 --window 21600 --max-gpus 16
-	jupyter-elastic-gpu simulate --jobs $(DEMO)/jobs.csv --profiles $(DEMO)/profiles.csv \
+	$(PYTHON) -m jupyter_elastic_gpu.cli workload generate --out $(DEMO) --seed 1 --jobs 60 --window 21600 --max-gpus 16
+	$(PYTHON) -m jupyter_elastic_gpu.cli simulate --jobs $(DEMO)/jobs.csv --profiles $(DEMO)/profiles.csv \
 		--nodes 4 --gpus-per-node 4 --start-cost 6 \
 		--policy adaptive,static,termination,termination-aware,tiresias,optimus,srtf \
 		--json $(DEMO)/comparison.json --plot $(DEMO)/comparison.png

@@ -1,5 +1,5 @@
 #!/bin/sh
-# Stands in for the sidecar's Python in benchmarks/api_load.py (c.ElasticGPUApp.sidecar_python).
+# Stands in for the sidecar's Python in benchmarks/api_load.py (c.LocalLauncher.python).
 #
 # The scheduler's launcher runs `<this> -m elastic_gpu_sidecar run --job-id ID --generation G
 # --gpus ... --scheduler-url URL ...` with the job's secret in ELASTIC_GPU_JOB_SECRET: exactly

@@ -28,7 +28,8 @@ def free_port() -> int:
 
 
 class JupyterServer:
-    """`python -m jupyter_server` with ``--ElasticGPUApp.<key>=<value>`` for each config item."""
+    """`python -m jupyter_server` with the extension; each config item ``key`` is
+    ``c.ElasticGPUApp.key``, ``Class.key`` any other class's setting."""
 
     def __init__(
         self,
@@ -44,7 +45,7 @@ class JupyterServer:
         self.token = token
         self.config = {
             "db_path": str(self.root / "scheduler.sqlite"),
-            "checkpoint_root": str(self.root / "jobs"),
+            "SchedulerService.job_root": str(self.root / "jobs"),
             **(config or {}),
         }
         self.env = env or {}
@@ -75,7 +76,8 @@ class JupyterServer:
         ]
         for key, value in self.config.items():
             text = value if isinstance(value, str) else json.dumps(value)
-            args.append(f"--ElasticGPUApp.{key}={text}")
+            name = key if "." in key else f"ElasticGPUApp.{key}"
+            args.append(f"--{name}={text}")
         return args
 
     def start(self, timeout: float = 90.0) -> None:

@@ -292,10 +292,10 @@ def main() -> int:
         root,
         config={
             "simulated_gpus": max(args.jobs, 1),
-            "sidecar_python": str(fake),
-            "heartbeat_interval": args.interval,
-            "heartbeat_timeout": 30.0,
-            "tick_interval": 10.0,
+            "LocalLauncher.python": str(fake),
+            "SchedulerService.heartbeat_interval": args.interval,
+            "SchedulerService.heartbeat_timeout": 30.0,
+            "SchedulerService.tick_interval": 10.0,
         },
         env={
             "ELASTIC_GPU_BENCH_LAUNCHES": str(launches_dir),

@@ -68,7 +68,7 @@ class LiveJob:
             "kind": "synthetic",
             "min_gpus": self.min_gpus,
             "max_gpus": self.max_gpus,
-            "gpus": self.requested,
+            "requested_gpus": self.requested,
             "synthetic": {
                 "work": self.work,
                 "throughput": {str(g): x for g, x in self.profile.items()},
@@ -180,13 +180,13 @@ def server_config(policy: str, args: argparse.Namespace) -> dict:
     mechanism = "termination" if policy == "termination" else "sidecar"
     return {
         "simulated_gpus": GPUS,
-        "policy": "adaptive" if policy == "termination" else policy,
-        "mechanism": mechanism,
-        "tick_interval": args.tick,
-        "heartbeat_interval": args.heartbeat,
-        "heartbeat_timeout": 15.0,
-        "default_resize_cost": args.assumed_pause,
-        "checkpoint_interval": args.checkpoint_interval,
+        "SchedulerService.policy": "adaptive" if policy == "termination" else policy,
+        "SchedulerService.mechanism": mechanism,
+        "SchedulerService.tick_interval": args.tick,
+        "SchedulerService.heartbeat_interval": args.heartbeat,
+        "SchedulerService.heartbeat_timeout": 15.0,
+        "SchedulerService.default_resize_cost": args.assumed_pause,
+        "SchedulerService.checkpoint_interval": args.checkpoint_interval,
     }
 
 

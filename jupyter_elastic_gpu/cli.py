@@ -11,9 +11,11 @@ import sys
 from collections.abc import Sequence
 
 from ._version import __version__
-from .scheduler.commands import add_client_commands
-from .scheduler.daemon import add_scheduler_command
+from .commands import add_client_commands
 from .sim.commands import add_simulate, add_workload
+
+#: The sub-command that runs the shared scheduler: a Jupyter application with its own options.
+SCHEDULER = "scheduler"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -25,12 +27,22 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     add_simulate(sub)
     add_workload(sub)
-    add_scheduler_command(sub)
+    sub.add_parser(
+        SCHEDULER,
+        help="run the shared scheduler of this box (`scheduler --help-all` lists its options)",
+        add_help=False,
+    )
     add_client_commands(sub)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == [SCHEDULER]:
+        from .server.daemon import main as scheduler
+
+        scheduler(argv[1:])
+        return 0
     parser = build_parser()
     args = parser.parse_args(argv)
     try:

@@ -4,7 +4,7 @@ real server processes for the tests that kill and restart them."""
 from __future__ import annotations
 
 import pytest
-from servers import JupyterServerProcess, free_port, kill_sidecars_under
+from servers import FAST_SERVICE, JupyterServerProcess, free_port, kill_sidecars_under
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
 
@@ -23,12 +23,10 @@ def jp_server_config(tmp_path):
         "ElasticGPUApp": {
             "simulated_gpus": 4,
             "db_path": str(tmp_path / "scheduler.sqlite"),
-            "checkpoint_root": str(tmp_path / "jobs"),
-            "tick_interval": 2.0,
-            "heartbeat_interval": 0.5,
-            "heartbeat_timeout": 6.0,
-            "default_resize_cost": 1.0,
-            "checkpoint_interval": 2.0,
+        },
+        "SchedulerService": {
+            "job_root": str(tmp_path / "jobs"),
+            **{k.split(".")[1]: v for k, v in FAST_SERVICE.items()},
         },
     }
 

@@ -57,6 +57,16 @@ def wait_for(predicate, timeout: float, interval: float = 0.3, what: str = "cond
     raise TimeoutError(f"timed out after {timeout:.0f} s waiting for {what} (last: {last!r})")
 
 
+#: Scheduler settings that make tests run in seconds.
+FAST_SERVICE = {
+    "SchedulerService.tick_interval": 2.0,
+    "SchedulerService.heartbeat_interval": 0.5,
+    "SchedulerService.heartbeat_timeout": 6.0,
+    "SchedulerService.default_resize_cost": 1.0,
+    "SchedulerService.checkpoint_interval": 2.0,
+}
+
+
 class _Process:
     """A service started in its own session, its output in ``log_path``."""
 
@@ -101,15 +111,12 @@ class JupyterServerProcess(_Process):
         extra_args: list[str] | None = None,
     ) -> None:
         self.root, self.port, self.token, self.name = Path(root), port, token, name
+        # "name" is c.ElasticGPUApp.name; "Class.name" any other class's setting.
         self.config = {
             "simulated_gpus": 4,
-            "tick_interval": 2.0,
-            "heartbeat_interval": 0.5,
-            "heartbeat_timeout": 6.0,
-            "default_resize_cost": 1.0,
-            "checkpoint_interval": 2.0,
             "db_path": str(self.root / f"{name}-data" / "scheduler.sqlite"),
-            "checkpoint_root": str(self.root / f"{name}-data" / "jobs"),
+            **FAST_SERVICE,
+            "SchedulerService.job_root": str(self.root / f"{name}-data" / "jobs"),
             **(config or {}),
         }
         self.env = env or {}
@@ -140,9 +147,8 @@ class JupyterServerProcess(_Process):
             *self.extra_args,
         ]
         for key, value in self.config.items():
-            args.append(
-                f"--ElasticGPUApp.{key}={json.dumps(value) if not isinstance(value, str) else value}"
-            )
+            name = key if "." in key else f"ElasticGPUApp.{key}"
+            args.append(f"--{name}={json.dumps(value) if not isinstance(value, str) else value}")
         env = {
             **os.environ,
             "JUPYTER_RUNTIME_DIR": str(self.root / f"{self.name}-runtime"),
@@ -176,7 +182,7 @@ class DaemonProcess(_Process):
 
     @property
     def api_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/api/"
+        return f"http://127.0.0.1:{self.port}/elastic-gpu/api/"
 
     def add_user(self, user: str, admin: bool = False) -> str:
         args = [

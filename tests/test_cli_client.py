@@ -18,16 +18,21 @@ import time
 
 import pytest
 
-from jupyter_elastic_gpu.notebook.client import SchedulerClient
-from jupyter_elastic_gpu.scheduler.commands import (
+from jupyter_elastic_gpu.commands import (
     LogFollower,
     add_client_commands,
-    build_submit_body,
+    build_request,
     describe_submitted,
     format_status,
     new_lines,
     parse_throughput,
 )
+from jupyter_elastic_gpu.notebook.client import SchedulerClient
+
+
+def given(args) -> dict:
+    """What the request says beyond its defaults."""
+    return build_request(args).model_dump(mode="json", exclude_defaults=True)
 
 
 def closed_port() -> int:
@@ -46,7 +51,7 @@ def make_parser() -> argparse.ArgumentParser:
 @pytest.fixture
 def unreachable(monkeypatch, tmp_path):
     """A scheduler URL where nothing listens."""
-    url = f"http://127.0.0.1:{closed_port()}/api/"
+    url = f"http://127.0.0.1:{closed_port()}/elastic-gpu/api/"
     monkeypatch.setenv("ELASTIC_GPU_URL", url)
     monkeypatch.setenv("ELASTIC_GPU_TOKEN", "t")
     return url
@@ -83,18 +88,16 @@ def script(tmp_path):
 
 def test_script_body(script):
     args = make_parser().parse_args(
-        ["submit", str(script), "--min-gpus", "1", "--max-gpus", "4", "--gpus", "2",
+        ["submit", str(script), "--min-gpus", "1", "--max-gpus", "4", "--requested-gpus", "2",
          "--epochs", "3", "--priority", "2.5", "--batch-policy", "keep-per-replica",
          "--simulated"]
     )  # fmt: skip
-    assert build_submit_body(args) == {
-        "kind": "script",
+    assert given(args) == {
         "script": "import keras\nprint('training')\n",
         "cwd": str(script.parent.resolve()),
         "name": "train mnist",
-        "min_gpus": 1,
         "max_gpus": 4,
-        "gpus": 2,
+        "requested_gpus": 2,
         "epochs": 3,
         "priority": 2.5,
         "batch_policy": "keep-per-replica",
@@ -108,11 +111,11 @@ def test_script_body_sends_only_what_was_given_and_a_safe_default_name(tmp_path)
     args = make_parser().parse_args(
         ["submit", str(path), "--min-gpus", "2", "--max-gpus", "2", "--name", " mine "]
     )
-    body = build_submit_body(args)
-    assert set(body) == {"kind", "script", "cwd", "name", "min_gpus", "max_gpus"}
+    body = given(args)
+    assert set(body) == {"script", "cwd", "name", "min_gpus", "max_gpus"}
     assert body["name"] == "mine"
     args.name = None
-    assert build_submit_body(args)["name"] == "r-d -v2-"
+    assert given(args)["name"] == "r-d -v2-"
 
 
 def test_synthetic_body():
@@ -120,14 +123,13 @@ def test_synthetic_body():
         ["submit", "--synthetic", "--work", "5e4", "--throughput", "1:100, 2:190,4:360",
          "--min-gpus", "1", "--max-gpus", "4", "--time-scale", "20", "--name", "syn"]
     )  # fmt: skip
-    assert build_submit_body(args) == {
+    assert given(args) == {
         "kind": "synthetic",
         "synthetic": {
             "work": 50000.0,
             "throughput": {"1": 100.0, "2": 190.0, "4": 360.0},
             "time_scale": 20.0,
         },
-        "min_gpus": 1,
         "max_gpus": 4,
         "name": "syn",
     }
@@ -145,14 +147,29 @@ SYN = ["submit", "--synthetic", "--work", "100", "--throughput", "1:100"]
     ("argv", "message"),
     [
         (["--min-gpus", "3", "--max-gpus", "2"], "--min-gpus (3) is above --max-gpus (2)"),
-        (["--min-gpus", "0", "--max-gpus", "2"], "--min-gpus must be at least 1, got 0"),
-        (["--min-gpus", "1", "--max-gpus", "-1"], "--max-gpus must be at least 1, got -1"),
-        (["--min-gpus", "1", "--max-gpus", "2", "--gpus", "3"], "--gpus (3) must lie between"),
-        (["--min-gpus", "1", "--max-gpus", "2", "--priority", "0"], "--priority must be above 0"),
-        (["--min-gpus", "1", "--max-gpus", "1", "--name", " "], "--name must not be empty"),
+        (
+            ["--min-gpus", "0", "--max-gpus", "2"],
+            "--min-gpus: Input should be greater than or equal to 1, got 0",
+        ),
+        (
+            ["--min-gpus", "1", "--max-gpus", "-1"],
+            "--max-gpus: Input should be greater than or equal to 1, got -1",
+        ),
+        (
+            ["--max-gpus", "2", "--requested-gpus", "3"],
+            "--requested-gpus (3) must lie between --min-gpus (1) and --max-gpus (2)",
+        ),
+        (
+            ["--min-gpus", "1", "--max-gpus", "2", "--priority", "0"],
+            "--priority: Input should be greater than 0, got 0.0",
+        ),
+        (["--min-gpus", "1", "--max-gpus", "1", "--name", " "], "name must be 1-80 letters"),
         (["--min-gpus", "1", "--max-gpus", "1", "--epochs", "2"], "--epochs is for script jobs"),
         (["--min-gpus", "1", "--max-gpus", "1", "--simulated"], "--simulated is for script jobs"),
-        (["--min-gpus", "1", "--max-gpus", "1", "--time-scale", "0"], "--time-scale must be above"),
+        (
+            ["--min-gpus", "1", "--max-gpus", "1", "--time-scale", "0"],
+            "synthetic.time_scale: Input should be greater than 0, got 0.0",
+        ),
     ],
 )
 def test_bad_synthetic_submissions_exit_2_with_one_line_and_send_nothing(
@@ -174,7 +191,10 @@ def test_bad_synthetic_submissions_exit_2_with_one_line_and_send_nothing(
         (["--work", "100", "--throughput", "1:100,1:90"], "1 GPUs is given twice"),
         (["--throughput", "1:100"], "--synthetic needs --work W and --throughput"),
         (["--work", "100"], "--synthetic needs --work W and --throughput"),
-        (["--work", "0", "--throughput", "1:100"], "--work must be above 0"),
+        (
+            ["--work", "0", "--throughput", "1:100"],
+            "synthetic.work: Input should be greater than 0",
+        ),
     ],
 )
 def test_bad_synthetic_specs(argv, message, unreachable, capsys):
@@ -198,7 +218,10 @@ def test_bad_script_submissions(tmp_path, script, unreachable, capsys):
         ([str(script), "--synthetic", "--work", "1", "--throughput", "1:1"], "--synthetic runs no"),
         ([str(script), "--work", "10"], "--work is for --synthetic jobs"),
         ([str(script), "--throughput", "1:10"], "--throughput is for --synthetic jobs"),
-        ([str(script), "--epochs", "0"], "--epochs must be at least 1, got 0"),
+        (
+            [str(script), "--epochs", "0"],
+            "--epochs: Input should be greater than or equal to 1, got 0",
+        ),
     ]
     for argv, message in cases:
         code, out, err = run(["submit", *argv, "--min-gpus", "1", "--max-gpus", "1"], capsys)
@@ -206,11 +229,10 @@ def test_bad_script_submissions(tmp_path, script, unreachable, capsys):
         assert message in err and err.count("\n") == 1, (argv, err)
 
 
-def test_missing_required_range_is_an_argparse_usage_error(script, capsys):
-    with pytest.raises(SystemExit) as exc:
-        make_parser().parse_args(["submit", str(script), "--min-gpus", "1"])
-    assert exc.value.code == 2
-    assert "--max-gpus" in capsys.readouterr().err
+def test_sizes_default_as_in_the_magic(script):
+    """No range given: min 1, and max every GPU of the server (decided by the scheduler)."""
+    request = build_request(make_parser().parse_args(["submit", str(script)]))
+    assert (request.min_gpus, request.max_gpus, request.requested_gpus) == (1, None, None)
 
 
 def test_logs_tail_must_be_positive(unreachable, capsys):
@@ -239,7 +261,7 @@ def test_no_scheduler_found_exits_3_with_one_line(nowhere, capsys):
     ],
 )
 def test_unreachable_scheduler_exits_3(argv, unreachable, capsys, monkeypatch):
-    monkeypatch.setattr("jupyter_elastic_gpu.scheduler.commands.FOLLOW_RECONNECT_S", 0.0)
+    monkeypatch.setattr("jupyter_elastic_gpu.commands.FOLLOW_RECONNECT_S", 0.0)
     code, out, err = run(argv, capsys)
     assert (code, out) == (3, "")
     assert f"error: cannot reach the scheduler at {unreachable}" in err

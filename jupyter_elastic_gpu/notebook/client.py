@@ -23,7 +23,15 @@ from typing import Any
 
 DAEMON_DISCOVERY_FILE = "jupyter-elastic-gpu-scheduler.json"
 TOKEN_FILE = Path(".jupyter") / "elastic-gpu-token"
+#: The API root under a server's base_url (``server/handlers.py`` serves it there).
 API_SUFFIX = "elastic-gpu/api/"
+#: A scheduler to use: its Jupyter server's URL or its API root; the token to send.
+ENV_URL = "ELASTIC_GPU_URL"
+ENV_TOKEN = "ELASTIC_GPU_TOKEN"
+#: Where a shared scheduler announces itself (default: the temp dir).
+ENV_DAEMON_DIR = "ELASTIC_GPU_DAEMON_DIR"
+#: Path segments of Jupyter's own pages: a URL copied from the browser ends in one of them.
+_JUPYTER_PAGES = {"lab", "tree", "notebooks", "edit", "view", "doc", "terminals", "api", "hub"}
 _WILDCARD_HOSTS = {"", "0.0.0.0", "::", "*"}
 _LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "::1"}
 
@@ -54,12 +62,13 @@ class Connection:
 class SchedulerClient:
     """Synchronous client of the scheduler's REST API (docs/api.md).
 
-    ``base_url`` is the API root, e.g. ``http://127.0.0.1:8888/elastic-gpu/api/`` (a Jupyter
-    server) or ``http://127.0.0.1:9111/api/`` (the shared daemon).
+    ``base_url`` is a Jupyter server's URL (``http://127.0.0.1:8888/``, with its base_url if
+    any) or the API root under it (``http://127.0.0.1:8888/elastic-gpu/api/``); the shared
+    scheduler is a Jupyter server too (``http://127.0.0.1:9111/``).
     """
 
     def __init__(self, base_url: str, token: str | None = None, timeout: float = 30) -> None:
-        self.base_url = base_url if base_url.endswith("/") else base_url + "/"
+        self.base_url = api_root(base_url)
         self.token = token or None
         self.timeout = timeout
         host = urllib.parse.urlsplit(self.base_url).hostname or ""
@@ -201,7 +210,7 @@ def _http_error(e: urllib.error.HTTPError, url: str) -> SchedulerError:
     if not message:
         message = f"HTTP {e.code} {e.reason} from {url}"
         if e.code in (401, 403):
-            message += ": the token was refused (check ELASTIC_GPU_TOKEN or the token file)"
+            message += f": the token was refused (check {ENV_TOKEN} or the token file)"
         elif e.code == 404 and doc is None:
             message += ": is the jupyter-elastic-gpu server extension enabled?"
     return SchedulerError(str(message), e.code, reason)
@@ -213,7 +222,7 @@ def _http_error(e: urllib.error.HTTPError, url: str) -> SchedulerError:
 def daemon_discovery_path(environ: Mapping[str, str] = os.environ) -> Path:
     """The file where a running shared daemon announces ``{"url": api_root, "pid": int}``:
     in ``$ELASTIC_GPU_DAEMON_DIR``, else ``jupyter-elastic-gpu/`` in the system temp dir."""
-    folder = environ.get("ELASTIC_GPU_DAEMON_DIR")
+    folder = environ.get(ENV_DAEMON_DIR)
     if folder:
         return Path(folder) / DAEMON_DISCOVERY_FILE
     return Path(tempfile.gettempdir()) / "jupyter-elastic-gpu" / DAEMON_DISCOVERY_FILE
@@ -222,7 +231,8 @@ def daemon_discovery_path(environ: Mapping[str, str] = os.environ) -> Path:
 def discover(environ: Mapping[str, str] = os.environ) -> Connection:
     """Find the scheduler this process should talk to, in this order:
 
-    1. ``ELASTIC_GPU_URL`` (the API root) and ``ELASTIC_GPU_TOKEN`` in the environment;
+    1. ``ELASTIC_GPU_URL`` (the Jupyter server's URL, as the browser shows it, or the API
+       root) and ``ELASTIC_GPU_TOKEN`` (or a ``?token=`` in that URL) in the environment;
     2. the Jupyter server that started this process (a kernel, a terminal, or anything below
        them): the runtime file ``jpserver-<pid>.json`` of an ancestor or of ``JPY_PARENT_PID``;
     3. a shared daemon on this box (``daemon_discovery_path()``), with the user's token from
@@ -230,11 +240,11 @@ def discover(environ: Mapping[str, str] = os.environ) -> Connection:
 
     Raises SchedulerError (status None) saying what was tried and how to fix it.
     """
-    url = environ.get("ELASTIC_GPU_URL", "").strip()
+    url = environ.get(ENV_URL, "").strip()
     if url:
-        token = environ.get("ELASTIC_GPU_TOKEN", "").strip() or _token_file(environ)
-        return Connection(_root(url), token, "environment")
-    tried = ["ELASTIC_GPU_URL is not set"]
+        token = environ.get(ENV_TOKEN, "").strip() or _url_token(url) or _token_file(environ)
+        return Connection(api_root(url), token, "environment")
+    tried = [f"{ENV_URL} is not set"]
 
     found, note = _from_jupyter_server(environ)
     if found:
@@ -248,12 +258,33 @@ def discover(environ: Mapping[str, str] = os.environ) -> Connection:
     raise SchedulerError(
         "no elastic-gpu scheduler found (" + "; ".join(tried) + "). Run this inside JupyterLab "
         "(a notebook or a terminal), start the shared daemon with `jupyter elastic-gpu "
-        "scheduler`, or set ELASTIC_GPU_URL (the API root) and ELASTIC_GPU_TOKEN."
+        f"scheduler`, or set {ENV_URL} (the server's URL) and {ENV_TOKEN}."
     )
 
 
-def _root(url: str) -> str:
-    return url if url.endswith("/") else url + "/"
+def api_root(url: str) -> str:
+    """The API root of a scheduler, from its API root or from its Jupyter server's URL (with
+    any ``base_url``, as the browser shows it: ``http://host:8888/lab?token=...``)."""
+    parts = urllib.parse.urlsplit(url.strip())
+    path = parts.path or "/"
+    marker = "/" + API_SUFFIX.rstrip("/")
+    at = (path.rstrip("/") + "/").find(marker + "/")
+    if at >= 0:
+        path = path[: at + len(marker)] + "/"
+    else:
+        segments = [s for s in path.split("/") if s]
+        for k, segment in enumerate(segments):
+            if segment in _JUPYTER_PAGES:
+                del segments[k:]
+                break
+        path = "/" + "".join(s + "/" for s in segments) + API_SUFFIX
+    return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
+
+
+def _url_token(url: str) -> str | None:
+    """A ``?token=`` in a URL copied from Jupyter's start-up message."""
+    values = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query).get("token")
+    return values[0] if values else None
 
 
 def _token_file(environ: Mapping[str, str]) -> str | None:
@@ -378,11 +409,11 @@ def _from_daemon(environ: Mapping[str, str]) -> tuple[Connection | None, str]:
         return None, f"no shared daemon ({path} lacks url or pid)"
     if not _pid_alive(pid):
         return None, f"no shared daemon ({path} names pid {pid}, which is not running)"
-    token = environ.get("ELASTIC_GPU_TOKEN", "").strip() or _token_file(environ)
+    token = environ.get(ENV_TOKEN, "").strip() or _token_file(environ)
     if not token:
         raise SchedulerError(
-            f"found the shared scheduler at {url} but no token for you: set ELASTIC_GPU_TOKEN "
+            f"found the shared scheduler at {url} but no token for you: set {ENV_TOKEN} "
             f"or put your token in ~/{TOKEN_FILE} (an admin creates one with `jupyter "
             "elastic-gpu scheduler add-user NAME`)"
         )
-    return Connection(_root(str(url)), token, "daemon"), ""
+    return Connection(api_root(str(url)), token, "daemon"), ""

@@ -9,10 +9,15 @@ from __future__ import annotations
 
 import sys
 import time
-from typing import Any
+from typing import Any, Literal
+
+from elastic_gpu_sidecar.protocol import JobState
 
 from .client import SchedulerClient, SchedulerError
 from .text import FINAL, describe_job
+
+#: Longest a wait asks the server to hold one long poll.
+LONG_POLL_S = 25.0
 
 
 class JobFailed(RuntimeError):
@@ -77,11 +82,19 @@ class ElasticJob:
         """Checkpoint and stop the job for good."""
         return self.client.cancel(self.id)
 
-    def wait(self, timeout: float | None = None, progress: bool | None = None) -> dict[str, Any]:
+    def wait(
+        self,
+        timeout: float | None = None,
+        progress: bool | None = None,
+        until: Literal["end", "training"] = "end",
+    ) -> dict[str, Any]:
         """Block until the job ends; returns its final status. Raises JobFailed if it failed.
 
-        ``progress`` prints text progress (default: when not in a notebook kernel).
+        ``until="training"`` returns as soon as the job trains (it has reported progress)
+        instead. ``progress`` prints text progress (default: when not in a notebook kernel).
         """
+        if until not in ("end", "training"):
+            raise ValueError(f"until must be 'end' or 'training', got {until!r}")
         show = (not in_kernel()) if progress is None else progress
         deadline = None if timeout is None else time.monotonic() + timeout
         bar = None
@@ -95,6 +108,7 @@ class ElasticJob:
                 file=sys.stdout,
                 bar_format="{desc}: {percentage:3.0f}%|{bar}| {postfix}",
             )
+        version = 0
         try:
             while True:
                 job = self.status()
@@ -105,13 +119,17 @@ class ElasticJob:
                     bar.set_postfix_str(describe_job(job).splitlines()[0][len(self.name) :][:90])
                 if job["state"] in FINAL:
                     break
-                if deadline is not None and time.monotonic() > deadline:
+                if until == "training" and job.get("progress"):
+                    return job
+                left = LONG_POLL_S if deadline is None else deadline - time.monotonic()
+                if left <= 0:
                     raise TimeoutError(f"job {self.id} is still {job['state']} after {timeout} s")
-                time.sleep(1.0)
+                # returns as soon as anything changes (progress included), at most ``left`` later
+                version = self.client.wait_updates(version, min(left, LONG_POLL_S))
         finally:
             if bar is not None:
                 bar.close()
-        if job["state"] == "failed":
+        if job["state"] == JobState.FAILED:
             err = job.get("error") or {}
             raise JobFailed(
                 f"job {self.id} failed: {err.get('type')}: {err.get('message')}\n"
@@ -122,7 +140,7 @@ class ElasticJob:
     def load_model(self, **kwargs: Any) -> Any:
         """The trained Keras model, loaded into this kernel."""
         job = self.status()
-        if job["state"] != "done":
+        if job["state"] != JobState.DONE:
             raise RuntimeError(
                 f"job {self.id} is {job['state']}: its model is saved when it is done "
                 "(call job.wait() first)"

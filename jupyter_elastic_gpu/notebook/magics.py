@@ -10,10 +10,13 @@ from __future__ import annotations
 
 import os
 
+from elastic_gpu_sidecar.protocol import JobKind
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
+from ..errors import BadRequest
+from ..options import job_request, magic_job_options
 from .client import SchedulerClient, SchedulerError, discover
 from .job import ElasticJob, in_kernel
 from .script import CellError, build_script, check_cell, pack
@@ -42,23 +45,7 @@ class ElasticMagics(Magics):
             raise UsageError(e.message) from None
 
     @magic_arguments()
-    @argument("--name", help="a name for the job (default: its id)")
-    @argument("--gpus", type=int, help="GPUs to ask for (default: --min-gpus)")
-    @argument("--min-gpus", type=int, help="fewest GPUs the job can run on (default 1)")
-    @argument(
-        "--max-gpus",
-        type=int,
-        help="most GPUs the job can use (default: every GPU of the server; the scheduler grows "
-        "and shrinks the job in between)",
-    )
-    @argument("--epochs", type=int, help="override the epochs of every fit() in the cell")
-    @argument("--priority", type=float, default=1.0, help="weight against other jobs (default 1)")
-    @argument(
-        "--batch-policy",
-        choices=("keep-global", "keep-per-replica"),
-        default="keep-global",
-        help="on a resize keep the global batch (default) or the per-replica batch",
-    )
+    @magic_job_options
     @argument(
         "--pass",
         dest="pass_vars",
@@ -77,55 +64,28 @@ class ElasticMagics(Magics):
         the scheduler gives it between --min-gpus and --max-gpus, and is resized while it
         trains without losing work. The kernel stays free (unless --wait); the cell's output is
         a live view of the job, and `job = _` keeps a handle: job.status(), job.wait(),
-        job.logs(), job.cancel(), job.load_model(), job.history.
+        job.logs(), job.cancel(), job.load_model(), job.history. The options are those of
+        `jupyter elastic-gpu submit`.
         """
         args = parse_argstring(self.elastic_train, line)
         if not cell.strip():
             raise UsageError("the cell is empty: put the training code below %%elastic_train")
-        for flag in ("gpus", "min_gpus", "max_gpus", "epochs"):
-            value = getattr(args, flag)
-            if value is not None and value < 1:
-                raise UsageError(f"--{flag.replace('_', '-')} must be at least 1, got {value}")
-        lo = args.min_gpus or 1
-        if args.max_gpus is not None and lo > args.max_gpus:
-            raise UsageError(
-                f"--min-gpus {lo} is above --max-gpus {args.max_gpus}: ask for a range such as "
-                f"--min-gpus {args.max_gpus} --max-gpus {lo}"
-            )
-        total = len(self._call(self.client.gpus)["gpus"])
-        for flag, value in (
-            ("--min-gpus", args.min_gpus),
-            ("--max-gpus", args.max_gpus),
-            ("--gpus", args.gpus),
-        ):
-            if value is not None and value > total:
-                raise UsageError(f"{flag} {value} is more than the {total} GPUs of this server")
-        hi = args.max_gpus or total
-        if args.gpus is not None and not lo <= args.gpus <= hi:
-            raise UsageError(
-                f"--gpus {args.gpus} must lie between --min-gpus {lo} and --max-gpus {hi}"
-            )
         passed = [n.strip() for n in args.pass_vars.split(",") if n.strip()]
         user_ns = self.shell.user_ns
         try:
             check_cell(cell, user_ns, passed)
-            inputs = pack(passed, user_ns)
-        except CellError as e:
+            request = job_request(
+                args,
+                kind=JobKind.SCRIPT,
+                script=build_script(cell, passed),
+                cwd=os.getcwd(),
+                inputs=pack(passed, user_ns),
+            )
+        except (CellError, BadRequest) as e:
             raise UsageError(str(e)) from None
-        body = {
-            "kind": "script",
-            "script": build_script(cell, passed),
-            "min_gpus": lo,
-            "max_gpus": hi,
-            "priority": args.priority,
-            "batch_policy": args.batch_policy,
-            "inputs": inputs,
-        }
-        body["cwd"] = os.getcwd()
-        for key, value in (("name", args.name), ("gpus", args.gpus), ("epochs", args.epochs)):
-            if value is not None:
-                body[key] = value
-        job = self._call(self.client.submit, body)
+        job = self._call(self.client.submit, request.model_dump(mode="json", exclude_none=True))
+        for note in job.get("notes") or []:
+            print(f"note: {note}")
         handle = ElasticJob(self.client, job["id"], job["name"], submitted=job)
         if args.as_var:
             user_ns[args.as_var] = handle

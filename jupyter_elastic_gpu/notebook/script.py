@@ -16,6 +16,8 @@ import types
 from collections.abc import Iterable, Mapping
 from typing import Any
 
+from elastic_gpu_sidecar.protocol import INPUTS
+
 #: Kernel-only names a cell may mention without meaning a notebook variable.
 _KERNEL_NAMES = {"In", "Out", "get_ipython", "exit", "quit", "display", "__file__", "__name__"}
 
@@ -23,7 +25,7 @@ _KERNEL_NAMES = {"In", "Out", "get_ipython", "exit", "quit", "display", "__file_
 PRELUDE = (
     "import base64 as _eg_b, json as _eg_j, os as _eg_o, pickle as _eg_p; "
     "globals().update({_k: _eg_p.loads(_eg_b.b64decode(_v)) for _k, _v in _eg_j.load(open("
-    "_eg_o.path.join(_eg_o.path.dirname(_eg_o.path.abspath(__file__)), 'inputs.json'))).items()}"
+    f"_eg_o.path.join(_eg_o.path.dirname(_eg_o.path.abspath(__file__)), {INPUTS!r}))).items()}}"
     "); del _eg_b, _eg_j, _eg_o, _eg_p  # variables passed with --pass\n"
 )
 

@@ -4,16 +4,18 @@ from __future__ import annotations
 
 from typing import Any
 
-FINAL = ("done", "failed", "cancelled")
+from elastic_gpu_sidecar.protocol import FINAL_JOB_STATES, JobState
+
+FINAL = frozenset(s.value for s in FINAL_JOB_STATES)
 STATE_COLOURS = {
-    "queued": "#888",
-    "starting": "#1f77b4",
-    "running": "#2ca02c",
-    "resizing": "#ff7f0e",
-    "stopping": "#9467bd",
-    "done": "#17becf",
-    "failed": "#d62728",
-    "cancelled": "#7f7f7f",
+    JobState.QUEUED: "#888",
+    JobState.STARTING: "#1f77b4",
+    JobState.RUNNING: "#2ca02c",
+    JobState.RESIZING: "#ff7f0e",
+    JobState.STOPPING: "#9467bd",
+    JobState.DONE: "#17becf",
+    JobState.FAILED: "#d62728",
+    JobState.CANCELLED: "#7f7f7f",
 }
 
 
@@ -38,21 +40,25 @@ def describe_job(job: dict[str, Any]) -> str:
     if job.get("gpus"):
         parts.append(f"GPUs {','.join(job['gpus'])}")
     if p.get("epochs"):
-        done = (p.get("epoch") or 0) + (1 if job["state"] == "done" else 0)
+        done = (p.get("epoch") or 0) + (1 if job["state"] == JobState.DONE else 0)
         parts.append(f"epoch {done}/{p['epochs']}")
-    if p.get("steps_per_epoch") and job["state"] != "done":
+    if p.get("steps_per_epoch") and job["state"] != JobState.DONE:
         parts.append(f"step {p.get('step') or 0}/{p['steps_per_epoch']}")
     if p.get("loss") is not None:
         parts.append(f"loss {p['loss']:.4g}")
     if p.get("samples_per_s"):
         parts.append(f"{p['samples_per_s']:,.0f} samples/s")
-    eta = eta_text(job.get("eta_s")) if job["state"] in ("running", "resizing") else None
+    eta = (
+        eta_text(job.get("eta_s"))
+        if job["state"] in (JobState.RUNNING, JobState.RESIZING)
+        else None
+    )
     if eta:
         parts.append(eta)
     line = head + (" | " + ", ".join(parts) if parts else "")
-    if job["state"] == "done" and job.get("model_path"):
+    if job["state"] == JobState.DONE and job.get("model_path"):
         return line + f"\nmodel: {job['model_path']} (load it: model = job.load_model())"
-    if job["state"] == "failed" and job.get("error"):
+    if job["state"] == JobState.FAILED and job.get("error"):
         err = job["error"]
         return line + f"\n{err.get('type')}: {err.get('message')}\n{err.get('hint') or ''}".rstrip()
     reason = job.get("reason")
@@ -66,7 +72,7 @@ def jobs_table(jobs: list[dict[str, Any]]) -> str:
         p = j.get("progress") or {}
         prog = ""
         if p.get("epochs"):
-            prog = f"epoch {(p.get('epoch') or 0) + (j['state'] == 'done')}/{p['epochs']}"
+            prog = f"epoch {(p.get('epoch') or 0) + (j['state'] == JobState.DONE)}/{p['epochs']}"
         elif p.get("fraction") is not None:
             prog = f"{p['fraction']:.0%}"
         rows.append(

@@ -15,6 +15,7 @@ import time
 from typing import Any
 
 import ipywidgets as w
+from elastic_gpu_sidecar.protocol import JobState
 from IPython.display import display, update_display
 
 from .text import FINAL, STATE_COLOURS, describe_job, eta_text
@@ -191,13 +192,15 @@ class JobView(w.VBox):
         if epochs:
             self.epoch_bar.max = epochs
             self.epoch_bar.value = min(
-                int(p.get("epoch") or 0) + (1 if state == "done" else 0), epochs
+                int(p.get("epoch") or 0) + (1 if state == JobState.DONE else 0), epochs
             )
             self.epoch_label.value = f"{self.epoch_bar.value} / {epochs}"
         steps = p.get("steps_per_epoch")
         if steps:
             self.step_bar.max = steps
-            self.step_bar.value = steps if state == "done" else min(int(p.get("step") or 0), steps)
+            self.step_bar.value = (
+                steps if state == JobState.DONE else min(int(p.get("step") or 0), steps)
+            )
             self.step_label.value = f"{self.step_bar.value} / {steps}"
         elif p.get("fraction") is not None:
             self.step_bar.max = 1000
@@ -210,26 +213,26 @@ class JobView(w.VBox):
             f"replicas {p['replicas']}" if p.get("replicas") else None,
             f"{speed:,.0f} samples/s" if speed else None,
             f"loss {p['loss']:.4g}" if p.get("loss") is not None else None,
-            eta_text(job.get("eta_s")) if state in ("running", "resizing") else None,
+            eta_text(job.get("eta_s")) if state in (JobState.RUNNING, JobState.RESIZING) else None,
         ]
         self.stats.value = " · ".join(b for b in bits if b)
         self.curve.value = sparkline(self._losses)
         self.cancel_button.disabled = state in FINAL
-        if state == "done":
+        if state == JobState.DONE:
             path = job.get("model_path")
             self.result.value = (
                 f"<div style='color:#2a7'>Done. Model: <code>{html.escape(path or 'not saved')}</code>"
                 + ("<br>Load it: <code>model = job.load_model()</code>" if path else "")
                 + "</div>"
             )
-        elif state == "failed":
+        elif state == JobState.FAILED:
             err = job.get("error") or {}
             self.result.value = (
                 f"<div style='color:#b00'><b>{html.escape(err.get('type', 'failed'))}</b>: "
                 f"{html.escape(err.get('message', ''))}<br>{html.escape(err.get('hint') or '')}"
                 f"<pre style='font-size:11px'>{html.escape(err.get('traceback') or '')}</pre></div>"
             )
-        elif state == "cancelled":
+        elif state == JobState.CANCELLED:
             self.result.value = "<div style='color:#555'>Cancelled.</div>"
 
     # -- buttons ------------------------------------------------------------------------------

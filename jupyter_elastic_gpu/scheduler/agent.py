@@ -12,16 +12,16 @@ import asyncio
 import logging
 from typing import Any
 
-from .backends import ApiError
-from .launcher import LaunchRequest, LocalLauncher
-from .service import Principal
+from ..errors import ElasticGPUError
+from .launcher import BaseLauncher
+from .principal import Principal
 
 log = logging.getLogger("jupyter_elastic_gpu")
 
 
 class LaunchAgent:
     def __init__(
-        self, backend: Any, launcher: LocalLauncher, who: Principal, interval_s: float = 1.0
+        self, backend: Any, launcher: BaseLauncher, who: Principal, interval_s: float = 1.0
     ) -> None:
         self.backend, self.launcher, self.who, self.interval_s = backend, launcher, who, interval_s
         self.started: dict[tuple[str, int], dict[str, Any]] = {}
@@ -30,8 +30,7 @@ class LaunchAgent:
     async def run_once(self) -> int:
         """Start every listed launch not started yet; returns how many were started."""
         started = 0
-        for item in (await self.backend.launches(self.who))["launches"]:
-            request = LaunchRequest(**item)
+        for request in (await self.backend.launches(self.who)).launches:
             key = (request.job_id, request.generation)
             record = self.started.get(key)
             if record is not None and self.launcher.alive(record) is not False:
@@ -45,7 +44,7 @@ class LaunchAgent:
             try:
                 await self.run_once()
                 self._complained = False
-            except ApiError as e:
+            except ElasticGPUError as e:
                 if not self._complained:
                     log.warning("elastic-gpu: cannot fetch launches: %s", e.message)
                     self._complained = True

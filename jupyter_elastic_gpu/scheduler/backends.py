@@ -1,8 +1,8 @@
 """One API, two places it can be answered from.
 
-Handlers call a backend with the principal making the request. ``LocalBackend`` answers from a
-``SchedulerService`` in this process (the embedded scheduler, or the daemon itself);
-``RemoteBackend`` forwards to a shared ``jupyter elastic-gpu scheduler`` daemon with this
+Handlers call a backend with the principal making the request and get typed models back.
+``LocalBackend`` answers from a ``SchedulerService`` in this process (the embedded scheduler,
+or the shared scheduler itself); ``RemoteBackend`` forwards to a shared scheduler with this
 user's token, so a user's Jupyter server offers the same routes whichever mode it is in.
 """
 
@@ -10,108 +10,114 @@ from __future__ import annotations
 
 import contextlib
 import json
-from typing import Any
+from typing import Any, Literal, TypeVar
 from urllib.parse import urlencode
 
+from pydantic import BaseModel, ValidationError
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 
-from .jobs import full_view
-from .launcher import write_inputs
-from .requests import BadRequest, parse_submit
-from .service import Forbidden, NotFound, Principal, SchedulerService, Unauthorized
+from ..errors import Relayed, Unavailable
+from ..models import (
+    Event,
+    Events,
+    Gpus,
+    JobList,
+    JobView,
+    Launches,
+    LeaseView,
+    Logs,
+    ProgressList,
+    Queue,
+    Status,
+    SubmitRequest,
+    Updates,
+    Whoami,
+    parse,
+)
+from . import jobdirs, views
+from .principal import Principal
+from .service import SchedulerService
 
-
-class ApiError(Exception):
-    """An error with the HTTP status and the sentence to show the user."""
-
-    def __init__(self, status: int, message: str, reason: str = "error") -> None:
-        super().__init__(message)
-        self.status, self.message, self.reason = status, message, reason
-
-
-def api_error(e: Exception) -> ApiError:
-    """Map the service's exceptions to HTTP answers."""
-    if isinstance(e, ApiError):
-        return e
-    if isinstance(e, BadRequest):
-        return ApiError(400, str(e), "bad-request")
-    if isinstance(e, Unauthorized):
-        return ApiError(401, str(e), "unauthorized")
-    if isinstance(e, Forbidden):
-        return ApiError(403, str(e), "forbidden")
-    if isinstance(e, NotFound):
-        return ApiError(404, str(e), "not-found")
-    raise e
+M = TypeVar("M", bound=BaseModel)
 
 
 class LocalBackend:
-    def __init__(self, service: SchedulerService, mode: str = "embedded") -> None:
+    def __init__(
+        self, service: SchedulerService, mode: Literal["embedded", "daemon"] = "embedded"
+    ) -> None:
         self.service, self.mode = service, mode
 
-    async def whoami(self, who: Principal) -> dict[str, Any]:
-        return {"user": who.user, "admin": who.admin, "mode": self.mode}
+    async def whoami(self, who: Principal) -> Whoami:
+        return Whoami(user=who.user, admin=who.admin, mode=self.mode)
 
-    async def gpus(self, who: Principal) -> dict[str, Any]:
-        return self.service.gpu_view(who)
+    async def gpus(self, who: Principal) -> Gpus:
+        s = self.service
+        source = "simulated" if s.simulated else "nvml"
+        return views.gpus(s.gpu_infos(), s.jobs, s.holders(), s.external(), source, who)
 
-    async def jobs(self, who: Principal) -> dict[str, Any]:
-        return {"jobs": self.service.job_views(who)}
+    async def jobs(self, who: Principal) -> JobList:
+        return views.job_list(self.service.jobs.values(), who)
 
-    async def submit(self, who: Principal, body: Any) -> dict[str, Any]:
-        return full_view(await self.service.submit(who, parse_submit(body)))
+    async def submit(self, who: Principal, body: Any) -> JobView:
+        request = parse(SubmitRequest, body, "job")
+        return views.job_view(await self.service.submit(who, request))
 
-    async def job(self, who: Principal, job_id: str) -> dict[str, Any]:
-        return full_view(self.service.get(who, job_id))
+    async def job(self, who: Principal, job_id: str) -> JobView:
+        return views.job_view(self.service.get(who, job_id))
 
-    async def cancel(self, who: Principal, job_id: str) -> dict[str, Any]:
-        return full_view(await self.service.cancel(who, job_id))
+    async def cancel(self, who: Principal, job_id: str) -> JobView:
+        return views.job_view(await self.service.cancel(who, job_id))
 
-    async def logs(self, who: Principal, job_id: str, tail: int) -> dict[str, Any]:
-        return self.service.logs(who, job_id, tail)
+    async def logs(self, who: Principal, job_id: str, tail: int) -> Logs:
+        return Logs(**self.service.logs(who, job_id, tail))
 
-    async def events(self, who: Principal, job_id: str) -> dict[str, Any]:
-        return {"events": await self.service.events(who, job_id)}
+    async def events(self, who: Principal, job_id: str) -> Events:
+        self.service.get(who, job_id)
+        rows = await self.service.store.events(job_id)
+        return Events(events=[Event(**row) for row in rows])
 
-    async def progress(self, who: Principal, job_id: str, since: float | None) -> dict[str, Any]:
-        return {"progress": await self.service.progress(who, job_id, since)}
+    async def progress(self, who: Principal, job_id: str, since: float | None) -> ProgressList:
+        self.service.get(who, job_id)
+        return ProgressList(progress=await self.service.store.progress(job_id, since))
 
-    async def queue(self, who: Principal) -> dict[str, Any]:
-        return {"queue": self.service.queue_view(who)}
+    async def queue(self, who: Principal) -> Queue:
+        return views.queue(self.service.jobs.values(), who)
 
-    async def status(self, who: Principal) -> dict[str, Any]:
-        return self.service.status_view(who)
+    async def status(self, who: Principal) -> Status:
+        s = self.service
+        ids = [g.id for g in s.gpu_infos()]
+        return views.status(s.jobs.values(), ids, s.holders(), who)
 
-    async def wait_updates(self, who: Principal, since: int, timeout: float) -> dict[str, Any]:
-        return {"version": await self.service.wait_updates(since, timeout)}
+    async def wait_updates(self, who: Principal, since: int, timeout: float) -> Updates:
+        return Updates(version=await self.service.wait_updates(since, timeout))
 
-    async def launches(self, who: Principal) -> dict[str, Any]:
-        return {"launches": self.service.pending_launches(who)}
+    async def launches(self, who: Principal) -> Launches:
+        return Launches(launches=self.service.pending_launches(who))
 
-    async def heartbeat(self, job_id: str, secret: str, body: Any) -> dict[str, Any]:
-        if not isinstance(body, dict):
-            raise BadRequest("the heartbeat body must be a JSON object")
+    async def heartbeat(self, job_id: str, secret: str, body: Any) -> LeaseView:
         return await self.service.heartbeat(job_id, secret, body)
 
 
 class RemoteBackend:
-    """Forward to a shared daemon as this server's user (the token says who)."""
+    """Forward to a shared scheduler as this server's user (the token says who)."""
 
     mode = "daemon"
 
     def __init__(self, api_url: str, token: str, timeout: float = 30.0) -> None:
-        self.api_url = api_url.rstrip("/") + "/"
+        self.api_url = api_url
         self.token = token
         self.timeout = timeout
         self.client = AsyncHTTPClient()
 
     async def _call(
         self,
+        model: type[M],
         method: str,
         path: str,
         body: Any = None,
         query: dict | None = None,
         timeout: float | None = None,
-    ) -> dict[str, Any]:
+    ) -> M:
         url = self.api_url + path + (f"?{urlencode(query)}" if query else "")
         request = HTTPRequest(
             url,
@@ -124,66 +130,71 @@ class RemoteBackend:
         try:
             response = await self.client.fetch(request)
         except HTTPClientError as e:
-            message = f"the shared scheduler answered {e.code}"
+            message, reason = f"the shared scheduler answered {e.code}", None
             if e.response is not None and e.response.body:
-                with contextlib.suppress(ValueError):
-                    message = json.loads(e.response.body).get("message", message)
-            raise ApiError(e.code, message) from None
+                with contextlib.suppress(ValueError, AttributeError):
+                    doc = json.loads(e.response.body)
+                    message, reason = doc.get("message") or message, doc.get("reason")
+            raise Relayed(e.code, message, reason) from None
         except OSError as e:
-            raise ApiError(
-                503,
+            raise Unavailable(
                 f"cannot reach the shared scheduler at {self.api_url}: {e}; is "
-                "`jupyter elastic-gpu scheduler` running?",
-                "unavailable",
+                "`jupyter elastic-gpu scheduler` running?"
             ) from None
-        return json.loads(response.body) if response.body else {}
+        try:
+            return model.model_validate_json(response.body or b"{}")
+        except ValidationError as e:
+            raise Unavailable(
+                f"the shared scheduler at {self.api_url} answered {path} with a document this "
+                f"version does not understand ({e.error_count()} problems): are both the same "
+                "version of jupyter-elastic-gpu?"
+            ) from None
 
-    async def whoami(self, who: Principal) -> dict[str, Any]:
-        return await self._call("GET", "whoami")
+    async def whoami(self, who: Principal) -> Whoami:
+        return await self._call(Whoami, "GET", "whoami")
 
-    async def gpus(self, who: Principal) -> dict[str, Any]:
-        return await self._call("GET", "gpus")
+    async def gpus(self, who: Principal) -> Gpus:
+        return await self._call(Gpus, "GET", "gpus")
 
-    async def jobs(self, who: Principal) -> dict[str, Any]:
-        return await self._call("GET", "jobs")
+    async def jobs(self, who: Principal) -> JobList:
+        return await self._call(JobList, "GET", "jobs")
 
-    async def submit(self, who: Principal, body: Any) -> dict[str, Any]:
-        parse_submit(body)  # refuse a bad body here, with the same message
-        inputs = body.get("inputs")
-        job = await self._call("POST", "jobs", {**body, "inputs": {}})
-        if inputs:  # this server runs as the user: it writes them where the trainer reads
-            write_inputs(job["job_dir"], inputs)
+    async def submit(self, who: Principal, body: Any) -> JobView:
+        request = parse(SubmitRequest, body, "job")  # refuse a bad body here, with the same words
+        sent = request.model_dump(mode="json", exclude={"inputs"}, exclude_none=True)
+        job = await self._call(JobView, "POST", "jobs", sent)
+        if request.inputs:  # this server runs as the user: it writes them where the trainer reads
+            jobdirs.write_inputs(job.job_dir, request.inputs)
         return job
 
-    async def job(self, who: Principal, job_id: str) -> dict[str, Any]:
-        return await self._call("GET", f"jobs/{job_id}")
+    async def job(self, who: Principal, job_id: str) -> JobView:
+        return await self._call(JobView, "GET", f"jobs/{job_id}")
 
-    async def cancel(self, who: Principal, job_id: str) -> dict[str, Any]:
-        return await self._call("POST", f"jobs/{job_id}/cancel", {})
+    async def cancel(self, who: Principal, job_id: str) -> JobView:
+        return await self._call(JobView, "POST", f"jobs/{job_id}/cancel", {})
 
-    async def logs(self, who: Principal, job_id: str, tail: int) -> dict[str, Any]:
-        return await self._call("GET", f"jobs/{job_id}/logs", query={"tail": tail})
+    async def logs(self, who: Principal, job_id: str, tail: int) -> Logs:
+        return await self._call(Logs, "GET", f"jobs/{job_id}/logs", query={"tail": tail})
 
-    async def events(self, who: Principal, job_id: str) -> dict[str, Any]:
-        return await self._call("GET", f"jobs/{job_id}/events")
+    async def events(self, who: Principal, job_id: str) -> Events:
+        return await self._call(Events, "GET", f"jobs/{job_id}/events")
 
-    async def progress(self, who: Principal, job_id: str, since: float | None) -> dict[str, Any]:
+    async def progress(self, who: Principal, job_id: str, since: float | None) -> ProgressList:
         query = {"since": since} if since is not None else None
-        return await self._call("GET", f"jobs/{job_id}/progress", query=query)
+        return await self._call(ProgressList, "GET", f"jobs/{job_id}/progress", query=query)
 
-    async def queue(self, who: Principal) -> dict[str, Any]:
-        return await self._call("GET", "queue")
+    async def queue(self, who: Principal) -> Queue:
+        return await self._call(Queue, "GET", "queue")
 
-    async def status(self, who: Principal) -> dict[str, Any]:
-        return await self._call("GET", "status")
+    async def status(self, who: Principal) -> Status:
+        return await self._call(Status, "GET", "status")
 
-    async def wait_updates(self, who: Principal, since: int, timeout: float) -> dict[str, Any]:
-        return await self._call(
-            "GET", "updates", query={"since": since, "timeout": timeout}, timeout=timeout + 10
-        )
+    async def wait_updates(self, who: Principal, since: int, timeout: float) -> Updates:
+        query = {"since": since, "timeout": timeout}
+        return await self._call(Updates, "GET", "updates", query=query, timeout=timeout + 10)
 
-    async def launches(self, who: Principal) -> dict[str, Any]:
-        return await self._call("GET", "launches")
+    async def launches(self, who: Principal) -> Launches:
+        return await self._call(Launches, "GET", "launches")
 
-    async def heartbeat(self, job_id: str, secret: str, body: Any) -> dict[str, Any]:
-        raise ApiError(404, "sidecars of a shared scheduler heartbeat to the daemon itself")
+    async def heartbeat(self, job_id: str, secret: str, body: Any) -> LeaseView:
+        raise Relayed(404, "sidecars of a shared scheduler heartbeat to the scheduler itself")

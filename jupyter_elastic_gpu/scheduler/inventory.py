@@ -19,7 +19,7 @@ import socket
 import threading
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any
 
 log = logging.getLogger("jupyter_elastic_gpu")
 
@@ -58,15 +58,19 @@ class GpuInfo:
         return asdict(self)
 
 
-class Inventory(Protocol):
-    """What the scheduler needs of an inventory, whichever kind it is."""
+class Inventory:
+    """The contract of a GPU inventory: the base class to subclass for a lab's own
+    (``c.ElasticGPUApp.inventory_class``; it is created without arguments)."""
 
-    source: str  # "nvml" or "simulated"
-    reason: str  # why this source: shown to users wondering where their GPUs are
+    source = "simulated"  # "nvml" or "simulated": whether these are real GPUs
+    reason = ""  # why this source: shown to users wondering where their GPUs are
 
-    def snapshot(self) -> list[GpuInfo]: ...
+    def snapshot(self) -> list[GpuInfo]:
+        """Every GPU now; never raises (a failing read degrades to the last good answer)."""
+        raise NotImplementedError
 
-    def close(self) -> None: ...
+    def close(self) -> None:
+        """Release what the inventory holds (NVML)."""
 
 
 # -- /proc: owners, command lines, parents -------------------------------------------------
@@ -152,7 +156,7 @@ def external_processes(
 # -- simulated --------------------------------------------------------------------------------
 
 
-class SimulatedInventory:
+class SimulatedInventory(Inventory):
     """``count`` GPUs that exist only as labels, for machines without NVIDIA GPUs."""
 
     source = "simulated"
@@ -191,7 +195,7 @@ class NvmlUnavailable(RuntimeError):
     """NVML cannot be used here; the message says why (no nvidia-ml-py, no driver, ...)."""
 
 
-class NvmlInventory:
+class NvmlInventory(Inventory):
     """The GPUs NVML sees on this host, with their memory, utilisation and compute processes.
 
     ``nvml`` is the pynvml module (or an object with the same functions); it is a parameter

@@ -1,79 +1,46 @@
 """Launchers start a job's sidecar; the scheduler never touches trainers itself.
 
-``LocalLauncher`` starts ``python -m elastic_gpu_sidecar run`` on this machine in a session of
-its own, so that the sidecar (and its trainer) outlives a restart of JupyterLab or of the
-scheduler: the restarted scheduler re-adopts it from its heartbeats. The per-job secret goes in
-the environment, never on a command line other users can read.
+``BaseLauncher`` is the contract a lab can plug its own launcher into
+(``c.ElasticGPUApp.launcher_class``). ``LocalLauncher`` starts ``python -m elastic_gpu_sidecar
+run`` on this machine in a session of its own, so that the sidecar (and its trainer) outlives
+a restart of JupyterLab or of the scheduler: the restarted scheduler re-adopts it from its
+heartbeats. ``AgentLauncher`` starts nothing: the shared scheduler lists the launch for the
+job owner's own Jupyter server (``scheduler/agent.py``), so trainers run as their user. The
+per-job secret goes in the environment, never on a command line other users can read.
 """
 
 from __future__ import annotations
 
-import json
-import logging
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
-log = logging.getLogger("jupyter_elastic_gpu")
+from elastic_gpu_sidecar import protocol as P
+from traitlets import Dict, Unicode
+from traitlets.config import LoggingConfigurable
 
-
-@dataclass
-class LaunchRequest:
-    """Everything needed to start one sidecar, also sent to a user's server in shared mode."""
-
-    job_id: str
-    job_dir: str
-    kind: str
-    spec: dict[str, Any]
-    gpus: list[str]
-    generation: int
-    simulated: bool
-    heartbeat_url: str
-    heartbeat_s: float
-    secret: str
-    mechanism: str = "sidecar"
-    checkpoint_every_s: float = 60.0
-
-    def to_dict(self) -> dict[str, Any]:
-        return dict(self.__dict__)
+from ..models import LaunchRequest
+from . import jobdirs
 
 
-class Launcher(Protocol):
+class BaseLauncher(LoggingConfigurable):
+    """Starts sidecars for the service. Subclass it and set ``c.ElasticGPUApp.launcher_class``.
+
+    ``starts_processes`` says whether this launcher starts sidecars itself, as the server's
+    account (then the service writes a job's files into its directory, and asks ``alive``
+    about it); False means another side does both (the job owner's server).
+    """
+
+    starts_processes = True
+
     async def launch(self, request: LaunchRequest) -> dict[str, Any]:
         """Start the sidecar; returns what the launcher wants remembered (e.g. its pid)."""
+        raise NotImplementedError
 
     def alive(self, record: dict[str, Any]) -> bool | None:
         """Whether the sidecar recorded by ``launch`` still runs (None: cannot tell)."""
-
-
-def prepare_job_dir(request: LaunchRequest) -> Path:
-    """Write the script into the job dir (idempotent)."""
-    job_dir = Path(request.job_dir)
-    job_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-    if request.kind == "script":
-        _write(job_dir / "script.py", request.spec["script"].encode())
-    return job_dir
-
-
-def write_inputs(job_dir: str, inputs: dict[str, str]) -> None:
-    """Keep the variables passed with a job (base64 pickles) in its dir, not in the database:
-    they can be large, and only the trainer reads them."""
-    path = Path(job_dir)
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    _write(path / "inputs.json", json.dumps(inputs).encode())
-    os.chmod(path / "inputs.json", 0o600)
-
-
-def _write(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.tmp")
-    with open(tmp, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
+        return None
 
 
 def sidecar_command(request: LaunchRequest, python: str) -> list[str]:
@@ -94,58 +61,69 @@ def sidecar_command(request: LaunchRequest, python: str) -> list[str]:
         "--job-id",
         request.job_id,
         "--heartbeat",
-        f"{request.heartbeat_s:g}",
+        f"{request.heartbeat_interval:g}",
         "--mechanism",
-        request.mechanism,
-        "--checkpoint-every",
-        f"{request.checkpoint_every_s:g}",
+        request.mechanism.value,
+        "--checkpoint-interval",
+        f"{request.checkpoint_interval:g}",
         "--quiet",
     ]
     if request.simulated:
-        cmd.append("--simulated-gpus")
-    if request.kind == "synthetic":
-        syn = spec["synthetic"]
-        profile = ",".join(
-            f"{g}:{x:g}" for g, x in sorted((int(k), v) for k, v in syn["throughput"].items())
-        )
+        cmd.append("--simulated")
+    if spec.kind == P.JobKind.SYNTHETIC:
+        syn = spec.synthetic
+        profile = ",".join(f"{g}:{x:g}" for g, x in sorted(syn.throughput.items()))
         cmd += [
             "--synthetic",
             "--profile",
             profile,
             "--work",
-            str(int(syn["work"])),
+            str(int(syn.work)),
             "--time-scale",
-            f"{syn.get('time_scale', 1.0):g}",
+            f"{syn.time_scale:g}",
             "--batch",
-            str(syn.get("batch", 32)),
+            str(syn.batch),
         ]
         return cmd
-    if spec.get("epochs"):
-        cmd += ["--epochs", str(spec["epochs"])]
-    cmd += ["--batch-policy", spec.get("batch_policy", "keep-global")]
-    return [*cmd, "--", os.path.join(request.job_dir, "script.py"), *spec.get("args", [])]
+    if spec.epochs:
+        cmd += ["--epochs", str(spec.epochs)]
+    cmd += ["--batch-policy", spec.batch_policy.value]
+    return [*cmd, "--", os.path.join(request.job_dir, P.SCRIPT), *spec.args]
 
 
-class LocalLauncher:
+class LocalLauncher(BaseLauncher):
     """Start sidecars as child processes of this server, in their own session."""
 
-    def __init__(self, python: str | None = None, extra_env: dict[str, str] | None = None):
-        self.python = python or sys.executable
-        self.extra_env = extra_env or {}
+    python = Unicode(
+        config=True,
+        help="Python that runs sidecars and trainers (it needs TensorFlow for script jobs); "
+        "default: the Python of this server.",
+    )
+    environment = Dict(
+        Unicode(),
+        config=True,
+        help="Extra environment variables for sidecars and their trainers.",
+    )
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
         self._procs: dict[int, subprocess.Popen] = {}
 
     async def launch(self, request: LaunchRequest) -> dict[str, Any]:
-        job_dir = prepare_job_dir(request)
-        env = {**os.environ, **self.extra_env, "ELASTIC_GPU_JOB_SECRET": request.secret}
+        job_dir = jobdirs.make_job_dir(request.job_dir)
+        if request.spec.kind == P.JobKind.SCRIPT:
+            jobdirs.write_script(request.job_dir, request.spec.script or "")
+        env = {**os.environ, **self.environment, P.ENV_SECRET: request.secret}
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's start-up notices drown the user's log
-        env.pop("ELASTIC_GPU_TOKEN", None)  # the trainer needs no access to the API
-        cwd = request.spec.get("cwd") or str(job_dir)
+        for name in ("ELASTIC_GPU_TOKEN", "JUPYTER_TOKEN", "JUPYTERHUB_API_TOKEN"):
+            env.pop(name, None)  # the trainer needs no access to any API
+        cwd = request.spec.cwd or str(job_dir)
         if not os.path.isdir(cwd):
             cwd = str(job_dir)
-        out = open(job_dir / "sidecar.out", "ab")  # noqa: SIM115 - handed to the child
+        out = open(job_dir / P.SIDECAR_OUT, "ab")  # noqa: SIM115 - handed to the child
         try:
             proc = subprocess.Popen(
-                sidecar_command(request, self.python),
+                sidecar_command(request, self.python or sys.executable),
                 cwd=cwd,
                 env=env,
                 stdin=subprocess.DEVNULL,
@@ -156,7 +134,7 @@ class LocalLauncher:
         finally:
             out.close()
         self._procs[proc.pid] = proc
-        log.info(
+        self.log.info(
             "job %s: sidecar started (pid %s) on GPUs %s",
             request.job_id,
             proc.pid,
@@ -166,7 +144,7 @@ class LocalLauncher:
 
     def alive(self, record: dict[str, Any]) -> bool | None:
         pid = record.get("pid")
-        if not pid or record.get("host") not in (None, os.uname().nodename):
+        if not isinstance(pid, int) or record.get("host") not in (None, os.uname().nodename):
             return None
         proc = self._procs.get(pid)
         if proc is not None:
@@ -178,6 +156,16 @@ class LocalLauncher:
         except PermissionError:
             return True
         return _not_zombie(pid)
+
+
+class AgentLauncher(BaseLauncher):
+    """The shared scheduler starts nothing: each user's own server does (scheduler/agent.py),
+    so trainers run as the user who submitted them."""
+
+    starts_processes = False
+
+    async def launch(self, request: LaunchRequest) -> dict[str, Any]:
+        return {"via": "agent"}
 
 
 def _not_zombie(pid: int) -> bool:

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from typing import Any
 
 import aiosqlite
+from elastic_gpu_sidecar.protocol import FINAL_JOB_STATES
 
 #: Each entry upgrades the schema by one version. Append; never edit a shipped entry.
 MIGRATIONS: tuple[str, ...] = (
@@ -44,9 +45,18 @@ MIGRATIONS: tuple[str, ...] = (
     );
     CREATE INDEX events_job ON events(job_id, seq);
     """,
+    # 2: a job's requested count is spec.requested_gpus (it was spec.gpus, which means GPU ids
+    # everywhere else).
+    """
+    UPDATE jobs SET data = json_set(
+        json_remove(data, '$.spec.gpus'),
+        '$.spec.requested_gpus',
+        json_extract(data, '$.spec.gpus')
+    ) WHERE json_type(data, '$.spec.gpus') IS NOT NULL;
+    """,
 )
 
-FINAL_STATES = ("done", "failed", "cancelled")
+FINAL_STATES = tuple(sorted(s.value for s in FINAL_JOB_STATES))
 
 
 class Store:

@@ -2,9 +2,14 @@
 
 By default it embeds the scheduler in this server: SQLite in the Jupyter data dir, the GPUs
 NVML finds (or simulated GPUs where there are none), sidecars started as this server's user.
-With ``scheduler_url`` set it is a client of a shared ``jupyter elastic-gpu scheduler`` daemon
-instead: the same routes, answered by the daemon, and this server starts the sidecars of its
-user's jobs so that trainers run as that user.
+With ``scheduler_url`` set it is a client of a shared ``jupyter elastic-gpu scheduler``
+instead: the same routes, answered by that scheduler, and this server starts the sidecars of
+its user's jobs so that trainers run as that user. The shared scheduler is this same app run
+standalone (``server/daemon.py``).
+
+The parts a lab may replace are classes: ``scheduler_class`` (the service and its settings,
+``c.SchedulerService``), ``launcher_class`` and ``inventory_class``; policies come by name,
+built in or from an installed package's entry point.
 """
 
 from __future__ import annotations
@@ -14,22 +19,25 @@ import contextlib
 import gc
 import getpass
 import os
-from typing import Any
+from typing import Any, ClassVar
 
 from jupyter_core.paths import jupyter_data_dir
 from jupyter_server.extension.application import ExtensionApp
 from jupyter_server.utils import url_path_join
-from traitlets import Bool, Dict, Enum, Float, Int, List, Unicode, default, validate
+from traitlets import Bool, Int, List, Type, Unicode, default
 
 from .._version import __version__
-from ..core.policies import POLICIES
+from ..errors import Unavailable
+from ..notebook.client import ENV_TOKEN, api_root
 from ..scheduler.agent import LaunchAgent
 from ..scheduler.backends import LocalBackend, RemoteBackend
-from ..scheduler.inventory import detect
-from ..scheduler.launcher import LocalLauncher
-from ..scheduler.service import Principal, SchedulerService, ServiceConfig
+from ..scheduler.inventory import Inventory, detect
+from ..scheduler.launcher import BaseLauncher, LocalLauncher
+from ..scheduler.principal import Principal
+from ..scheduler.service import SchedulerService
 from ..scheduler.store import Store
 from .handlers import API_PREFIX, handlers
+from .identity import principal_of
 
 
 class _ReadyBackend:
@@ -52,7 +60,13 @@ class _ReadyBackend:
 
     def __getattr__(self, name: str) -> Any:
         async def call(*args: Any, **kwargs: Any) -> Any:
-            await asyncio.wait_for(asyncio.shield(self.ensure_started()), timeout=60)
+            try:
+                await asyncio.wait_for(asyncio.shield(self.ensure_started()), timeout=60)
+            except Exception as e:
+                raise Unavailable(
+                    f"the elastic-gpu scheduler did not start ({type(e).__name__}: {e}); see "
+                    "the server's log"
+                ) from None
             return await getattr(self.backend, name)(*args, **kwargs)
 
         return call
@@ -63,7 +77,31 @@ class ElasticGPUApp(ExtensionApp):
     description = "Elastic, adaptive GPU scheduling for this Jupyter server"
     version = __version__
     load_other_extensions = True
+    #: What ``whoami`` calls the scheduler this app embeds.
+    mode = "embedded"
+    classes: ClassVar[list] = [*ExtensionApp.classes, SchedulerService, LocalLauncher]
 
+    scheduler_class = Type(
+        SchedulerService,
+        klass=SchedulerService,
+        config=True,
+        help="The scheduler service (its settings: c.SchedulerService.<name>).",
+    )
+    launcher_class = Type(
+        LocalLauncher,
+        klass=BaseLauncher,
+        config=True,
+        help="Starts sidecars (a subclass of jupyter_elastic_gpu.scheduler.launcher.BaseLauncher).",
+    )
+    inventory_class = Type(
+        None,
+        klass=Inventory,
+        allow_none=True,
+        config=True,
+        help="The GPU inventory (a subclass of jupyter_elastic_gpu.scheduler.inventory."
+        "Inventory, created without arguments). Default: NVML where there is a driver, "
+        "simulated GPUs elsewhere (see simulated_gpus).",
+    )
     simulated_gpus = Int(
         0,
         config=True,
@@ -75,55 +113,11 @@ class ElasticGPUApp(ExtensionApp):
         help="SQLite database of the embedded scheduler (default: elastic-gpu/scheduler.sqlite "
         "in the Jupyter data dir).",
     )
-    policy = Unicode(
-        "adaptive",
-        config=True,
-        help=f"Scheduling policy: one of {', '.join(sorted(POLICIES))}.",
-    )
-    policy_params = Dict(
-        config=True,
-        help="Parameters of the policy, e.g. {'aging_s': 1800} for adaptive "
-        "(docs/policies.md lists them).",
-    )
-    tick_interval = Float(60.0, config=True, help="Seconds between periodic decisions.")
-    heartbeat_interval = Float(2.0, config=True, help="Seconds between sidecar heartbeats.")
-    heartbeat_timeout = Float(
-        30.0,
-        config=True,
-        help="A sidecar silent this long (with its process gone) is declared lost and its job "
-        "queued again, to resume from its last checkpoint.",
-    )
-    checkpoint_root = Unicode(
-        config=True,
-        help="Folder for job directories (scripts, checkpoints, logs, models); default: "
-        "elastic-gpu/jobs in the Jupyter data dir.",
-    )
-    checkpoint_interval = Float(
-        60.0, config=True, help="Seconds between periodic checkpoints of a running job."
-    )
-    user_gpu_cap = Int(0, config=True, help="Most GPUs one user may hold at a time (0: no cap).")
-    default_resize_cost = Float(
-        6.0,
-        config=True,
-        help="Seconds a resize is assumed to cost until the job has measured its own.",
-    )
-    mechanism = Enum(
-        ["sidecar", "termination"],
-        "sidecar",
-        config=True,
-        help="How a job changes GPUs: 'sidecar' (checkpoint at the next step, no work lost) or "
-        "'termination' (kill, restart from the last periodic checkpoint: for comparisons).",
-    )
-    sidecar_python = Unicode(
-        config=True,
-        help="Python that runs sidecars and trainers (it needs TensorFlow for script jobs); "
-        "default: the Python of this server.",
-    )
     scheduler_url = Unicode(
         "",
         config=True,
-        help="API root of a shared scheduler (e.g. http://127.0.0.1:9111/api/). Empty: embed "
-        "the scheduler in this server.",
+        help="A shared scheduler to use instead of embedding one: its URL (e.g. "
+        "http://127.0.0.1:9111/) or its API root. Empty: embed the scheduler in this server.",
     )
     scheduler_token = Unicode(
         "",
@@ -148,93 +142,86 @@ class ElasticGPUApp(ExtensionApp):
     def _db_path(self) -> str:
         return os.path.join(jupyter_data_dir(), "elastic-gpu", "scheduler.sqlite")
 
-    @default("checkpoint_root")
-    def _checkpoint_root(self) -> str:
-        return os.path.join(jupyter_data_dir(), "elastic-gpu", "jobs")
-
     @default("scheduler_token")
     def _scheduler_token(self) -> str:
-        return os.environ.get("ELASTIC_GPU_TOKEN", "")
+        return os.environ.get(ENV_TOKEN, "")
 
-    @validate("policy")
-    def _check_policy(self, proposal: Any) -> str:
-        if proposal["value"] not in POLICIES:
-            known = ", ".join(sorted(POLICIES))
-            raise ValueError(f"unknown policy {proposal['value']!r}: choose one of {known}")
-        return proposal["value"]
+    # -- identity ----------------------------------------------------------------------------
+    #: What a request without valid credentials is told.
+    how_to_authenticate = "log in to Jupyter (or send its token) to use this API"
 
+    def principal_of(self, user: Any) -> Principal:
+        return principal_of(user, self.owner, self.admin_users)
+
+    # -- start and stop -----------------------------------------------------------------------
     def initialize_settings(self) -> None:
-        self._holder = _ReadyBackend(self._start_backend)
         self.owner = getpass.getuser()
-        self.settings.update(
-            elastic_gpu_backend=self._holder,
-            elastic_gpu_owner=self.owner,
-            elastic_gpu_admin_users=list(self.admin_users),
-        )
+        self.backend = _ReadyBackend(self._start_backend)
         self._service: SchedulerService | None = None
         self._store: Store | None = None
         self._agent_task: asyncio.Task | None = None
 
     def initialize_handlers(self) -> None:
-        self.handlers.extend(handlers("/"))  # ExtensionApp prefixes base_url itself
+        self.handlers.extend(handlers())  # ExtensionApp prefixes base_url itself
 
     def api_url(self) -> str:
         """This server's API root as a local process reaches it."""
         return url_path_join(self.serverapp.connection_url, API_PREFIX) + "/"
 
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
-        await self._holder.ensure_started()
+        await self.backend.ensure_started()
+
+    def service_defaults(self) -> dict[str, Any]:
+        """Settings of the service this mode changes from the service's own defaults (a
+        setting in the config wins)."""
+        return {}
 
     async def _start_backend(self) -> None:
-        launcher = LocalLauncher(self.sidecar_python or None)
         if self.scheduler_url:
-            if not self.scheduler_token:
-                self.log.error(
-                    "ElasticGPUApp.scheduler_url is set but no token: set "
-                    "c.ElasticGPUApp.scheduler_token or $ELASTIC_GPU_TOKEN"
-                )
-            backend = RemoteBackend(self.scheduler_url, self.scheduler_token)
-            self._holder.set(backend)
-            if self.launch_agent:
-                agent = LaunchAgent(backend, launcher, Principal(self.owner))
-                self._agent_task = asyncio.create_task(agent.run())
-            self.log.info("elastic-gpu: using the shared scheduler at %s", self.scheduler_url)
+            await self._use_shared_scheduler()
             return
-        inventory, source = detect(self.simulated_gpus)
+        if self.inventory_class is not None:
+            inventory = self.inventory_class()
+        else:
+            inventory, _ = detect(self.simulated_gpus)
         self._store = await Store.open(self.db_path)
         api = self.api_url()
-        config = ServiceConfig(
-            policy=self.policy,
-            policy_params=dict(self.policy_params),
-            tick_s=self.tick_interval,
-            heartbeat_s=self.heartbeat_interval,
-            heartbeat_timeout_s=self.heartbeat_timeout,
-            job_root=self.checkpoint_root,
-            user_gpu_cap=self.user_gpu_cap,
-            default_resize_cost_s=self.default_resize_cost,
-            mechanism=self.mechanism,
-            checkpoint_every_s=self.checkpoint_interval,
-            simulated=source == "simulated",
-        )
-        self._service = SchedulerService(
+        configured = self.config.get(self.scheduler_class.__name__, {})
+        defaults = {k: v for k, v in self.service_defaults().items() if k not in configured}
+        self._service = self.scheduler_class(
             self._store,
             inventory,
-            launcher,
+            self.launcher_class(parent=self),
             heartbeat_url=lambda job_id: f"{api}sidecar/{job_id}/heartbeat",
-            config=config,
+            parent=self,
+            **defaults,
         )
         await self._service.start()
-        self._holder.set(LocalBackend(self._service))
+        self.backend.set(LocalBackend(self._service, mode=self.mode))
         if self.freeze_gc:
             gc.collect()
             gc.freeze()
         self.log.info(
-            "elastic-gpu: embedded scheduler (%s, %d %s GPUs), database %s",
-            self.policy,
+            "elastic-gpu: %s scheduler (%s, %d %s GPUs), database %s",
+            self.mode,
+            self._service.policy,
             len(inventory.snapshot()),
-            source,
+            inventory.source,
             self.db_path,
         )
+
+    async def _use_shared_scheduler(self) -> None:
+        if not self.scheduler_token:
+            self.log.error(
+                "ElasticGPUApp.scheduler_url is set but no token: set "
+                "c.ElasticGPUApp.scheduler_token or $ELASTIC_GPU_TOKEN"
+            )
+        backend = RemoteBackend(api_root(self.scheduler_url), self.scheduler_token)
+        self.backend.set(backend)
+        if self.launch_agent:
+            agent = LaunchAgent(backend, self.launcher_class(parent=self), Principal(self.owner))
+            self._agent_task = asyncio.create_task(agent.run())
+        self.log.info("elastic-gpu: using the shared scheduler at %s", self.scheduler_url)
 
     async def stop_extension(self) -> None:
         """Stop deciding; sidecars and trainers keep running and are re-adopted on restart."""

@@ -1,8 +1,11 @@
-"""The REST routes as Jupyter handlers: Jupyter's auth, XSRF and base_url apply to all of them.
+"""The REST routes and the websocket, as Jupyter handlers (docs/api.md, ``openapi.yaml``).
 
-The user is the hub user under JupyterHub, otherwise the account this server runs as (a plain
-Jupyter server has one user; its token proves it). Sidecars reach one route, the heartbeat,
-with their per-job secret instead of a Jupyter token.
+One set of handlers serves every deployment: the personal server, a user's server that
+forwards to a shared scheduler, and the shared scheduler itself (``server/daemon.py``), which
+is this same extension run standalone. Jupyter's authentication, XSRF and ``base_url`` apply
+to all routes; sidecars reach one route, the heartbeat, with their per-job secret instead.
+Each handler asks its app for the backend and for the caller's principal, and answers a
+typed model or one error map (``errors.py``).
 """
 
 from __future__ import annotations
@@ -10,6 +13,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
+from collections.abc import Awaitable
 from typing import Any
 
 from jupyter_server.auth.decorator import allow_unauthenticated, ws_authenticated
@@ -17,60 +22,212 @@ from jupyter_server.base.handlers import APIHandler, JupyterHandler
 from jupyter_server.base.websocket import WebSocketMixin
 from jupyter_server.extension.handler import ExtensionHandlerMixin
 from jupyter_server.utils import url_path_join
+from pydantic import BaseModel
 from tornado import web
 from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
-from ..scheduler.backends import ApiError
-from ..scheduler.routes import ROUTES, HeartbeatRoute
-from ..scheduler.service import Principal
+from ..errors import BadRequest, ElasticGPUError, Unauthorized
+from ..scheduler.principal import Principal
 
+#: Where the API lives under a server's base_url (the embedded and the shared scheduler alike).
 API_PREFIX = "elastic-gpu/api"
+JOB_ID = r"(?P<job_id>[A-Za-z0-9_\-]{1,64})"
+#: Largest request body read (a job's passed variables are the big ones).
+MAX_BODY_BYTES = 256 * 1024 * 1024
+#: Longest a long poll of ``updates`` may wait.
+MAX_POLL_S = 60.0
 
 
-class _Identity:
-    """Who is asking, from Jupyter's authenticated user."""
+class _ElasticHandler(ExtensionHandlerMixin):
+    """What every route needs from its app: the backend, and who is asking."""
 
     @property
     def backend(self) -> Any:
-        return self.settings["elastic_gpu_backend"]
+        return self.extensionapp.backend
 
     async def principal(self) -> Principal:
-        user = self.current_user
-        hub_user = getattr(user, "hub_user", None)
-        admins = set(self.settings.get("elastic_gpu_admin_users", ()))
-        if isinstance(hub_user, dict) and hub_user.get("name"):
-            name = hub_user["name"]
-            return Principal(name, bool(hub_user.get("admin")) or name in admins)
-        name = self.settings["elastic_gpu_owner"]
-        return Principal(name, name in admins)
+        return self.extensionapp.principal_of(self.current_user)
 
 
-class ElasticAPIHandler(_Identity, ExtensionHandlerMixin, APIHandler):
+class ElasticAPIHandler(_ElasticHandler, APIHandler):
     #: Every route needs a Jupyter user, whatever ServerApp.allow_unauthenticated_access says.
     require_user = True
 
     async def prepare(self) -> None:
         await super().prepare()
-        if self.require_user and self.current_user is None:
-            raise web.HTTPError(403, "log in to Jupyter (or send its token) to use this API")
+        self._require_user()
+
+    def check_xsrf_cookie(self) -> None:
+        if hasattr(self, "_jupyter_current_user"):  # tornado asks once before prepare: skip it
+            self._require_user()  # no credentials at all: say so (401) before XSRF (403)
+        super().check_xsrf_cookie()
+
+    def _require_user(self) -> None:
+        if self.require_user and self._jupyter_current_user is None:
+            raise web.HTTPError(401, self.extensionapp.how_to_authenticate)
+
+    def reply(self, result: Any, status: int = 200) -> None:
+        if isinstance(result, BaseModel):
+            result = result.model_dump(mode="json")
+        self.set_status(status)
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps(result, allow_nan=False))
+
+    def fail(self, error: ElasticGPUError) -> None:
+        self.set_status(error.status)
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps({"message": error.message, "reason": error.reason}))
+
+    async def answer(self, result: Awaitable[Any], status: int = 200) -> None:
+        try:
+            value = await result
+        except ElasticGPUError as e:
+            self.fail(e)
+            return
+        self.reply(value, status)
+
+    def json_body(self) -> Any:
+        if not self.request.body:
+            return {}
+        if len(self.request.body) > MAX_BODY_BYTES:
+            raise BadRequest("the body is larger than 256 MB: save large inputs to a file")
+        try:
+            return json.loads(self.request.body)
+        except (ValueError, RecursionError) as e:
+            raise BadRequest(f"the body is not valid JSON ({str(e)[:200]})") from None
+
+    def number(self, name: str, default: float | None) -> float | None:
+        """A finite number from the query string, or BadRequest."""
+        raw = self.get_query_argument(name, None)
+        if raw is None:
+            return default
+        try:
+            value = float(raw)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value):
+            raise BadRequest(f"query argument {name!r} must be a finite number, got {raw[:50]!r}")
+        return value
+
+    async def _call(self, method: str, *args: Any, status: int = 200) -> None:
+        """Answer with the backend's ``method`` for the caller (errors as one map)."""
+
+        async def call() -> Any:
+            who = await self.principal()
+            return await getattr(self.backend, method)(who, *args)
+
+        await self.answer(call(), status)
 
 
-class HeartbeatHandler(HeartbeatRoute, ElasticAPIHandler):
-    """Authenticated by the job's secret (Bearer), so Jupyter's login and XSRF do not apply."""
+class WhoamiHandler(ElasticAPIHandler):
+    async def get(self) -> None:
+        await self._call("whoami")
+
+
+class GpusHandler(ElasticAPIHandler):
+    async def get(self) -> None:
+        await self._call("gpus")
+
+
+class JobsHandler(ElasticAPIHandler):
+    async def get(self) -> None:
+        await self._call("jobs")
+
+    async def post(self) -> None:
+        try:
+            body = self.json_body()
+        except ElasticGPUError as e:
+            self.fail(e)
+            return
+        await self._call("submit", body, status=201)
+
+
+class JobHandler(ElasticAPIHandler):
+    async def get(self, job_id: str) -> None:
+        await self._call("job", job_id)
+
+
+class CancelHandler(ElasticAPIHandler):
+    async def post(self, job_id: str) -> None:
+        await self._call("cancel", job_id, status=202)
+
+
+class LogsHandler(ElasticAPIHandler):
+    async def get(self, job_id: str) -> None:
+        try:
+            tail = int(min(max(self.number("tail", 200) or 0, 0), 100_000))
+        except ElasticGPUError as e:
+            self.fail(e)
+            return
+        await self._call("logs", job_id, tail)
+
+
+class EventsHandler(ElasticAPIHandler):
+    async def get(self, job_id: str) -> None:
+        await self._call("events", job_id)
+
+
+class ProgressHandler(ElasticAPIHandler):
+    async def get(self, job_id: str) -> None:
+        try:
+            since = self.number("since", None)
+        except ElasticGPUError as e:
+            self.fail(e)
+            return
+        await self._call("progress", job_id, since)
+
+
+class QueueHandler(ElasticAPIHandler):
+    async def get(self) -> None:
+        await self._call("queue")
+
+
+class StatusHandler(ElasticAPIHandler):
+    async def get(self) -> None:
+        await self._call("status")
+
+
+class UpdatesHandler(ElasticAPIHandler):
+    async def get(self) -> None:
+        try:
+            since = int(min(max(self.number("since", 0) or 0, -1), 2**62))
+            timeout = min(max(self.number("timeout", 25.0) or 0.0, 0.0), MAX_POLL_S)
+        except ElasticGPUError as e:
+            self.fail(e)
+            return
+        await self._call("wait_updates", since, timeout)
+
+
+class LaunchesHandler(ElasticAPIHandler):
+    async def get(self) -> None:
+        await self._call("launches")
+
+
+class HeartbeatHandler(ElasticAPIHandler):
+    """Sidecars authenticate with their per-job secret (Bearer), so Jupyter's login and XSRF
+    do not apply."""
 
     require_user = False
 
     @allow_unauthenticated
     async def post(self, job_id: str) -> None:
-        await HeartbeatRoute.post(self, job_id)
+        header = self.request.headers.get("Authorization", "")
+        scheme, _, secret = header.partition(" ")
+        if scheme.lower() != "bearer" or not secret.strip():
+            self.fail(Unauthorized("a sidecar must send 'Authorization: Bearer <job secret>'"))
+            return
+        try:
+            body = self.json_body()
+        except ElasticGPUError as e:
+            self.fail(e)
+            return
+        await self.answer(self.backend.heartbeat(job_id, secret.strip(), body))
 
     def check_xsrf_cookie(self) -> None:
         return None
 
 
-class UpdatesSocket(
-    _Identity, WebSocketMixin, WebSocketHandler, ExtensionHandlerMixin, JupyterHandler
-):
+class UpdatesSocket(_ElasticHandler, WebSocketMixin, WebSocketHandler, JupyterHandler):
     """Pushes the status document on every change (the sidebar and widgets listen here)."""
 
     def set_default_headers(self) -> None:
@@ -89,14 +246,14 @@ class UpdatesSocket(
         version = -1
         try:
             while True:
-                status = await self.backend.status(self._who)
+                status = (await self.backend.status(self._who)).model_dump(mode="json")
                 self.write_message(
                     json.dumps({"type": "update", "version": version, "status": status})
                 )
-                version = (await self.backend.wait_updates(self._who, version, 25.0))["version"]
+                version = (await self.backend.wait_updates(self._who, version, 25.0)).version
         except (WebSocketClosedError, asyncio.CancelledError):
             pass
-        except ApiError as e:
+        except ElasticGPUError as e:
             with contextlib.suppress(WebSocketClosedError):
                 self.write_message(json.dumps({"type": "error", "message": e.message}))
             self.close()
@@ -110,17 +267,25 @@ class UpdatesSocket(
             task.cancel()
 
 
-def handlers(base_url: str) -> list[tuple[str, type]]:
-    """(URL pattern, handler) for every route, under ``{base_url}elastic-gpu/api/``."""
-    out = []
-    for route, mixin in ROUTES:
-        if mixin is HeartbeatRoute:
-            cls = HeartbeatHandler
-        else:
-            cls = type(f"{mixin.__name__}Handler", (mixin, ElasticAPIHandler), {})
-        out.append((url_path_join(base_url, API_PREFIX, route), cls))
-    out.append((url_path_join(base_url, API_PREFIX, "ws"), UpdatesSocket))
-    return out
+#: (route under the API root, handler). Longer patterns first.
+ROUTES: list[tuple[str, type]] = [
+    ("whoami", WhoamiHandler),
+    ("gpus", GpusHandler),
+    (f"jobs/{JOB_ID}/cancel", CancelHandler),
+    (f"jobs/{JOB_ID}/logs", LogsHandler),
+    (f"jobs/{JOB_ID}/events", EventsHandler),
+    (f"jobs/{JOB_ID}/progress", ProgressHandler),
+    (f"jobs/{JOB_ID}", JobHandler),
+    ("jobs", JobsHandler),
+    ("queue", QueueHandler),
+    ("status", StatusHandler),
+    ("updates", UpdatesHandler),
+    ("launches", LaunchesHandler),
+    (f"sidecar/{JOB_ID}/heartbeat", HeartbeatHandler),
+    ("ws", UpdatesSocket),
+]
 
 
-__all__ = ["API_PREFIX", "handlers"]
+def handlers() -> list[tuple[str, type]]:
+    """(URL pattern, handler) for every route; ExtensionApp puts ``base_url`` in front."""
+    return [(url_path_join("/", API_PREFIX, route), cls) for route, cls in ROUTES]

@@ -28,6 +28,7 @@ from jupyter_elastic_gpu.notebook.client import (
     Connection,
     SchedulerClient,
     SchedulerError,
+    api_root,
     daemon_discovery_path,
     discover,
 )
@@ -113,19 +114,46 @@ def dead_pid() -> int:
 
 def test_environment_comes_first(dirs):
     (dirs["daemon"] / "jupyter-elastic-gpu-scheduler.json").write_text(
-        json.dumps({"url": "http://127.0.0.1:1/api/", "pid": os.getpid()})
+        json.dumps({"url": "http://127.0.0.1:1/elastic-gpu/api/", "pid": os.getpid()})
     )
     env = base_env(dirs) | {
         "ELASTIC_GPU_URL": "http://127.0.0.1:9111/api",
         "ELASTIC_GPU_TOKEN": "t",
     }
-    assert discover(env) == Connection("http://127.0.0.1:9111/api/", "t", "environment")
+    assert discover(env) == Connection("http://127.0.0.1:9111/elastic-gpu/api/", "t", "environment")
+
+
+@pytest.mark.parametrize(
+    ("url", "root"),
+    [
+        ("http://127.0.0.1:8888/elastic-gpu/api/", "http://127.0.0.1:8888/elastic-gpu/api/"),
+        ("http://127.0.0.1:8888/elastic-gpu/api", "http://127.0.0.1:8888/elastic-gpu/api/"),
+        ("http://127.0.0.1:8888", "http://127.0.0.1:8888/elastic-gpu/api/"),
+        ("http://127.0.0.1:8888/lab?token=abc", "http://127.0.0.1:8888/elastic-gpu/api/"),
+        ("http://127.0.0.1:8888/tree/x.ipynb", "http://127.0.0.1:8888/elastic-gpu/api/"),
+        ("https://hub.lab/user/ann/lab/tree/a.ipynb", "https://hub.lab/user/ann/elastic-gpu/api/"),
+        ("https://hub.lab/user/ann/", "https://hub.lab/user/ann/elastic-gpu/api/"),
+        ("http://h/user/ann/elastic-gpu/api/jobs/j-1", "http://h/user/ann/elastic-gpu/api/"),
+    ],
+)
+def test_a_server_url_or_an_api_root_names_the_same_api(url, root):
+    assert api_root(url) == root
+    assert SchedulerClient(url).base_url == root
+
+
+def test_the_token_in_a_pasted_server_url_is_used_when_none_is_set(dirs):
+    env = base_env(dirs) | {"ELASTIC_GPU_URL": "http://127.0.0.1:8888/lab?token=from-url"}
+    assert discover(env) == Connection(
+        "http://127.0.0.1:8888/elastic-gpu/api/", "from-url", "environment"
+    )
+    env["ELASTIC_GPU_TOKEN"] = "explicit"
+    assert discover(env).token == "explicit"
 
 
 def test_environment_url_takes_the_token_file_when_no_token_is_set(dirs):
     (dirs["home"] / ".jupyter").mkdir()
     (dirs["home"] / ".jupyter" / "elastic-gpu-token").write_text("from-file\nignored\n")
-    env = base_env(dirs) | {"ELASTIC_GPU_URL": "http://127.0.0.1:9111/api/"}
+    env = base_env(dirs) | {"ELASTIC_GPU_URL": "http://127.0.0.1:9111/elastic-gpu/api/"}
     assert discover(env).token == "from-file"
 
 
@@ -179,9 +207,11 @@ def test_unix_socket_server_is_skipped_and_said(dirs, sleeper):
 def test_daemon_with_a_live_pid(dirs, sleeper):
     path = daemon_discovery_path(base_env(dirs))
     assert path == dirs["daemon"] / "jupyter-elastic-gpu-scheduler.json"
-    path.write_text(json.dumps({"url": "http://127.0.0.1:9111/api/", "pid": sleeper}))
+    path.write_text(json.dumps({"url": "http://127.0.0.1:9111/elastic-gpu/api/", "pid": sleeper}))
     env = base_env(dirs) | {"ELASTIC_GPU_TOKEN": "ann-token"}
-    assert discover(env) == Connection("http://127.0.0.1:9111/api/", "ann-token", "daemon")
+    assert discover(env) == Connection(
+        "http://127.0.0.1:9111/elastic-gpu/api/", "ann-token", "daemon"
+    )
     (dirs["home"] / ".jupyter").mkdir()
     (dirs["home"] / ".jupyter" / "elastic-gpu-token").write_text("file-token\n")
     assert discover(base_env(dirs)).token == "file-token"
@@ -189,7 +219,7 @@ def test_daemon_with_a_live_pid(dirs, sleeper):
 
 def test_daemon_without_a_token_says_how_to_get_one(dirs, sleeper):
     daemon_discovery_path(base_env(dirs)).write_text(
-        json.dumps({"url": "http://127.0.0.1:9111/api/", "pid": sleeper})
+        json.dumps({"url": "http://127.0.0.1:9111/elastic-gpu/api/", "pid": sleeper})
     )
     with pytest.raises(SchedulerError) as err:
         discover(base_env(dirs))
@@ -201,7 +231,7 @@ def test_daemon_without_a_token_says_how_to_get_one(dirs, sleeper):
 def test_daemon_with_a_dead_pid_is_not_used(dirs):
     pid = dead_pid()
     daemon_discovery_path(base_env(dirs)).write_text(
-        json.dumps({"url": "http://127.0.0.1:9111/api/", "pid": pid})
+        json.dumps({"url": "http://127.0.0.1:9111/elastic-gpu/api/", "pid": pid})
     )
     with pytest.raises(SchedulerError) as err:
         discover(base_env(dirs) | {"ELASTIC_GPU_TOKEN": "t"})
@@ -220,7 +250,7 @@ def test_nothing_found_says_what_was_tried_and_how_to_fix_it(dirs):
         f"no Jupyter server among this process's parents ({dirs['runtime']}/jpserver-<pid>.json)",
         f"no shared daemon ({dirs['daemon']}/jupyter-elastic-gpu-scheduler.json does not exist)",
         "`jupyter elastic-gpu scheduler`",
-        "set ELASTIC_GPU_URL (the API root) and ELASTIC_GPU_TOKEN",
+        "set ELASTIC_GPU_URL (the server's URL) and ELASTIC_GPU_TOKEN",
     ):
         assert part in msg, part
 
@@ -247,14 +277,16 @@ def test_refused_connection_is_a_clear_scheduler_error():
         client.status()
     assert err.value.status is None
     msg = err.value.message
-    assert msg.startswith(f"cannot reach the scheduler at http://127.0.0.1:{port}/api/status: ")
+    assert msg.startswith(
+        f"cannot reach the scheduler at http://127.0.0.1:{port}/elastic-gpu/api/status: "
+    )
     assert "Connection refused" in msg
     assert msg.endswith("is JupyterLab (or `jupyter elastic-gpu scheduler`) running?")
 
 
 def test_a_url_that_is_not_one_is_a_scheduler_error():
     with pytest.raises(SchedulerError, match="not a usable scheduler URL"):
-        SchedulerClient("localhost:9111/api/").status()
+        SchedulerClient("localhost:9111/elastic-gpu/api/").status()
 
 
 class Api(BaseHTTPRequestHandler):
@@ -289,35 +321,37 @@ class Api(BaseHTTPRequestHandler):
     def do_GET(self):
         self._record()
         path = self.path
-        if path.startswith("/api/slow"):
+        if path.startswith("/elastic-gpu/api/slow"):
             time.sleep(1)
             with contextlib.suppress(OSError):  # the client has hung up by now
                 self._answer(200, {})
             return None
-        if path == "/api/status":
+        if path == "/elastic-gpu/api/status":
             return self._answer(200, {"gpus": [{"id": "0", "holder": None}], "jobs": []})
-        if path.startswith("/api/updates"):
+        if path.startswith("/elastic-gpu/api/updates"):
             return self._answer(200, {"version": 7})
-        if path.startswith("/api/jobs/nope"):
+        if path.startswith("/elastic-gpu/api/jobs/nope"):
             return self._answer(404, {"message": "no job 'nope'", "reason": "not-found"})
-        if path == "/api/whoami" and self.headers.get("Authorization") != "token t0k":
+        if path == "/elastic-gpu/api/whoami" and self.headers.get("Authorization") != "token t0k":
             return self._answer(401, raw=b"")
-        if path == "/api/whoami":
+        if path == "/elastic-gpu/api/whoami":
             return self._answer(200, {"user": "ann", "admin": False, "mode": "daemon"})
-        if path == "/api/oops":
+        if path == "/elastic-gpu/api/oops":
             return self._answer(500, raw=b"<html>Internal</html>", ctype="text/html")
-        if path == "/api/queue":
+        if path == "/elastic-gpu/api/queue":
             return self._answer(200, raw=b"<html>not json</html>", ctype="text/html")
         return self._answer(200, {"echo": path})
 
     def do_POST(self):
         self._record()
         body = Api.seen[-1]["body"]
-        if self.path == "/api/jobs" and body.get("min_gpus", 1) > body.get("max_gpus", 99):
+        if self.path == "/elastic-gpu/api/jobs" and body.get("min_gpus", 1) > body.get(
+            "max_gpus", 99
+        ):
             return self._answer(
                 400, {"message": "min_gpus (3) is above max_gpus (2)", "reason": "bad-request"}
             )
-        if self.path == "/api/jobs":
+        if self.path == "/elastic-gpu/api/jobs":
             return self._answer(201, {"id": "j-1", **body})
         return self._answer(202, {"id": "j-1", "state": "stopping"})
 
@@ -328,7 +362,7 @@ def api():
     server = ThreadingHTTPServer(("127.0.0.1", 0), Api)
     thread = threading.Thread(target=server.serve_forever, args=(0.05,), daemon=True)
     thread.start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/api/"
+    yield f"http://127.0.0.1:{server.server_address[1]}/elastic-gpu/api/"
     server.shutdown()
     server.server_close()
 
@@ -343,29 +377,31 @@ def test_json_in_json_out_with_the_token(api):
     post = Api.seen[2]
     assert (post["method"], post["path"], post["ctype"]) == (
         "POST",
-        "/api/jobs",
+        "/elastic-gpu/api/jobs",
         "application/json",
     )
     assert post["body"] == {"kind": "synthetic", "min_gpus": 1, "max_gpus": 2}
-    assert (Api.seen[3]["path"], Api.seen[3]["body"]) == ("/api/jobs/j-1/cancel", {})
+    assert (Api.seen[3]["path"], Api.seen[3]["body"]) == ("/elastic-gpu/api/jobs/j-1/cancel", {})
     assert {s["auth"] for s in Api.seen} == {"token t0k"}
 
 
 def test_routes_and_query_strings(api):
     c = SchedulerClient(api.rstrip("/"), None)  # the trailing slash is optional
-    assert c.logs("j-1", tail=50) == {"echo": "/api/jobs/j-1/logs?tail=50"}
-    assert c.logs("j-1") == {"echo": "/api/jobs/j-1/logs?tail=200"}
-    assert c.progress("j-1") == {"echo": "/api/jobs/j-1/progress"}
-    assert c.progress("j-1", since=12.5) == {"echo": "/api/jobs/j-1/progress?since=12.5"}
-    assert c.events("a/b?c") == {"echo": "/api/jobs/a%2Fb%3Fc/events"}
-    assert c.job("j-2") == {"echo": "/api/jobs/j-2"}
+    assert c.logs("j-1", tail=50) == {"echo": "/elastic-gpu/api/jobs/j-1/logs?tail=50"}
+    assert c.logs("j-1") == {"echo": "/elastic-gpu/api/jobs/j-1/logs?tail=200"}
+    assert c.progress("j-1") == {"echo": "/elastic-gpu/api/jobs/j-1/progress"}
+    assert c.progress("j-1", since=12.5) == {
+        "echo": "/elastic-gpu/api/jobs/j-1/progress?since=12.5"
+    }
+    assert c.events("a/b?c") == {"echo": "/elastic-gpu/api/jobs/a%2Fb%3Fc/events"}
+    assert c.job("j-2") == {"echo": "/elastic-gpu/api/jobs/j-2"}
     assert (c.gpus(), c.jobs(), c.launches()) == (
-        {"echo": "/api/gpus"},
-        {"echo": "/api/jobs"},
-        {"echo": "/api/launches"},
+        {"echo": "/elastic-gpu/api/gpus"},
+        {"echo": "/elastic-gpu/api/jobs"},
+        {"echo": "/elastic-gpu/api/launches"},
     )
     assert c.wait_updates(since=3, timeout=1.5) == 7
-    assert Api.seen[-1]["path"] == "/api/updates?since=3&timeout=1.5"
+    assert Api.seen[-1]["path"] == "/elastic-gpu/api/updates?since=3&timeout=1.5"
     assert Api.seen[0]["auth"] is None  # no token, no header
 
 

@@ -23,14 +23,14 @@ from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 import yaml
+from elastic_gpu_sidecar import protocol as P
 from jsonschema import Draft202012Validator
 from referencing import Registry, Resource
 from referencing.jsonschema import DRAFT202012
 from servers import DaemonProcess, call, free_port, wait_for
 
-from jupyter_elastic_gpu.scheduler.requests import SubmitRequest, SyntheticSpec
-from jupyter_elastic_gpu.scheduler.routes import JOB_ID, ROUTES
-from jupyter_elastic_gpu.server.handlers import handlers
+from jupyter_elastic_gpu import models as M
+from jupyter_elastic_gpu.server.handlers import JOB_ID, ROUTES, handlers
 
 HTTP_METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 GROUP = re.compile(r"\(\?P<(\w+)>(?:[^()]|\([^()]*\))*\)")
@@ -83,12 +83,15 @@ def _escape(token: str) -> str:
 
 
 def implemented() -> set[tuple[str, str]]:
-    """(path, method) for every route of ROUTES, from the methods its mixin defines."""
+    """(path, method) for every route of ROUTES, from the methods its handler defines."""
     pairs = set()
-    for route, mixin in ROUTES:
+    for route, handler in ROUTES:
+        if route == "ws":  # a websocket: no HTTP operation
+            continue
         path = "/" + GROUP.sub(r"{\1}", route)
         for method in ("get", "post", "put", "patch", "delete"):
-            if callable(getattr(mixin, method, None)):
+            own = next((c for c in handler.__mro__ if method in vars(c)), None)
+            if own is not None and own.__module__.startswith("jupyter_elastic_gpu"):
                 pairs.add((path, method))
     return pairs
 
@@ -110,7 +113,7 @@ def test_the_document_lists_exactly_the_implemented_routes():
     # The websocket is a path without HTTP operations, and the Jupyter handlers serve it.
     bare = {p for p, item in document()["paths"].items() if not set(item) & set(HTTP_METHODS)}
     assert bare == {"/ws"}
-    assert any(pattern.endswith("elastic-gpu/api/ws") for pattern, _ in handlers("/"))
+    assert any(pattern.endswith("elastic-gpu/api/ws") for pattern, _ in handlers())
 
 
 def test_path_parameters_match_the_route_patterns():
@@ -128,13 +131,55 @@ def test_path_parameters_match_the_route_patterns():
         assert names <= {"job_id"}, path
 
 
-def test_the_submit_schema_has_the_fields_the_validator_accepts():
-    schemas = document()["components"]["schemas"]
-    assert set(schemas["SubmitRequest"]["properties"]) == set(SubmitRequest.model_fields)
-    assert set(schemas["SyntheticSpec"]["properties"]) == set(SyntheticSpec.model_fields)
-    # Both refuse unknown fields, like the pydantic models do.
-    assert SubmitRequest.model_config["extra"] == "forbid"
-    assert schemas["SubmitRequest"]["additionalProperties"] is False
+#: Schema in the document -> the model that makes or checks it.
+MODELS = {
+    "Error": M.ErrorBody,
+    "Whoami": M.Whoami,
+    "GpuProcess": M.GpuProcessView,
+    "Gpu": M.GpuView,
+    "GpuInventory": M.Gpus,
+    "JobProgress": M.JobProgress,
+    "JobError": M.ErrorInfo,
+    "LeaseChange": M.LeaseChange,
+    "Job": M.JobView,
+    "PublicJob": M.PublicJob,
+    "JobList": M.JobList,
+    "QueueEntry": M.QueueEntry,
+    "StatusJob": M.StatusJob,
+    "StatusDocument": M.Status,
+    "Event": M.Event,
+    "Logs": M.Logs,
+    "ProgressRecord": M.ProgressRecord,
+    "SyntheticSpec": M.SyntheticSpec,
+    "SubmitRequest": M.SubmitRequest,
+    "Lease": M.LeaseView,
+    "Heartbeat": M.Heartbeat,
+    "LaunchRequest": M.LaunchRequest,
+}
+#: Enum schema in the document -> the vocabulary it must equal.
+ENUMS = {
+    "JobState": P.JobState,
+    "SidecarState": P.SidecarState,
+    "LeaseAction": P.LeaseAction,
+    "BatchPolicy": P.BatchPolicy,
+    "Mechanism": P.Mechanism,
+    "JobKind": P.JobKind,
+    "EventKind": M.EventKind,
+}
+
+
+@pytest.mark.parametrize("schema", sorted(MODELS))
+def test_every_schema_has_the_fields_of_its_model(schema):
+    spec = document()["components"]["schemas"][schema]
+    model = MODELS[schema]
+    assert set(spec["properties"]) == set(model.model_fields), schema
+    if model.model_config.get("extra") == "forbid":  # both refuse unknown fields
+        assert spec.get("additionalProperties") is False, schema
+
+
+@pytest.mark.parametrize("schema", sorted(ENUMS))
+def test_every_enum_of_the_document_is_the_vocabulary(schema):
+    assert document()["components"]["schemas"][schema]["enum"] == list(ENUMS[schema].values())
 
 
 def test_the_document_is_valid_openapi():
@@ -210,7 +255,7 @@ def jp_server_config(jp_server_config, recorder, tmp_path):
         "os.execv(sys.executable, [sys.executable, *args])\n"
     )
     wrapper.chmod(0o755)
-    jp_server_config["ElasticGPUApp"]["sidecar_python"] = str(wrapper)
+    jp_server_config["LocalLauncher"] = {"python": str(wrapper)}
     return jp_server_config
 
 
@@ -281,7 +326,7 @@ async def test_real_answers_and_heartbeats_match_the_document(
     code, _ = await api("POST", "/jobs", body="not json")
     assert code == 400
     code, _ = await api("GET", "/whoami", headers={"Authorization": ""})
-    assert code == 403
+    assert code == 401
 
     # A job that runs, and one that waits behind it.
     body = synthetic("runs", 1, 4)
@@ -416,7 +461,7 @@ def test_the_daemon_answers_match_the_document(tmp_path):
             document()["components"]["schemas"]["PublicJob"]["required"]
         )
         _, queue = check("GET", "/queue", bob)
-        assert "name" not in queue["queue"][0]
+        assert queue["queue"][0]["name"] is None
         _, status = check("GET", "/status", bob)
         assert status["jobs"][0]["name"] is None
         assert check("GET", "/jobs/{job_id}", bob, job_id=job["id"])[0] == 403

@@ -8,17 +8,21 @@ import os
 import time
 
 import pytest
+from elastic_gpu_sidecar.protocol import JobState, Lease
 
+from jupyter_elastic_gpu.errors import BadRequest
+from jupyter_elastic_gpu.models import EventKind, Heartbeat, SubmitRequest, parse
+from jupyter_elastic_gpu.scheduler import views
 from jupyter_elastic_gpu.scheduler.inventory import SimulatedInventory
-from jupyter_elastic_gpu.scheduler.jobs import Lease, hash_secret
-from jupyter_elastic_gpu.scheduler.requests import BadRequest, parse_submit
-from jupyter_elastic_gpu.scheduler.service import (
-    Principal,
-    SchedulerService,
-    ServiceConfig,
-    parse_heartbeat,
-)
+from jupyter_elastic_gpu.scheduler.jobs import hash_secret
+from jupyter_elastic_gpu.scheduler.launcher import BaseLauncher
+from jupyter_elastic_gpu.scheduler.principal import Principal
+from jupyter_elastic_gpu.scheduler.service import SchedulerService
 from jupyter_elastic_gpu.scheduler.store import MIGRATIONS, Store
+
+
+def submit_request(body):
+    return parse(SubmitRequest, body, "job")
 
 
 async def test_concurrent_progress_writes_are_all_kept(tmp_path):
@@ -60,18 +64,16 @@ async def test_reopening_an_existing_database_keeps_the_jobs(tmp_path):
     await store.close()
 
 
-class RecordingLauncher:
-    """Starts nothing: this test is about which lease is published when, not about processes."""
+class RecordingLauncher(BaseLauncher):
+    """Starts nothing: these tests are about which lease is published when, not processes."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.launched: list[str] = []
 
     async def launch(self, request):
         self.launched.append(request.job_id)
         return {}
-
-    def alive(self, record):
-        return None
 
 
 @contextlib.asynccontextmanager
@@ -80,11 +82,7 @@ async def service(tmp_path, inventory):
     store = await Store.open(":memory:")
     try:
         yield SchedulerService(
-            store,
-            inventory,
-            RecordingLauncher(),
-            lambda j: "",
-            ServiceConfig(job_root=str(tmp_path)),
+            store, inventory, RecordingLauncher(), lambda j: "", job_root=str(tmp_path)
         )
     finally:
         await store.close()
@@ -94,11 +92,7 @@ async def test_a_resumed_job_does_not_deadlock_a_shrinking_one(tmp_path):
     store = await Store.open(":memory:")
     launcher = RecordingLauncher()
     svc = SchedulerService(
-        store,
-        SimulatedInventory(4),
-        launcher,
-        lambda j: f"http://x/{j}",
-        ServiceConfig(job_root=str(tmp_path)),
+        store, SimulatedInventory(4), launcher, lambda j: f"http://x/{j}", job_root=str(tmp_path)
     )
     who = Principal("ann")
     body = {
@@ -107,25 +101,25 @@ async def test_a_resumed_job_does_not_deadlock_a_shrinking_one(tmp_path):
         "max_gpus": 2,
         "synthetic": {"work": 1e6, "throughput": {"1": 10}},
     }
-    a = await svc.submit(who, parse_submit(body))
-    b = await svc.submit(who, parse_submit(body))
+    a = await svc.submit(who, submit_request(body))
+    b = await svc.submit(who, submit_request(body))
     now = time.time()
     # A ran on 0,1 and was suspended; B runs on 1,2.
-    a.state, a.started_at = "running", now
-    a.desired, a.reported = Lease(1, ["0", "1"]), {"generation": 1, "gpus": ["0", "1"]}
+    a.state, a.started_at = JobState.RUNNING, now
+    a.desired, a.reported = Lease(1, ["0", "1"]), Heartbeat(generation=1, gpus=["0", "1"])
     a.launched_at = now
-    await svc._requeue(a, "suspended", now, kind="suspended")
-    b.state, b.started_at, b.launched_at = "running", now, now
+    await svc.lifecycle.requeue(a, "suspended", now, kind=EventKind.SUSPENDED)
+    b.state, b.started_at, b.launched_at = JobState.RUNNING, now, now
     b.desired = Lease(3, ["1", "2"])
-    b.reported = {"generation": 3, "gpus": ["1", "2"], "state": "running"}
+    b.reported = Heartbeat(generation=3, gpus=["1", "2"], state="running")
     b.secret_hash = hash_secret("b-secret")
     # One decision: A resumes on 2,3 once B has shrunk to 1.
-    await svc._start(a, ["2", "3"], now)
-    await svc._change(b, ["1"], now)
+    await svc.lifecycle.start(a, ["2", "3"], now)
+    await svc.lifecycle.change(b, ["1"], now)
     lease = await svc.heartbeat(
         b.id, "b-secret", {"generation": 3, "gpus": ["1", "2"], "state": "running"}
     )
-    assert lease["gpus"] == ["1"], "B must be told to shrink: A's old GPUs are free"
+    assert lease.gpus == ["1"], "B must be told to shrink: A's old GPUs are free"
     await svc._launch_ready(time.time())
     assert a.id not in launcher.launched  # B still runs on 2 until it restarts
     await svc.heartbeat(b.id, "b-secret", {"generation": 4, "gpus": ["1"], "state": "running"})
@@ -137,16 +131,22 @@ async def test_a_resumed_job_does_not_deadlock_a_shrinking_one(tmp_path):
 @pytest.mark.parametrize(
     ("body", "field"),
     [
-        ({"restarts": "x"}, "generation/restarts"),
+        ({"restarts": "x"}, "restarts"),
         ({"throughput": [1]}, "throughput"),
+        ({"throughput": {"1" + "0" * 310: 5.0}}, "throughput"),
+        ({"throughput": {"1": 1e400}}, "throughput"),
         ({"progress": 3}, "progress"),
+        ({"progress": {"t": 1, "samples": -1e308}}, "progress.samples"),
         ({"gpus": "0,1"}, "gpus"),
+        ({"gpus": ["0; rm -rf /"]}, "gpus"),
         ({"state": "sleepy"}, "state"),
+        ({"sidecar_pid": "x"}, "sidecar_pid"),
+        ({"sidecar_pid": [1]}, "sidecar_pid"),
     ],
 )
 def test_malformed_heartbeats_are_refused(body, field):
     with pytest.raises(BadRequest, match=field):
-        parse_heartbeat(body)
+        parse(Heartbeat, body, "heartbeat")
 
 
 async def test_other_users_command_lines_stay_hidden_on_the_gpu_view(tmp_path):
@@ -162,9 +162,12 @@ async def test_other_users_command_lines_stay_hidden_on_the_gpu_view(tmp_path):
     async with service(tmp_path, BusyInventory(2)) as svc:
 
         def seen(who):
-            gpu = svc.gpu_view(who)["gpus"][1]
-            assert gpu["healthy"] is False
-            return [p["command"] for p in gpu["external_processes"]]
+            infos = svc.gpu_infos()
+            gpu = views.gpus(infos, svc.jobs, svc.holders(), svc.external(), "simulated", who).gpus[
+                1
+            ]
+            assert gpu.healthy is False
+            return [p.command for p in gpu.external_processes]
 
         assert seen(Principal("ann")) == ["python train.py --key s3"]
         assert seen(Principal("root", admin=True)) == ["python train.py --key s3"]
@@ -174,15 +177,15 @@ async def test_other_users_command_lines_stay_hidden_on_the_gpu_view(tmp_path):
 async def test_new_progress_alone_wakes_whoever_waits_for_updates(tmp_path):
     async with service(tmp_path, SimulatedInventory(2)) as svc:
         body = {"kind": "synthetic", "synthetic": {"work": 1e6, "throughput": {"1": 10}}}
-        job = await svc.submit(Principal("ann"), parse_submit(body))
-        job.state, job.started_at, job.launched_at = "running", time.time(), time.time()
+        job = await svc.submit(Principal("ann"), submit_request(body))
+        job.state, job.started_at, job.launched_at = JobState.RUNNING, time.time(), time.time()
         job.desired, job.secret_hash = Lease(1, ["0"]), hash_secret("s")
         beat = {"generation": 1, "gpus": ["0"], "state": "running"}
-        await svc.heartbeat(job.id, "s", {**beat, "progress": {"t": 0.5, "samples": 0, "step": 0}})
+        first = {"t": 0.5, "samples": 0, "global_step": 0}
+        await svc.heartbeat(job.id, "s", {**beat, "progress": first})
         since = svc.version  # from here on, only progress changes
-        waiter = asyncio.create_task(svc.wait_updates(since, timeout=20))
-        await asyncio.sleep(0.05)
-        started = time.monotonic()
-        await svc.heartbeat(job.id, "s", {**beat, "progress": {"t": 1.0, "samples": 0, "step": 1}})
-        assert await asyncio.wait_for(waiter, 5) > since
-        assert time.monotonic() - started < 5
+        waiter = asyncio.create_task(svc.wait_updates(since, timeout=60))
+        second = {"t": 1.0, "samples": 0, "global_step": 1}
+        await svc.heartbeat(job.id, "s", {**beat, "progress": second})
+        # Had the progress not woken it, the waiter would return ``since`` after its timeout.
+        assert await waiter > since

@@ -23,11 +23,13 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TextIO
 
-from ..notebook.client import SchedulerClient, SchedulerError, discover
+from elastic_gpu_sidecar.protocol import JobKind, JobState
+
+from .models import SubmitRequest
+from .notebook.client import SchedulerClient, SchedulerError, discover
+from .options import add_job_options, job_request
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
-FINAL_STATES = ("done", "failed", "cancelled")
-BATCH_POLICIES = ("keep-global", "keep-per-replica")
 #: Lines fetched per poll by ``logs --follow``: new lines are found by aligning two windows.
 FOLLOW_WINDOW = 2000
 #: How long ``logs --follow`` rides out an unreachable scheduler (a restart) before giving up.
@@ -42,24 +44,11 @@ def add_client_commands(sub: argparse._SubParsersAction) -> None:
         help="submit a training script (or a synthetic job) to the scheduler",
         description="Submit a Keras/TensorFlow training script as an elastic job: the scheduler "
         "gives it between --min-gpus and --max-gpus GPUs and changes the count while it trains. "
-        "Prints the job id alone on stdout: ID=$(jupyter elastic-gpu submit train.py ...).",
+        "Prints the job id alone on stdout: ID=$(jupyter elastic-gpu submit train.py ...). The "
+        "options are those of %%elastic_train.",
     )
     p.add_argument("script", nargs="?", help="the training script (not with --synthetic)")
-    p.add_argument("--name", help="job name (default: the script's file name)")
-    p.add_argument("--min-gpus", type=int, required=True, metavar="A", help="fewest GPUs")
-    p.add_argument("--max-gpus", type=int, required=True, metavar="B", help="most GPUs")
-    p.add_argument("--gpus", type=int, metavar="N", help="GPUs asked for (default: --min-gpus)")
-    p.add_argument("--priority", type=float, metavar="P", help="weight (default 1.0)")
-    s = p.add_argument_group("script jobs")
-    s.add_argument("--epochs", type=int, metavar="E", help="override epochs of every fit() call")
-    s.add_argument(
-        "--simulated", action="store_true", help="run on simulated GPUs (logical CPU devices)"
-    )
-    s.add_argument(
-        "--batch-policy",
-        choices=BATCH_POLICIES,
-        help="on a resize keep the global batch (default) or the per-replica batch",
-    )
+    add_job_options(p)
     y = p.add_argument_group("synthetic jobs (no TensorFlow; for trying the scheduler)")
     y.add_argument("--synthetic", action="store_true", help="submit a synthetic job")
     y.add_argument("--work", type=float, metavar="W", help="samples to process in total")
@@ -156,38 +145,15 @@ def parse_throughput(text: str) -> dict[str, float]:
     return points
 
 
-def build_submit_body(args: argparse.Namespace) -> dict[str, Any]:
-    """The ``POST jobs`` body for the arguments, or ValueError naming the first bad one."""
-    for flag, value in (("--min-gpus", args.min_gpus), ("--max-gpus", args.max_gpus)):
-        if value < 1:
-            raise ValueError(f"{flag} must be at least 1, got {value}")
-    if args.min_gpus > args.max_gpus:
-        raise ValueError(
-            f"--min-gpus ({args.min_gpus}) is above --max-gpus ({args.max_gpus}): ask for a range "
-            f"such as --min-gpus {args.max_gpus} --max-gpus {args.min_gpus}"
-        )
-    if args.gpus is not None and not args.min_gpus <= args.gpus <= args.max_gpus:
-        raise ValueError(
-            f"--gpus ({args.gpus}) must lie between --min-gpus ({args.min_gpus}) and --max-gpus "
-            f"({args.max_gpus})"
-        )
-    if args.priority is not None and not (args.priority > 0 and math.isfinite(args.priority)):
-        raise ValueError(f"--priority must be above 0, got {args.priority}")
-    if args.name is not None and not args.name.strip():
-        raise ValueError("--name must not be empty")
-
-    body: dict[str, Any] = {"min_gpus": args.min_gpus, "max_gpus": args.max_gpus}
-    if args.gpus is not None:
-        body["gpus"] = args.gpus
-    if args.priority is not None:
-        body["priority"] = args.priority
+def build_request(args: argparse.Namespace) -> SubmitRequest:
+    """The submit request for the arguments, or ValueError naming the first bad one."""
     if args.synthetic:
-        body.update(_synthetic_part(args))
+        fields = _synthetic_part(args)
     else:
-        body.update(_script_part(args))
+        fields = _script_part(args)
     if args.name is not None:
-        body["name"] = args.name.strip()
-    return body
+        fields["name"] = args.name.strip()
+    return job_request(args, **fields)
 
 
 def _synthetic_part(args: argparse.Namespace) -> dict[str, Any]:
@@ -196,20 +162,16 @@ def _synthetic_part(args: argparse.Namespace) -> dict[str, Any]:
     for flag, value in (
         ("--epochs", args.epochs),
         ("--batch-policy", args.batch_policy),
-        ("--simulated", args.simulated or None),
+        ("--simulated", args.simulated),
     ):
         if value is not None:
             raise ValueError(f"{flag} is for script jobs, not --synthetic ones")
     if args.work is None or args.throughput is None:
         raise ValueError("--synthetic needs --work W and --throughput G:X,... (e.g. 1:100,2:190)")
-    if not (args.work > 0 and math.isfinite(args.work)):
-        raise ValueError(f"--work must be above 0, got {args.work}")
     synthetic: dict[str, Any] = {"work": args.work, "throughput": parse_throughput(args.throughput)}
     if args.time_scale is not None:
-        if not (args.time_scale > 0 and math.isfinite(args.time_scale)):
-            raise ValueError(f"--time-scale must be above 0, got {args.time_scale}")
         synthetic["time_scale"] = args.time_scale
-    return {"kind": "synthetic", "synthetic": synthetic}
+    return {"kind": JobKind.SYNTHETIC, "synthetic": synthetic}
 
 
 def _script_part(args: argparse.Namespace) -> dict[str, Any]:
@@ -222,8 +184,6 @@ def _script_part(args: argparse.Namespace) -> dict[str, Any]:
             raise ValueError(f"{flag} is for --synthetic jobs")
     if args.script is None:
         raise ValueError("give the training script to run (or --synthetic)")
-    if args.epochs is not None and args.epochs < 1:
-        raise ValueError(f"--epochs must be at least 1, got {args.epochs}")
     path = Path(args.script).expanduser()
     if not path.is_file():
         raise ValueError(f"{args.script}: no such file")
@@ -233,24 +193,17 @@ def _script_part(args: argparse.Namespace) -> dict[str, Any]:
         raise ValueError(f"{args.script}: not a UTF-8 text file") from None
     if not source.strip():
         raise ValueError(f"{args.script}: the script is empty")
-    part: dict[str, Any] = {
-        "kind": "script",
+    return {
+        "kind": JobKind.SCRIPT,
         "script": source,
         "cwd": str(path.resolve().parent),
         "name": _NAME_UNSAFE.sub("-", path.stem)[:80] or "script",
     }
-    if args.epochs is not None:
-        part["epochs"] = args.epochs
-    if args.batch_policy is not None:
-        part["batch_policy"] = args.batch_policy
-    if args.simulated:
-        part["simulated"] = True
-    return part
 
 
 def run_submit(args: argparse.Namespace) -> int:
-    body = build_submit_body(args)
-    job = _client().submit(body)
+    request = build_request(args)
+    job = _client().submit(request.model_dump(mode="json", exclude_none=True))
     print(job["id"])
     print(describe_submitted(job), file=sys.stderr)
     return EXIT_OK
@@ -260,8 +213,9 @@ def describe_submitted(job: dict[str, Any]) -> str:
     """The human line that goes with the id (the reason already names the state)."""
     name = f" ({job['name']})" if job.get("name") else ""
     where = job.get("reason") or job.get("state") or "queued"
+    notes = "".join(f" ({note})" for note in job.get("notes") or [])
     return (
-        f"submitted {job['id']}{name}: {where}; follow it with "
+        f"submitted {job['id']}{name}: {where}{notes}; follow it with "
         f"`jupyter elastic-gpu logs --follow {job['id']}`"
     )
 
@@ -430,7 +384,7 @@ def follow_logs(
             time.sleep(interval)
             continue
         unreachable_since = None
-        final = job.get("state") in FINAL_STATES
+        final = JobState(job.get("state")).final
         out.write(follower.feed(text, final))
         out.flush()
         if final:
@@ -445,7 +399,7 @@ def run_cancel(args: argparse.Namespace) -> int:
     job = _client().cancel(args.id)
     state = job.get("state")
     print(state)
-    if state not in FINAL_STATES:
+    if not JobState(state).final:
         print(
             f"cancelling {args.id}: it saves a checkpoint at its next step and stops",
             file=sys.stderr,

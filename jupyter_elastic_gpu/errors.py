@@ -1,0 +1,55 @@
+"""The errors a request can end in, each with its HTTP status: one error map for every route.
+
+Raise the one that says what happened; the routes answer ``{"message", "reason"}`` with its
+status (``server/handlers.py``), the CLI prints the message and the magic shows it. Messages
+are one sentence that says what to do: they end up in a notebook cell or a terminal.
+"""
+
+from __future__ import annotations
+
+
+class ElasticGPUError(Exception):
+    """A request that could not be honoured; ``status`` and ``reason`` go to the client."""
+
+    status = 500
+    reason = "error"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class BadRequest(ElasticGPUError, ValueError):
+    """A request that cannot be honoured as sent; nothing was changed."""
+
+    status, reason = 400, "bad-request"
+
+
+class Unauthorized(ElasticGPUError, PermissionError):
+    """No valid credentials (a sidecar without its job's secret, an unknown token)."""
+
+    status, reason = 401, "unauthorized"
+
+
+class Forbidden(ElasticGPUError, PermissionError):
+    """The caller may not see or change this job."""
+
+    status, reason = 403, "forbidden"
+
+
+class NotFound(ElasticGPUError, LookupError):
+    status, reason = 404, "not-found"
+
+
+class Unavailable(ElasticGPUError):
+    """The scheduler (or the shared scheduler a server forwards to) cannot answer now."""
+
+    status, reason = 503, "unavailable"
+
+
+class Relayed(ElasticGPUError):
+    """An error answered by the shared scheduler, passed on with its status and message."""
+
+    def __init__(self, status: int, message: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.status, self.reason = status, reason or "error"

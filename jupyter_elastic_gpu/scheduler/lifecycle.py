@@ -1,0 +1,132 @@
+"""How a job moves between states: every change to its record, with the event that tells it.
+
+The service decides *when* a job starts, is resized, suspended, lost or ends; this module is
+the one place that says what each of those moves changes (state, desired lease, history) and
+how it reads in the job's event log, and that saves the record afterwards.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from elastic_gpu_sidecar import protocol as P
+from elastic_gpu_sidecar.protocol import JobState, Lease, LeaseAction
+
+from ..models import EventKind, Heartbeat
+from . import jobdirs
+from .jobs import JobRecord
+from .store import Store
+
+
+class Lifecycle:
+    """``reads_job_dirs``: this side may read job directories (it starts the sidecars)."""
+
+    def __init__(self, store: Store, poke: Callable[[], None], reads_job_dirs: bool) -> None:
+        self.store, self.poke, self.reads_job_dirs = store, poke, reads_job_dirs
+
+    async def save(self, job: JobRecord) -> None:
+        await self.store.save_job(job.to_dict())
+
+    async def confirm_running(self, job: JobRecord, now: float) -> None:
+        resized = job.state == JobState.RESIZING
+        job.state = JobState.RUNNING
+        job.started_at = job.started_at or now
+        gpus = job.desired.gpus
+        await self.store.add_event(
+            job.id,
+            EventKind.RUNNING,
+            f"running on {_gpus(gpus)} ({','.join(gpus)})"
+            + (" after the resize" if resized else ""),
+            {"gpus": gpus, "generation": job.desired.generation},
+        )
+
+    async def start(self, job: JobRecord, gpus: list[str], now: float) -> None:
+        resumed = job.started_at is not None
+        job.desired = Lease(job.desired.generation + 1, gpus, LeaseAction.RUN)
+        job.state, job.launched_at, job.position = JobState.STARTING, None, None
+        job.last_change = now
+        job.history.append({"t": now, "gpus": gpus, "why": job.reason})
+        await self.store.add_event(
+            job.id,
+            EventKind.RESUMED if resumed else EventKind.ADMITTED,
+            f"{'resumes' if resumed else 'starts'} on {_gpus(gpus)} ({','.join(gpus)}): "
+            f"{job.reason}",
+            {"gpus": gpus, "generation": job.desired.generation},
+        )
+
+    async def change(self, job: JobRecord, gpus: list[str], now: float) -> None:
+        before = job.desired.gpus
+        if job.state == JobState.STARTING and job.launched_at is None:
+            job.desired = Lease(job.desired.generation, gpus, LeaseAction.RUN)
+            if not gpus:
+                job.state = JobState.QUEUED
+            return
+        job.last_change = now
+        if not gpus:
+            job.desired = Lease(job.desired.generation + 1, [], LeaseAction.STOP)
+            job.state = JobState.STOPPING
+            kind, message = EventKind.SUSPEND, f"suspended (checkpoint, then stop): {job.reason}"
+        else:
+            job.desired = Lease(job.desired.generation + 1, gpus, LeaseAction.RUN)
+            if job.state == JobState.RUNNING:
+                job.state = JobState.RESIZING
+            job.resizes += 1
+            kind = EventKind.RESIZE
+            message = (
+                f"resized from {len(before)} to {len(gpus)} GPUs ({','.join(gpus)}): {job.reason}"
+            )
+        job.history.append({"t": now, "gpus": gpus, "why": job.reason})
+        await self.store.add_event(
+            job.id,
+            kind,
+            message,
+            {"from": before, "to": gpus, "generation": job.desired.generation},
+        )
+
+    async def requeue(self, job: JobRecord, reason: str, now: float, kind: EventKind) -> None:
+        job.state, job.reason = JobState.QUEUED, reason
+        job.desired = Lease(job.desired.generation, [], LeaseAction.STOP)
+        job.reported = Heartbeat()  # its old sidecar holds nothing any more
+        job.launched_at = None
+        job.last_change = now
+        job.history.append({"t": now, "gpus": [], "why": reason})
+        await self.store.add_event(job.id, kind, reason)
+        await self.save(job)
+        self.poke()
+
+    async def finish(self, job: JobRecord, state: JobState, report: Heartbeat, now: float) -> None:
+        if job.final:
+            return
+        job.state, job.finished_at = state, now
+        if report.exit_code is not None:
+            job.exit_code = report.exit_code
+        job.error = report.error or job.error
+        action = LeaseAction.CANCEL if state == JobState.CANCELLED else LeaseAction.RUN
+        job.desired = Lease(job.desired.generation, [], action)
+        if state == JobState.DONE:
+            job.model_path = self._model_path(job, report.model_path)
+            job.reason = "done"
+        elif state == JobState.FAILED:
+            err = job.error
+            job.reason = (
+                f"failed: {err.type}: {err.message}".rstrip(": ") if err else "failed: error"
+            )
+        else:
+            job.reason = "cancelled"
+        await self.store.add_event(
+            job.id, EventKind(state.value), job.reason, {"exit_code": job.exit_code}
+        )
+        await self.save(job)
+        self.poke()
+
+    def _model_path(self, job: JobRecord, reported: str | None) -> str | None:
+        """The saved model: looked up where this side can read the job dir, else the sidecar's
+        word for it, when that names a model file of this very job dir."""
+        if self.reads_job_dirs:
+            return jobdirs.saved_model(job.job_dir)
+        allowed = {f"{job.job_dir}/{P.MODEL}", f"{job.job_dir}/{P.MODEL_WEIGHTS}"}
+        return reported if reported in allowed else None
+
+
+def _gpus(gpus: list[str]) -> str:
+    return f"{len(gpus)} GPU{'' if len(gpus) == 1 else 's'}"

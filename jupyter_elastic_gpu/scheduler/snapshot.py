@@ -1,0 +1,79 @@
+"""The snapshot the live service gives the policy: its jobs and GPUs as ``core`` sees them.
+
+Everything a decision depends on is turned into ``core`` values here, and nowhere else: a
+job's size and progress, its speed model, its resize cost, and which GPUs are usable. The
+simulator builds the same values from a trace, so a policy means the same in both.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from elastic_gpu_sidecar.protocol import JobKind, JobState
+
+from ..core.model import Gpu, Job, Snapshot
+from ..core.speed import SpeedModel
+from .jobs import JobRecord
+
+#: A job that has not reported its size yet (a trainer reports it with its first steps) is
+#: assumed short, five minutes at its minimum, so that it starts, measures itself, and is then
+#: ranked by what it measured: the usual remedy for unknown sizes (new jobs first, as LAS does).
+UNKNOWN_JOB_S = 300.0
+
+
+def speed_model(job: JobRecord) -> SpeedModel:
+    """What the job's speed is at each GPU count, from what it measured.
+
+    A synthetic job's profile is its prior. A script job on *simulated* GPUs (logical CPU
+    devices sharing the same cores) measures no speed-up from more replicas, whatever real
+    GPUs would give; so only its speed at the fewest replicas it ran on is taken, and the
+    default sub-linear curve says the rest, as it would for a job not measured yet.
+    """
+    measured = {g: x for g, x in job.throughput.items() if x > 0}
+    prior = None
+    if job.kind == JobKind.SYNTHETIC:  # the profile, in samples per real second
+        syn = job.spec.synthetic
+        prior = {g: x * syn.time_scale for g, x in syn.throughput.items()}
+    elif job.spec.simulated and measured:
+        fewest = min(measured)
+        measured = {fewest: measured[fewest]}
+    return SpeedModel(measured, prior)
+
+
+def core_job(job: JobRecord, default_resize_cost_s: float) -> Job:
+    speed = speed_model(job)
+    total, done = job.total_work, job.work_done
+    if total is None:
+        total = UNKNOWN_JOB_S * speed.throughput(job.min_gpus) + done
+    return Job(
+        id=job.id,
+        submit_time=job.submitted_at,
+        total_work=max(total, done),
+        work_done=done,
+        min_gpus=job.min_gpus,
+        max_gpus=job.max_gpus,
+        requested_gpus=job.requested_gpus,
+        user=job.user,
+        weight=job.spec.priority,
+        speed=speed,
+        resize_cost=job.resize_cost_s or default_resize_cost_s,
+        gpus=tuple(job.held_gpus),
+        started=job.started_at is not None,
+        attained_gpu_s=job.attained_gpu_s,
+        queued_s=job.queued_s,
+        resizes=job.resizes,
+        last_change=job.last_change,
+        pinned=job.state in (JobState.STARTING, JobState.RESIZING, JobState.STOPPING),
+    )
+
+
+def build(
+    jobs: Iterable[JobRecord],
+    infos: Sequence[Any],
+    external: Mapping[str, Sequence[Any]],
+    default_resize_cost_s: float,
+) -> Snapshot:
+    """The open jobs and every GPU (busy with a process we did not start: not usable)."""
+    gpus = tuple(Gpu(g.id, g.node, healthy=not external.get(g.id)) for g in infos)
+    return Snapshot(gpus, tuple(core_job(j, default_resize_cost_s) for j in jobs if not j.final))

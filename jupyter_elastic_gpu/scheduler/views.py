@@ -1,0 +1,221 @@
+"""What each caller may see: the read views of jobs, the queue, the status and the GPUs.
+
+Pure functions of the service's state and the caller. An owner (or an admin) sees a job in
+full; everyone else sees owner, size and state (``PublicJob``): never another user's job name,
+reason, code, logs or command lines.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from elastic_gpu_sidecar.protocol import JobState
+
+from ..models import (
+    GpuProcessView,
+    Gpus,
+    GpuView,
+    JobList,
+    JobProgress,
+    JobView,
+    PublicJob,
+    Queue,
+    QueueEntry,
+    Status,
+    StatusGpu,
+    StatusJob,
+    StatusProgress,
+)
+from .jobs import JobRecord
+from .principal import Principal
+
+#: Lease changes a job view carries (the newest).
+HISTORY_SHOWN = 50
+
+
+def progress_view(job: JobRecord) -> JobProgress | None:
+    p = job.progress
+    if p is None:
+        return None
+    fraction = min(job.work_done / job.total_work, 1.0) if job.total_work else None
+    return JobProgress(
+        epoch=p.epoch,
+        epochs=p.epochs,
+        step=p.step_in_epoch,
+        steps_per_epoch=p.steps_per_epoch,
+        global_step=p.global_step,
+        samples=p.samples,
+        replicas=p.replicas,
+        loss=p.loss,
+        metrics=p.metrics,
+        samples_per_s=p.samples_per_s,
+        fraction=fraction,
+    )
+
+
+def job_view(job: JobRecord) -> JobView:
+    """Everything the owner (or an admin) may see."""
+    return JobView(
+        id=job.id,
+        name=job.name,
+        user=job.user,
+        state=job.state,
+        kind=job.kind,
+        gpus=job.held_gpus,
+        generation=job.desired.generation,
+        min_gpus=job.min_gpus,
+        max_gpus=job.max_gpus,
+        requested_gpus=job.requested_gpus,
+        reason=job.reason,
+        position=job.position,
+        submitted_at=job.submitted_at,
+        started_at=job.started_at,
+        finished_at=job.finished_at,
+        progress=progress_view(job),
+        eta_s=job.eta_s(),
+        throughput={str(k): v for k, v in sorted(job.throughput.items())},
+        resize_cost_s=job.resize_cost_s,
+        resizes=job.resizes,
+        history=job.history[-HISTORY_SHOWN:],
+        restarts=job.restarts,
+        error=job.error,
+        exit_code=job.exit_code,
+        model_path=job.model_path,
+        job_dir=job.job_dir,
+        epochs=job.spec.epochs,
+        batch_policy=job.spec.batch_policy,
+        priority=job.spec.priority,
+        notes=job.notes,
+    )
+
+
+def public_job(job: JobRecord) -> PublicJob:
+    """What other users see: owner, size and state."""
+    return PublicJob(
+        id=job.id,
+        user=job.user,
+        state=job.state,
+        gpus=job.held_gpus,
+        min_gpus=job.min_gpus,
+        max_gpus=job.max_gpus,
+        position=job.position,
+    )
+
+
+def _by_submission(jobs: Iterable[JobRecord]) -> list[JobRecord]:
+    return sorted(jobs, key=lambda j: (j.submitted_at, j.id))
+
+
+def job_list(jobs: Iterable[JobRecord], who: Principal) -> JobList:
+    return JobList(
+        jobs=[job_view(j) if who.may_see(j) else public_job(j) for j in _by_submission(jobs)]
+    )
+
+
+def _public_reason(job: JobRecord) -> str:
+    if job.state == JobState.QUEUED:
+        return "queued"
+    return f"{job.state} on {len(job.held_gpus)} GPUs"
+
+
+def queue(jobs: Iterable[JobRecord], who: Principal) -> Queue:
+    """Open jobs: holders first, then the waiting ones in queue order."""
+    waiting = sorted(
+        (j for j in jobs if not j.final),
+        key=lambda j: (j.position is not None, j.position or 0, j.submitted_at, j.id),
+    )
+    entries = []
+    for j in waiting:
+        mine = who.may_see(j)
+        entries.append(
+            QueueEntry(
+                id=j.id,
+                user=j.user,
+                state=j.state,
+                gpus=j.held_gpus,
+                min_gpus=j.min_gpus,
+                max_gpus=j.max_gpus,
+                position=j.position,
+                reason=j.reason if mine else _public_reason(j),
+                name=j.name if mine else None,
+            )
+        )
+    return Queue(queue=entries)
+
+
+def status(
+    jobs: Iterable[JobRecord], gpu_ids: Sequence[str], holders: Mapping[str, str], who: Principal
+) -> Status:
+    """What ``jupyter elastic-gpu status`` shows: GPUs and their holders, open jobs (and the
+    caller's finished ones)."""
+    summaries = []
+    for j in _by_submission(jobs):
+        mine = who.may_see(j)
+        if j.final and not mine:
+            continue
+        p = j.progress
+        summaries.append(
+            StatusJob(
+                id=j.id,
+                name=j.name if mine else None,
+                user=j.user,
+                state=j.state,
+                gpus=j.held_gpus,
+                min_gpus=j.min_gpus,
+                max_gpus=j.max_gpus,
+                progress=StatusProgress(
+                    epoch=p.epoch if p else None,
+                    step=p.step_in_epoch if p else None,
+                    replicas=p.replicas if p else None,
+                ),
+                reason=j.reason if mine else None,
+            )
+        )
+    return Status(
+        gpus=[StatusGpu(id=g, holder=holders.get(g)) for g in gpu_ids],
+        jobs=summaries,
+    )
+
+
+def gpus(
+    infos: Sequence[Any],
+    jobs: Mapping[str, JobRecord],
+    holders: Mapping[str, str],
+    external: Mapping[str, Sequence[Any]],
+    source: str,
+    who: Principal,
+) -> Gpus:
+    """Every GPU with its holder and the processes on it the scheduler did not start."""
+    views = []
+    for info in infos:
+        holder = holders.get(info.id)
+        job = jobs.get(holder) if holder else None
+        others = [
+            GpuProcessView(
+                pid=p.pid,
+                user=p.user,
+                memory_mb=p.memory_mb,
+                # A command line can hold secrets: only its owner and admins read it.
+                command=p.command if who.admin or p.user == who.user else None,
+            )
+            for p in external.get(info.id, [])
+        ]
+        views.append(
+            GpuView(
+                id=info.id,
+                index=info.index,
+                node=info.node,
+                name=info.name,
+                uuid=info.uuid,
+                memory_total_mb=info.memory_total_mb,
+                memory_used_mb=info.memory_used_mb,
+                utilization=info.utilization,
+                holder=holder,
+                holder_user=job.user if job else None,
+                holder_name=job.name if job and who.may_see(job) else None,
+                external_processes=others,
+                healthy=not others,
+            )
+        )
+    return Gpus(source=source, gpus=views)

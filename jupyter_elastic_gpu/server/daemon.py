@@ -1,0 +1,196 @@
+"""``jupyter elastic-gpu scheduler``: one scheduler for every user of a shared box.
+
+It is the extension itself, run standalone: the same handlers, the same service and the same
+settings (``c.SchedulerService``), on a Jupyter server that serves nothing else (no kernels,
+no files, no terminals) and authenticates each user by a per-user token
+(``TokenFileIdentityProvider``). Each user's Jupyter server points at it
+(``c.ElasticGPUApp.scheduler_url``) and starts the sidecars of its own user's jobs, so
+trainers run as the user who submitted them. Users see their own jobs in full, other users'
+only as owner, size and state.
+
+``jupyter elastic-gpu scheduler add-user NAME`` adds a token and prints it. The scheduler
+writes a discovery file (URL and pid, no secrets) so that clients on the box can find it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from pathlib import Path
+from typing import Any, ClassVar
+
+from jupyter_core.application import JupyterApp
+from jupyter_server.serverapp import ServerApp
+from traitlets import Bool, Unicode, default
+
+from ..notebook.client import daemon_discovery_path
+from ..scheduler.launcher import AgentLauncher
+from .extension import ElasticGPUApp
+from .identity import TOKENS_FILE, TokenFile, TokenFileIdentityProvider
+
+#: This module is the shared scheduler's Jupyter extension package.
+PACKAGE = __name__
+
+
+def _jupyter_server_extension_points() -> list[dict[str, Any]]:
+    return [{"module": PACKAGE, "app": SchedulerDaemonApp}]
+
+
+def default_state_dir() -> Path:
+    base = os.environ.get("XDG_STATE_HOME") or os.path.join(
+        os.path.expanduser("~"), ".local", "state"
+    )
+    return Path(base) / "jupyter-elastic-gpu"
+
+
+class DaemonServerApp(ServerApp):
+    """A Jupyter server that serves the scheduler's API and nothing else."""
+
+    name = "jupyter-elastic-gpu-scheduler"
+    default_services = ()  # no kernels, contents, files, sessions, terminals ...
+
+    @default("identity_provider_class")
+    def _default_identity_provider_class(self) -> type:
+        return TokenFileIdentityProvider
+
+    @default("port")
+    def _default_port(self) -> int:
+        return 9111
+
+    @default("allow_root")
+    def _default_allow_root(self) -> bool:
+        return True  # it runs no user code (no kernels, no terminals); a service account is better
+
+    def init_server_extensions(self) -> None:
+        # Only the scheduler: the extensions enabled for users' servers (JupyterLab, the
+        # personal scheduler ...) have no business in this process.
+        self.jpserver_extensions = {PACKAGE: True}
+        super().init_server_extensions()
+
+
+class SchedulerDaemonApp(ElasticGPUApp):
+    """The shared scheduler; every ElasticGPUApp and SchedulerService setting applies."""
+
+    name = "elastic_gpu_scheduler"
+    description = "One elastic-gpu scheduler for every user of this box"
+    mode = "daemon"
+    load_other_extensions = False
+    serverapp_class = DaemonServerApp
+    serverapp_config: ClassVar[dict] = {"open_browser": False}
+    how_to_authenticate = (
+        "a valid per-user token is needed: 'Authorization: token <t>' (an admin creates one "
+        "with `jupyter elastic-gpu scheduler add-user NAME`)"
+    )
+    classes: ClassVar[list] = [*ElasticGPUApp.classes, TokenFileIdentityProvider]
+
+    state_dir = Unicode(
+        config=True,
+        help="Folder of the database and the token file (default: "
+        "$XDG_STATE_HOME/jupyter-elastic-gpu).",
+    )
+    discovery = Bool(
+        True,
+        config=True,
+        help="Announce the scheduler's URL (no secrets) in a file local clients look for.",
+    )
+
+    aliases: ClassVar[dict] = {
+        "ip": "ServerApp.ip",
+        "port": "ServerApp.port",
+        "state-dir": "SchedulerDaemonApp.state_dir",
+        "db": "SchedulerDaemonApp.db_path",
+        "tokens-file": "TokenFileIdentityProvider.tokens_file",
+        "simulated-gpus": "SchedulerDaemonApp.simulated_gpus",
+        "policy": "SchedulerService.policy",
+        "tick": "SchedulerService.tick_interval",
+        "heartbeat-timeout": "SchedulerService.heartbeat_timeout",
+        "user-gpu-cap": "SchedulerService.user_gpu_cap",
+        "job-root": "SchedulerService.job_root",
+    }
+    subcommands: ClassVar[dict] = {
+        "add-user": (
+            "jupyter_elastic_gpu.server.daemon.AddUserApp",
+            "Create a token for a user and print it.",
+        )
+    }
+
+    @classmethod
+    def get_extension_package(cls) -> str:
+        return PACKAGE
+
+    @default("state_dir")
+    def _default_state_dir(self) -> str:
+        return str(default_state_dir())
+
+    @default("db_path")
+    def _db_path(self) -> str:
+        return str(Path(self.state_dir) / "scheduler.sqlite")
+
+    @default("launcher_class")
+    def _default_launcher_class(self) -> type:
+        return AgentLauncher
+
+    def service_defaults(self) -> dict[str, Any]:
+        # Each user's job dirs live in their home, where their own server writes the files.
+        return {"job_root": "~{user}/.local/share/jupyter/elastic-gpu/jobs"}
+
+    def initialize_settings(self) -> None:
+        super().initialize_settings()
+        Path(self.state_dir).mkdir(parents=True, exist_ok=True, mode=0o700)
+        provider = self.serverapp.identity_provider
+        if isinstance(provider, TokenFileIdentityProvider) and not provider.tokens_file:
+            provider.tokens_file = str(Path(self.state_dir) / TOKENS_FILE)
+
+    async def _start_backend(self) -> None:
+        await super()._start_backend()
+        if self.discovery:
+            path = daemon_discovery_path()
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with contextlib.suppress(OSError):
+                os.chmod(path.parent, 0o1777)
+            path.write_text(json.dumps({"url": self.api_url(), "pid": os.getpid()}))
+        self.log.warning(
+            "jupyter-elastic-gpu scheduler at %s (state in %s)", self.api_url(), self.state_dir
+        )
+
+    async def stop_extension(self) -> None:
+        await super().stop_extension()
+        path = daemon_discovery_path()
+        with contextlib.suppress(OSError, ValueError):
+            if json.loads(path.read_text()).get("pid") == os.getpid():
+                path.unlink()
+
+
+class AddUserApp(JupyterApp):
+    """``jupyter elastic-gpu scheduler add-user NAME [--admin]``: print a new token."""
+
+    name = "jupyter-elastic-gpu-scheduler-add-user"
+    description = "Create a token for a user of the shared scheduler and print it."
+    admin = Bool(False, config=True, help="The user may see and steer every job.")
+    state_dir = Unicode(config=True, help="The shared scheduler's state dir.")
+    tokens_file = Unicode(config=True, help="The token file (default STATE_DIR/tokens.json).")
+    flags: ClassVar[dict] = {
+        "admin": ({"AddUserApp": {"admin": True}}, "may see and steer every job")
+    }
+    aliases: ClassVar[dict] = {
+        "state-dir": "AddUserApp.state_dir",
+        "tokens-file": "AddUserApp.tokens_file",
+    }
+
+    @default("state_dir")
+    def _default_state_dir(self) -> str:
+        return str(default_state_dir())
+
+    def start(self) -> None:
+        if len(self.extra_args) != 1:
+            self.exit("usage: jupyter elastic-gpu scheduler add-user NAME [--admin]")
+        path = Path(self.tokens_file or Path(self.state_dir) / TOKENS_FILE)
+        print(TokenFile(path).add(self.extra_args[0], self.admin))
+
+
+def main(argv: list[str] | None = None) -> None:
+    SchedulerDaemonApp.launch_instance(argv)
+
+
+__all__ = ["SchedulerDaemonApp", "main"]
