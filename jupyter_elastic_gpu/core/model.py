@@ -88,12 +88,22 @@ class Job:
 
 @dataclass(frozen=True)
 class Snapshot:
-    """GPUs and the active (queued or running) jobs at one instant."""
+    """GPUs and the active (queued or running) jobs at one instant, and the rules they share.
+
+    ``user_gpu_cap`` is the most GPUs one user's jobs may hold at a time (0: no cap). Policies
+    do not read it: ``core.schedule.decide`` applies it around any policy.
+    """
 
     gpus: tuple[Gpu, ...]
     jobs: tuple[Job, ...]
+    user_gpu_cap: int = 0
 
     def __post_init__(self) -> None:
+        cap = self.user_gpu_cap
+        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0:
+            raise ValueError(
+                f"user_gpu_cap must be a whole number of GPUs, 0 for no cap; got {cap!r}"
+            )
         ids = [g.id for g in self.gpus]
         if len(set(ids)) != len(ids):
             raise ValueError("GPU ids must be unique")
@@ -108,7 +118,13 @@ class Snapshot:
 
 @dataclass(frozen=True)
 class Decision:
-    """Target allocation {job id: GPU ids} (empty tuple: wait) and a reason per job for people."""
+    """Target allocation {job id: GPU ids} (empty tuple: wait) and a reason per job for people.
+
+    ``order`` is every job id in the policy's priority order, first served first (adaptive's
+    plan order, a fixed-size policy's admission order): the order of the queue, read by
+    ``core.schedule.queue_positions``.
+    """
 
     allocations: Mapping[str, tuple[str, ...]]
     reasons: Mapping[str, str]
+    order: tuple[str, ...] = ()

@@ -78,6 +78,16 @@ def add_simulate(sub: argparse._SubParsersAction) -> None:
         "termination)",
     )
     cl.add_argument("--start-cost", type=float, default=0.0, help="seconds a job takes to start")
+    cl.add_argument(
+        "--user-gpu-cap",
+        type=int,
+        default=0,
+        metavar="N",
+        help="most GPUs one user's jobs may hold at a time, as the live scheduler's "
+        "user_gpu_cap (default 0: no cap). Users come from the native trace's user column; "
+        "Philly jobs belong to their virtual cluster; Pollux traces have no users, so all their "
+        "jobs are one user ('default') and a cap bounds them together",
+    )
 
     out = p.add_argument_group("output")
     out.add_argument("--json", metavar="OUT", help="write the results as JSON")
@@ -196,6 +206,7 @@ def run_simulate(args: argparse.Namespace) -> int:
         tick_s=args.tick,
         rounds=args.rounds,
         start_cost_s=args.start_cost,
+        user_gpu_cap=args.user_gpu_cap,
     )
     costs = Costs(args.sidecar_cost, args.termination_cost, args.checkpoint_interval)
     runs = [r.strip() for r in args.policy.split(",") if r.strip()]

@@ -71,7 +71,11 @@ class Comparison:
         return {
             "workload": self.workload,
             "jobs": self.jobs,
-            "cluster": {"nodes": self.config.nodes, "gpus_per_node": self.config.gpus_per_node},
+            "cluster": {
+                "nodes": self.config.nodes,
+                "gpus_per_node": self.config.gpus_per_node,
+                "user_gpu_cap": self.config.user_gpu_cap,
+            },
             "costs": vars(self.costs),
             "policies": self.summaries(),
             "lower_bound": self.lower_bound,

@@ -3,7 +3,8 @@
 The clock jumps from event to event: an arrival, a completion, the end of a resize pause, a
 periodic tick. At each event (or only at ticks, with ``rounds=True``, the way the Pollux
 simulator works) the engine builds the same ``core`` snapshot the live scheduler builds, asks
-the policy for a decision, and carries out the changes through the mechanism:
+``core.schedule.decide`` for the policy's decision under the same rules (the per-user GPU cap),
+and carries out the changes through the mechanism:
 
 * ``sidecar``: a pause of ``pause_s`` with no progress; no work is lost;
 * ``termination``: a pause of ``pause_s`` and the work since the last periodic checkpoint is
@@ -23,6 +24,7 @@ from ..core.mechanism import Mechanism
 from ..core.model import Gpu, Job, Snapshot
 from ..core.placement import nodes_spanned
 from ..core.policies import Policy
+from ..core.schedule import decide
 from ..core.speed import SpeedModel
 from .bounds import lower_bounds
 from .workload import JobSpec, Workload
@@ -48,12 +50,18 @@ class SimConfig:
     start_cost_s: float = 0.0
     #: Give up when the run lasts this many times the lower bound of the makespan.
     stall_factor: float = 50.0
+    #: The most GPUs one user's jobs may hold at a time (0: no cap), as the live scheduler's
+    #: ``user_gpu_cap``; jobs belong to the workload's ``user``.
+    user_gpu_cap: int = 0
 
     def __post_init__(self) -> None:
         if self.nodes < 1 or self.gpus_per_node < 1:
             raise ValueError("the cluster needs at least one node with one GPU")
         if self.tick_s <= 0:
             raise ValueError("tick_s must be positive")
+        cap = self.user_gpu_cap
+        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0:
+            raise ValueError(f"the per-user GPU cap must be 0 (none) or more, got {cap!r}")
 
     def gpus(self) -> tuple[Gpu, ...]:
         return tuple(
@@ -106,6 +114,18 @@ class SimResult:
     resizes: int
     lost_gpu_s: float
     decisions: int
+    #: The most GPUs each user's jobs held at once (after any decision).
+    user_peak_gpus: dict[str, int] = field(default_factory=dict)
+
+    def users(self) -> dict[str, dict]:
+        """Per user: GPU-seconds held (pauses included) and the most GPUs held at once."""
+        held: dict[str, float] = {}
+        for j in self.jobs:
+            held[j["user"]] = held.get(j["user"], 0.0) + j["gpu_s"]
+        return {
+            user: {"gpu_s": held[user], "peak_gpus": self.user_peak_gpus.get(user, 0)}
+            for user in sorted(held)
+        }
 
     @property
     def makespan_s(self) -> float:
@@ -127,6 +147,7 @@ class SimResult:
             "resizes": self.resizes,
             "lost_gpu_s": self.lost_gpu_s,
             "decisions": self.decisions,
+            "users": self.users(),
             "jobs": self.jobs,
         }
 
@@ -154,11 +175,17 @@ class Simulation:
         self.config = config or SimConfig()
         self.gpus = self.config.gpus()
         total = len(self.gpus)
+        cap = self.config.user_gpu_cap
         for spec in workload.jobs:
             if spec.min_gpus > total:
                 raise ValueError(
                     f"job {spec.job_id} needs at least {spec.min_gpus} GPUs; "
                     f"the simulated cluster has {total}"
+                )
+            if cap and spec.min_gpus > cap:
+                raise ValueError(
+                    f"job {spec.job_id} needs at least {spec.min_gpus} GPUs; "
+                    f"the per-user cap is {cap}"
                 )
         self.workload, self.policy, self.mechanism = workload, policy, mechanism
         self.on_finish = on_finish
@@ -167,6 +194,7 @@ class Simulation:
         self.active: list[_SimJob] = []
         self.timeline: list[tuple[float, int]] = [(0.0, 0)]
         self.decisions = 0
+        self.user_peak: dict[str, int] = {}
 
     # -- time -----------------------------------------------------------------------------
     def _advance(self, until: float) -> None:
@@ -274,7 +302,7 @@ class Simulation:
                     pinned=bool(j.gpus) and self.now < j.pause_until,
                 )
             )
-        return Snapshot(self.gpus, tuple(jobs))
+        return Snapshot(self.gpus, tuple(jobs), self.config.user_gpu_cap)
 
     def _decide(self) -> None:
         # Finished jobs give their GPUs back before anyone else is placed.
@@ -285,7 +313,7 @@ class Simulation:
         if not self.active:
             self._record()
             return
-        decision = self.policy.decide(self._snapshot(), self.now)
+        decision = decide(self.policy, self._snapshot(), self.now)
         self.decisions += 1
         by_id = {j.spec.job_id: j for j in self.active}
         # Release first, then grow: the mechanism sees each job's own change only.
@@ -296,7 +324,16 @@ class Simulation:
         self._record()
 
     def _record(self) -> None:
-        used = sum(len(j.gpus) for j in self.active)
+        used = 0
+        held: dict[str, int] = {}
+        for j in self.active:
+            if j.gpus:
+                used += len(j.gpus)
+                held[j.spec.user] = held.get(j.spec.user, 0) + len(j.gpus)
+        peak = self.user_peak
+        for user, n in held.items():
+            if n > peak.get(user, 0):
+                peak[user] = n
         if self.timeline[-1][0] == self.now:
             self.timeline[-1] = (self.now, used)
         elif self.timeline[-1][1] != used:
@@ -375,6 +412,7 @@ class Simulation:
                     "jct_s": j.finish - j.spec.submit_time,
                     "resizes": j.resizes,
                     "lost_gpu_s": j.lost_gpu_s,
+                    "gpu_s": j.attained_gpu_s,
                 }
             )
         return SimResult(
@@ -386,6 +424,7 @@ class Simulation:
             resizes=sum(j.resizes for j in self.jobs),
             lost_gpu_s=sum(j.lost_gpu_s for j in self.jobs),
             decisions=self.decisions,
+            user_peak_gpus=dict(sorted(self.user_peak.items())),
         )
 
 

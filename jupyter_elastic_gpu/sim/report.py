@@ -49,6 +49,8 @@ def format_table(comp: Comparison) -> str:
         f"{costs.checkpoint_interval_s:g} s); start {cfg.start_cost_s:g} s; "
         f"{'decisions every ' + format(cfg.tick_s, 'g') + ' s only' if cfg.rounds else 'decisions at every event and every ' + format(cfg.tick_s, 'g') + ' s'}"
     )
+    if cfg.user_gpu_cap:
+        head += f"; at most {cfg.user_gpu_cap} GPUs per user"
     rows = [["policy", *(c[0] for c in _COLUMNS)]]
     for name, summary in s.items():
         cells = []
@@ -85,9 +87,24 @@ def format_table(comp: Comparison) -> str:
             row.append(ratio(s[name]["makespan_s"], lb["makespan_s"]))
             rows.append(row)
         out += ["", _grid(rows)]
+    if cfg.user_gpu_cap and comp.results:
+        out += ["", _users_table(comp)]
     for name, why in comp.stalled.items():
         out += ["", f"{name}: did not finish: {why}"]
     return "\n".join(out)
+
+
+def _users_table(comp: Comparison) -> str:
+    """Per policy: the most GPUs one user held at once (at most the cap), and each user's
+    GPU-hours, largest first."""
+    rows = [["per user", "most GPUs at once", "GPU-h held by user"]]
+    for name, result in comp.results.items():
+        users = result.users()
+        peak = max((u["peak_gpus"] for u in users.values()), default=0)
+        ranked = sorted(users.items(), key=lambda kv: (-kv[1]["gpu_s"], kv[0]))
+        held = ", ".join(f"{user} {u['gpu_s'] / 3600:,.1f}" for user, u in ranked)
+        rows.append([name, str(peak), held])
+    return _grid(rows)
 
 
 def write_json(comp: Comparison, path: str) -> None:

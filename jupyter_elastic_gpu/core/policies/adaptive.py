@@ -236,7 +236,7 @@ class AdaptivePolicy:
         )
         ahead = [p.job for p in plans if p.count]
         reasons = {p.job.id: self._reason(p, free, ahead) for p in plans}
-        return Decision(allocations, reasons)
+        return Decision(allocations, reasons, tuple(p.job.id for p in plans))
 
     @staticmethod
     def _reason(plan: _Plan, free: int, admitted: list[Job]) -> str:

@@ -20,7 +20,13 @@ class Policy(Protocol):
     elastic: ClassVar[bool]
     preemptive: ClassVar[bool]
 
-    def decide(self, snapshot: Snapshot, now: float) -> Decision: ...
+    def decide(self, snapshot: Snapshot, now: float) -> Decision:
+        """The allocation, a reason per job and the jobs' priority order (``Decision.order``).
+
+        Drivers call ``core.schedule.decide(policy, snapshot, now)``, which adds the rules every
+        policy shares (the per-user GPU cap), rather than this directly.
+        """
+        ...
 
 
 def plural(n: int, word: str) -> str:
@@ -95,4 +101,4 @@ def fixed_size_decision(
             reasons[job.id] = f"running on {plural(n, 'GPU')}"
         else:
             reasons[job.id] = queued_reason(job, size[job.id], free, admitted, why_ahead)
-    return Decision(allocations, reasons)
+    return Decision(allocations, reasons, tuple(j.id for j in ordered))

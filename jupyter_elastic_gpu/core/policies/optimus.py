@@ -26,7 +26,8 @@ class OptimusPolicy:
         free = len(snapshot.usable_gpus)
         counts: dict[str, int] = {}
         admitted = []
-        for job in whole_leases_first(order, snapshot):
+        admission = whole_leases_first(order, snapshot)
+        for job in admission:
             need = len(job.gpus) if job.pinned else job.min_gpus
             counts[job.id] = need if need <= free else 0
             if counts[job.id]:
@@ -61,4 +62,4 @@ class OptimusPolicy:
             )
             for j in order
         }
-        return Decision(allocations, reasons)
+        return Decision(allocations, reasons, tuple(j.id for j in admission))

@@ -1,0 +1,245 @@
+"""The one entry point every driver calls: a policy's decision under the rules all policies
+share, and the queue order people see.
+
+The simulator and the live scheduler call ``decide(policy, snapshot, now)``, never
+``policy.decide`` directly, so that both run exactly the same rules.
+
+**Per-user GPU cap** (``Snapshot.user_gpu_cap``, 0: none). With a cap, no user's jobs hold more
+than the cap in a decision; only a lease mid-change (``Job.pinned``), which no policy touches,
+can keep a user above it (when the cap was lowered under it). The GPUs the cap keeps from a
+user go to other jobs in the same decision, by the policy's own rules:
+
+1. Ask the policy. If no user holds more than the cap, that is the decision.
+2. For each user over the cap, walk their jobs: first leases mid-change that the decision keeps
+   (they cannot be cut), then, under a non-preemptive policy, running jobs kept at their size
+   (the policy's promise to them holds against the user's newer jobs too), then the rest in the
+   policy's order (``Decision.order``). A job keeps what the decision gives it while that fits
+   in what is left of the cap; the first one that does not fit is bounded to what is left
+   (its maximum, and its requested size, lowered) if that reaches its minimum, and otherwise
+   waits, as does every later job whose minimum no longer fits.
+   A job whose lease the policy keeps whatever its bound (adaptive's "about to finish", a
+   running job under a non-preemptive policy) is shrunk by the cap itself, on GPUs it holds,
+   and from then on counts as mid-change (pinned), which every policy leaves as it is.
+3. Ask the policy again on the jobs with those bounds, without the jobs that wait. Repeat from
+   2 until no user is over.
+4. A job made to wait in an earlier round whose user has room for its minimum again (the
+   user's other jobs got less since) competes again, once, bounded to that room: back to 3.
+
+Bounds only go down between two such second chances, a job is pinned by the cap at most once
+and let back at most once, so this ends: after one to a few more decisions in practice.
+
+A job the cap keeps waiting, or holds at its bound, says so: "queued: alice may hold at most
+4 GPUs at a time", "running on 2 of up to 4 GPUs: alice may hold at most 4 GPUs at a time"; so
+does a waiting job whose user has no room left for its minimum. Without a cap the policy's
+decision is returned as it is (the same object).
+
+**Queue order.** ``queue_positions(decision)`` numbers the jobs that get no GPUs 1, 2, ... in
+the policy's priority order (``Decision.order``): the order in which the policy will serve them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import replace
+
+from .model import Decision, Job, Snapshot
+from .placement import place
+from .policies.base import Policy, plural
+
+
+def decide(policy: Policy, snapshot: Snapshot, now: float) -> Decision:
+    """The decision every driver carries out: ``policy``'s, within the snapshot's per-user cap.
+
+    Without a cap (``snapshot.user_gpu_cap == 0``) this is ``policy.decide(snapshot, now)``
+    itself. ``Decision.order`` is always the policy's order of every job in the snapshot.
+    """
+    decision = policy.decide(snapshot, now)
+    if not snapshot.user_gpu_cap:
+        return decision
+    return _within_cap(policy, snapshot, now, decision)
+
+
+def queue_positions(decision: Decision, among: Collection[str] | None = None) -> dict[str, int]:
+    """{job id: 1-based place in the queue} for the jobs ``decision`` gives no GPUs.
+
+    Places follow the policy's order (``Decision.order``; jobs missing from it come last, in the
+    order of ``decision.allocations``). ``among`` limits the numbering to those job ids (e.g.
+    only the jobs a service still has queued, not those being suspended); jobs outside it are
+    skipped, not counted.
+    """
+    allocations = decision.allocations
+    ids = list(decision.order)
+    if len(ids) < len(allocations):
+        listed = set(ids)
+        ids += [job_id for job_id in allocations if job_id not in listed]
+    positions: dict[str, int] = {}
+    for job_id in ids:
+        if job_id in positions or job_id not in allocations or allocations[job_id]:
+            continue
+        if among is None or job_id in among:
+            positions[job_id] = len(positions) + 1
+    return positions
+
+
+def cap_reason(job: Job, cap: int, gpus: int = 0, top: int = 0) -> str:
+    """What a job the cap holds back reads: waiting (``gpus`` 0) or running on ``gpus`` of up
+    to ``top``."""
+    why = f"{job.user} may hold at most {plural(cap, 'GPU')} at a time"
+    if gpus:
+        return f"running on {gpus} of up to {top} GPUs: {why}"
+    return f"{'suspended' if job.started else 'queued'}: {why}"
+
+
+def _within_cap(policy: Policy, snapshot: Snapshot, now: float, first: Decision) -> Decision:
+    cap = snapshot.user_gpu_cap
+    # Each job as the policy is asked about it: as given, or held back by the cap.
+    seen = {job.id: job for job in snapshot.jobs}
+    by_user: dict[str, list[str]] = {}
+    for job in snapshot.jobs:
+        by_user.setdefault(job.user, []).append(job.id)
+    waiting: set[str] = set()  # jobs the cap keeps from any GPU
+    let_back: set[str] = set()  # waiting jobs given a second chance (once each)
+    decision = first
+    while True:
+        while _hold_back(policy, snapshot, decision, by_user, seen, waiting):
+            decision = _decide_bounded(policy, snapshot, now, seen, waiting)
+        if not _let_back(snapshot, first, decision, seen, waiting, let_back):
+            break
+        decision = _decide_bounded(policy, snapshot, now, seen, waiting)
+
+    final = decision.allocations
+    allocations = {  # in the order of the policy's own decision
+        job_id: () if job_id in waiting else final.get(job_id, ()) for job_id in first.allocations
+    }
+    held: dict[str, int] = {}
+    for job in snapshot.jobs:
+        held[job.user] = held.get(job.user, 0) + len(allocations.get(job.id, ()))
+    reasons = {job_id: decision.reasons.get(job_id, why) for job_id, why in first.reasons.items()}
+    for job in snapshot.jobs:
+        n = len(allocations.get(job.id, ()))
+        if not n:
+            # Kept out by the cap, or no room left under it whatever else happens.
+            if job.id in waiting or cap - held[job.user] < job.min_gpus:
+                reasons[job.id] = cap_reason(job, cap)
+            continue
+        top = job.max_gpus if policy.elastic else job.requested_gpus
+        asked = seen[job.id]
+        if asked.pinned and not job.pinned:  # shrunk by the cap itself
+            reasons[job.id] = cap_reason(job, cap, n, max(top, len(job.gpus)))
+        elif n == asked.max_gpus < top:
+            reasons[job.id] = cap_reason(job, cap, n, top)
+    if decision is first and reasons == first.reasons:
+        return first
+    return Decision(allocations, reasons, first.order)
+
+
+def _decide_bounded(
+    policy: Policy, snapshot: Snapshot, now: float, seen: dict[str, Job], waiting: set[str]
+) -> Decision:
+    jobs = tuple(seen[job.id] for job in snapshot.jobs if job.id not in waiting)
+    return policy.decide(replace(snapshot, jobs=jobs), now)
+
+
+def _let_back(
+    snapshot: Snapshot,
+    first: Decision,
+    decision: Decision,
+    seen: dict[str, Job],
+    waiting: set[str],
+    let_back: set[str],
+) -> bool:
+    """Step 4: a job the cap made wait in an earlier round, whose user has room for it again
+    in this one (the user's other jobs got less since), competes again, once, bounded to that
+    room; True if any does."""
+    if not waiting:
+        return False
+    cap = snapshot.user_gpu_cap
+    room: dict[str, int] = {}
+    for job in snapshot.jobs:
+        if job.id not in waiting:
+            n = len(decision.allocations.get(job.id, ()))
+            room[job.user] = room.get(job.user, cap) - n
+    rank = {job_id: i for i, job_id in enumerate(first.order)}
+    back = False
+    for job in sorted(snapshot.jobs, key=lambda j: rank.get(j.id, len(rank))):
+        if job.id not in waiting or job.id in let_back:
+            continue
+        left = room.get(job.user, cap)
+        if left >= job.min_gpus:
+            waiting.discard(job.id)
+            let_back.add(job.id)
+            bound = min(left, job.max_gpus)
+            seen[job.id] = replace(
+                job, max_gpus=bound, requested_gpus=min(job.requested_gpus, bound)
+            )
+            room[job.user] = left - job.min_gpus
+            back = True
+    return back
+
+
+def _hold_back(
+    policy: Policy,
+    snapshot: Snapshot,
+    decision: Decision,
+    by_user: dict[str, list[str]],
+    seen: dict[str, Job],
+    waiting: set[str],
+) -> bool:
+    """Hold back the jobs of every user ``decision`` puts over the cap (step 2 of the module's
+    docstring), updating ``seen`` and ``waiting``; True if the policy must decide again."""
+    cap = snapshot.user_gpu_cap
+    allocations = decision.allocations
+    rank: dict[str, int] | None = None
+    changed = False
+    for ids in by_user.values():
+        counts = {i: len(allocations.get(i, ())) for i in ids if i not in waiting}
+        if sum(counts.values()) <= cap:
+            continue
+        if rank is None:
+            rank = {job_id: i for i, job_id in enumerate(decision.order)}
+
+        def walk_key(job_id: str, counts=counts, rank=rank) -> tuple[int, int]:
+            job, n = seen[job_id], counts[job_id]
+            kept = n > 0 and n == len(job.gpus)
+            tier = 0 if kept and job.pinned else 1 if kept and not policy.preemptive else 2
+            return tier, rank.get(job_id, len(rank))
+
+        room = cap
+        for job_id in sorted(counts, key=walk_key):
+            job, n = seen[job_id], counts[job_id]
+            if job.pinned and n and n == len(job.gpus):
+                room -= n  # mid-change: it keeps its GPUs whatever the cap says
+                continue
+            if n <= room:
+                room -= n
+                if n == 0 and room < job.min_gpus:
+                    waiting.add(job_id)  # would only push its user over next time
+                    changed = True
+                continue
+            changed = True
+            if room < job.min_gpus or (n > job.max_gpus and job.pinned):
+                waiting.add(job_id)  # no room for it, or a lease it cannot be held to
+                continue
+            if n > job.max_gpus:
+                # The policy keeps this lease whatever its bound (e.g. a job about to finish):
+                # the cap shrinks it on the GPUs it keeps, as if mid-change, and the policy
+                # hands out the rest.
+                size = min(room, job.max_gpus)
+                lease = place(snapshot.gpus, {job_id: allocations[job_id]}, {job_id: size})
+                seen[job_id] = replace(
+                    job,
+                    gpus=lease[job_id],
+                    pinned=True,
+                    max_gpus=size,
+                    requested_gpus=min(job.requested_gpus, size),
+                )
+            else:
+                size = room
+                seen[job_id] = replace(
+                    job, max_gpus=size, requested_gpus=min(job.requested_gpus, size)
+                )
+            room -= size
+    return changed
+
+
+__all__ = ["cap_reason", "decide", "queue_positions"]
