@@ -197,23 +197,26 @@ class SubmitRequest(_Model):
                 raise ValueError(f"input {name!r} is larger than 150 MB: save it to a file instead")
         return self
 
-    def fit_to(self, total: int) -> tuple[SubmitRequest, list[str]]:
-        """The request settled on a server with ``total`` GPUs, and notes for the user.
+    def fit_to(self, total: int, user_cap: int = 0) -> tuple[SubmitRequest, list[str]]:
+        """The request settled on a server with ``total`` GPUs whose users may each hold at
+        most ``user_cap`` (0: no cap), and notes for the user.
 
-        The one rule for counts above what the server has, wherever a job comes from: a
+        The one rule for counts above what can be had, wherever a job comes from: a
         ``min_gpus`` above it is refused (the job could never start); ``max_gpus`` and
         ``requested_gpus`` above it are lowered to it, and a note says so.
         """
-        if self.min_gpus > total:
+        limit, where = total, f"the {total} GPUs of this server"
+        if 0 < user_cap < total:
+            limit, where = user_cap, f"the {user_cap} GPUs one user may hold (the per-user cap)"
+        if self.min_gpus > limit:
             raise BadRequest(
-                f"min_gpus ({self.min_gpus}) is more than the {total} GPUs of this server: "
-                "the job could never start"
+                f"min_gpus ({self.min_gpus}) is more than {where}: the job could never start"
             )
         notes = []
-        top = total if self.max_gpus is None else self.max_gpus
-        if top > total:
-            notes.append(f"max_gpus {top} lowered to the {total} GPUs of this server")
-            top = total
+        top = limit if self.max_gpus is None else self.max_gpus
+        if top > limit:
+            notes.append(f"max_gpus {top} lowered to {where}")
+            top = limit
         want = self.min_gpus if self.requested_gpus is None else self.requested_gpus
         if want > top:
             notes.append(f"requested_gpus {want} lowered to {top}")

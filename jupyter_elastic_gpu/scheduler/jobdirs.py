@@ -12,10 +12,10 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any
 
 from elastic_gpu_sidecar import protocol as P
-from elastic_gpu_sidecar.protocol import SidecarState
+
+from ..models import Heartbeat
 
 #: The most of a log the API reads back (the end of it).
 MAX_LOG_BYTES = 256 * 1024
@@ -87,16 +87,14 @@ def logs(job_dir: str, lines: int) -> dict[str, str]:
     return {name: tail(Path(job_dir) / file, lines) for name, file in P.LOGS.items()}
 
 
-def final_status(job_dir: str) -> dict[str, Any] | None:
-    """The sidecar's last status when it ended (done, failed, cancelled or suspended)."""
+def final_report(job_dir: str) -> Heartbeat | None:
+    """The sidecar's last status when it ended (done, failed, cancelled or suspended), read as
+    a report; None when it has not ended or the file is unreadable."""
     try:
-        status = json.loads((Path(job_dir) / P.STATUS).read_text())
+        status = Heartbeat.model_validate_json((Path(job_dir) / P.STATUS).read_bytes())
     except (OSError, ValueError):
         return None
-    if not isinstance(status, dict):
-        return None
-    state = status.get("state")
-    return status if state in SidecarState.values() and SidecarState(state).ended else None
+    return status if status.state is not None and status.state.ended else None
 
 
 def saved_model(job_dir: str) -> str | None:

@@ -44,7 +44,8 @@ class JobRecord:
     secret_hash: str = ""
     state: JobState = JobState.QUEUED
     reason: str = "queued: waiting for the first decision"
-    position: int | None = None
+    position: int | None = None  # place in the queue while waiting (1: served next)
+    rank: int | None = None  # place in the policy's order among all open jobs
     submitted_at: float = field(default_factory=time.time)
     started_at: float | None = None
     finished_at: float | None = None

@@ -12,10 +12,13 @@ from collections.abc import Callable
 from elastic_gpu_sidecar import protocol as P
 from elastic_gpu_sidecar.protocol import JobState, Lease, LeaseAction
 
-from ..models import EventKind, Heartbeat
+from ..models import ErrorInfo, EventKind, Heartbeat
 from . import jobdirs
 from .jobs import JobRecord
 from .store import Store
+
+#: A job whose sidecar is lost this many times fails instead of being queued again.
+MAX_LOST = 3
 
 
 class Lifecycle:
@@ -26,6 +29,42 @@ class Lifecycle:
 
     async def save(self, job: JobRecord) -> None:
         await self.store.save_job(job.to_dict())
+
+    async def cancel(self, job: JobRecord, by: str, now: float) -> None:
+        """At once when no sidecar runs yet; otherwise it checkpoints and stops first."""
+        job.desired = Lease(job.desired.generation + 1, [], LeaseAction.CANCEL)
+        if job.state == JobState.QUEUED or (
+            job.state == JobState.STARTING and job.launched_at is None
+        ):
+            job.state, job.finished_at = JobState.CANCELLED, now
+            job.reason = f"cancelled by {by}"
+        else:
+            job.state = JobState.STOPPING
+            job.reason = f"cancelling at {by}'s request: checkpoint, then stop"
+        await self.save(job)
+        await self.store.add_event(job.id, EventKind.CANCEL, f"{by} cancelled {job.name}")
+
+    async def lost(self, job: JobRecord, now: float, silent: float) -> None:
+        """Its sidecar stopped answering: queued again to resume from its last checkpoint, or
+        failed after ``MAX_LOST`` losses (cancelled, if it was being cancelled)."""
+        job.lost += 1
+        if job.state == JobState.STOPPING and job.desired.action == LeaseAction.CANCEL:
+            await self.finish(job, JobState.CANCELLED, Heartbeat(), now)
+        elif job.lost > MAX_LOST:
+            error = ErrorInfo(
+                type="SidecarLost",
+                message=f"its sidecar was lost {job.lost} times",
+                hint=f"see {P.SIDECAR_LOG} and {P.SIDECAR_OUT} in the job dir",
+            )
+            await self.finish(job, JobState.FAILED, Heartbeat(error=error), now)
+        else:
+            await self.requeue(
+                job,
+                f"queued again: its sidecar stopped answering {silent:.0f} s ago; it resumes "
+                "from its last checkpoint",
+                now,
+                kind=EventKind.LOST,
+            )
 
     async def confirm_running(self, job: JobRecord, now: float) -> None:
         resized = job.state == JobState.RESIZING

@@ -19,16 +19,15 @@ import contextlib
 import time
 import uuid
 from collections.abc import Callable
-from importlib.metadata import entry_points
 from typing import Any
 
 from elastic_gpu_sidecar import protocol as P
-from elastic_gpu_sidecar.protocol import JobKind, JobState, Lease, LeaseAction, SidecarState
-from pydantic import ValidationError
+from elastic_gpu_sidecar.protocol import JobKind, JobState, LeaseAction, SidecarState
 from traitlets import Dict, Enum, Float, Int, Unicode, default, validate
 from traitlets.config import LoggingConfigurable
 
-from ..core.policies import POLICIES, Policy
+from ..core.policies import Policy
+from ..core.schedule import decide, queue_positions
 from ..errors import Forbidden, NotFound, Unauthorized
 from ..models import (
     ErrorInfo,
@@ -39,26 +38,13 @@ from ..models import (
     SubmitRequest,
     parse,
 )
-from . import jobdirs, leases, snapshot
+from . import jobdirs, leases, policies, snapshot
 from .inventory import external_processes
 from .jobs import JobRecord, new_secret, secret_matches
 from .launcher import BaseLauncher
 from .lifecycle import Lifecycle
 from .principal import Principal
 from .store import Store
-
-#: A job whose sidecar is lost this many times fails instead of being queued again.
-MAX_LOST = 3
-#: Entry-point group through which a package adds policies (``policy = "<its name>"``).
-POLICY_ENTRY_POINTS = "jupyter_elastic_gpu.policies"
-
-
-def policy_classes() -> dict[str, type]:
-    """The built-in policies and those installed packages add through entry points."""
-    found = dict(POLICIES)
-    for ep in entry_points(group=POLICY_ENTRY_POINTS):
-        found.setdefault(ep.name, ep)
-    return found
 
 
 class SchedulerService(LoggingConfigurable):
@@ -69,7 +55,7 @@ class SchedulerService(LoggingConfigurable):
         config=True,
         help="Scheduling policy: adaptive (ours), static (Kubernetes-like), tiresias, optimus, "
         "elas, srtf, or one an installed package adds (entry points "
-        f"'{POLICY_ENTRY_POINTS}').",
+        f"'{policies.ENTRY_POINTS}').",
     )
     policy_params = Dict(
         config=True,
@@ -98,7 +84,13 @@ class SchedulerService(LoggingConfigurable):
         help="Seconds between periodic checkpoints of a running job (they bound the work a "
         "crash loses; a resize checkpoints at the next step and loses none).",
     )
-    user_gpu_cap = Int(0, config=True, help="Most GPUs one user may hold at a time (0: no cap).")
+    user_gpu_cap = Int(
+        0,
+        min=0,
+        config=True,
+        help="Most GPUs one user's jobs may hold at a time (0: no cap). The GPUs it keeps from "
+        "a user go to other users' jobs in the same decision.",
+    )
     default_resize_cost = Float(
         6.0,
         config=True,
@@ -120,7 +112,7 @@ class SchedulerService(LoggingConfigurable):
 
     @validate("policy")
     def _check_policy(self, proposal: Any) -> str:
-        known = policy_classes()
+        known = policies.available()
         if proposal["value"] not in known:
             raise ValueError(
                 f"unknown policy {proposal['value']!r}: choose one of {', '.join(sorted(known))}"
@@ -138,9 +130,7 @@ class SchedulerService(LoggingConfigurable):
         super().__init__(**kwargs)
         self.store, self.inventory, self.launcher = store, inventory, launcher
         self.heartbeat_url = heartbeat_url
-        found = policy_classes()[self.policy]
-        cls = found.load() if hasattr(found, "load") else found
-        self.decider: Policy = cls(**self.policy_params)
+        self.decider: Policy = policies.make(self.policy, self.policy_params)
         self.jobs: dict[str, JobRecord] = {}
         self.version = 0
         self._changed = asyncio.Condition()
@@ -222,7 +212,7 @@ class SchedulerService(LoggingConfigurable):
 
     # -- users' requests ----------------------------------------------------------------------
     async def submit(self, who: Principal, req: SubmitRequest) -> JobRecord:
-        spec, notes = req.fit_to(len(self.gpu_infos()))
+        spec, notes = req.fit_to(len(self.gpu_infos()), self.user_gpu_cap)
         if spec.simulated is None:
             spec = spec.model_copy(update={"simulated": self.simulated})
         job_id = "j-" + uuid.uuid4().hex[:10]
@@ -253,21 +243,10 @@ class SchedulerService(LoggingConfigurable):
 
     async def cancel(self, who: Principal, job_id: str) -> JobRecord:
         job = self.get(who, job_id)
-        if job.final:
-            return job
-        job.desired = Lease(job.desired.generation + 1, [], LeaseAction.CANCEL)
-        if job.state == JobState.QUEUED or (
-            job.state == JobState.STARTING and job.launched_at is None
-        ):
-            job.state, job.finished_at = JobState.CANCELLED, time.time()
-            job.reason = f"cancelled by {who.user}"
-        else:
-            job.state = JobState.STOPPING
-            job.reason = f"cancelling at {who.user}'s request: checkpoint, then stop"
-        await self.lifecycle.save(job)
-        await self.store.add_event(job_id, EventKind.CANCEL, f"{who.user} cancelled {job.name}")
-        await self._changed_now()
-        self.poke()
+        if not job.final:
+            await self.lifecycle.cancel(job, who.user, time.time())
+            await self._changed_now()
+            self.poke()
         return job
 
     def get(self, who: Principal, job_id: str) -> JobRecord:
@@ -362,17 +341,17 @@ class SchedulerService(LoggingConfigurable):
         if not open_jobs:
             return
         snap = snapshot.build(
-            open_jobs, self.gpu_infos(), self.external(), self.default_resize_cost
+            open_jobs,
+            self.gpu_infos(),
+            self.external(),
+            self.default_resize_cost,
+            self.user_gpu_cap,
         )
-        decision = self.decider.decide(snap, now)
-        allocations = dict(decision.allocations)
-        reasons = dict(decision.reasons)
-        if self.user_gpu_cap:
-            self._apply_cap(allocations, reasons, snap)
+        decision = decide(self.decider, snap, now)
         changed: set[str] = set()
         for job in open_jobs:
-            target = list(allocations.get(job.id, ()))
-            reason = reasons.get(job.id, job.reason)
+            target = list(decision.allocations.get(job.id, ()))
+            reason = decision.reasons.get(job.id, job.reason)
             if reason != job.reason:
                 job.reason = reason
                 changed.add(job.id)
@@ -386,42 +365,19 @@ class SchedulerService(LoggingConfigurable):
             ) and set(target) != set(job.desired.gpus):
                 await self.lifecycle.change(job, target, now)
                 changed.add(job.id)
-        queued = sorted(
-            (j for j in open_jobs if j.state == JobState.QUEUED),
-            key=lambda j: (-j.spec.priority, j.submitted_at),
-        )
-        positions = {j.id: i for i, j in enumerate(queued, 1)}
+        queued = {j.id for j in open_jobs if j.state == JobState.QUEUED}
+        positions = queue_positions(decision, among=queued)
+        ranks = {job_id: i for i, job_id in enumerate(decision.order, 1)}
         for job in open_jobs:
-            if job.position != positions.get(job.id):
-                job.position = positions.get(job.id)
+            place = (positions.get(job.id), ranks.get(job.id))
+            if (job.position, job.rank) != place:
+                job.position, job.rank = place
                 changed.add(job.id)
         if changed:
             for job in open_jobs:
                 if job.id in changed:
                     await self.lifecycle.save(job)
             await self._changed_now()
-
-    def _apply_cap(self, allocations: dict, reasons: dict, snap: Any) -> None:
-        """Per-user GPU cap: trim each user's newest jobs until the user is within the cap."""
-        cap = self.user_gpu_cap
-        by_user: dict[str, list[Any]] = {}
-        for job in snap.jobs:
-            by_user.setdefault(job.user, []).append(job)
-        for user, jobs in by_user.items():
-            jobs.sort(key=lambda j: (not j.pinned, -len(j.gpus), j.submit_time))
-            used = 0
-            for job in jobs:
-                lease = list(allocations.get(job.id, ()))
-                room = cap - used
-                if len(lease) > room and not job.pinned:
-                    keep = lease[:room] if room >= job.min_gpus else []
-                    allocations[job.id] = tuple(keep)
-                    reasons[job.id] = (
-                        f"{'running on ' + str(len(keep)) + ' GPUs' if keep else 'queued'}: "
-                        f"{user} may hold at most {cap} GPUs at a time"
-                    )
-                    lease = keep
-                used += len(lease)
 
     # -- starting sidecars ----------------------------------------------------------------
     def _launch_request(self, job: JobRecord, secret: str) -> LaunchRequest:
@@ -475,7 +431,7 @@ class SchedulerService(LoggingConfigurable):
             silent = now - (job.last_heartbeat or job.launched_at)
             alive = self.launcher.alive(job.launch) if job.launch else None
             if alive is False and silent > min(5.0, timeout):
-                final = _final_report(job.job_dir)
+                final = jobdirs.final_report(job.job_dir)
                 if final is not None and final.state == SidecarState.SUSPENDED:
                     await self.lifecycle.requeue(
                         job,
@@ -491,29 +447,8 @@ class SchedulerService(LoggingConfigurable):
                     continue
             elif silent <= timeout or alive:
                 continue
-            await self._lost(job, now, silent)
-
-    async def _lost(self, job: JobRecord, now: float, silent: float) -> None:
-        job.lost += 1
-        if job.state == JobState.STOPPING and job.desired.action == LeaseAction.CANCEL:
-            await self.lifecycle.finish(job, JobState.CANCELLED, Heartbeat(), now)
-            return
-        if job.lost > MAX_LOST:
-            error = ErrorInfo(
-                type="SidecarLost",
-                message=f"its sidecar was lost {job.lost} times",
-                hint=f"see {P.SIDECAR_LOG} and {P.SIDECAR_OUT} in the job dir",
-            )
-            await self.lifecycle.finish(job, JobState.FAILED, Heartbeat(error=error), now)
-            return
-        await self.lifecycle.requeue(
-            job,
-            f"queued again: its sidecar stopped answering {silent:.0f} s ago; it resumes "
-            "from its last checkpoint",
-            now,
-            kind=EventKind.LOST,
-        )
-        await self._changed_now()
+            await self.lifecycle.lost(job, now, silent)
+            await self._changed_now()
 
     # -- bookkeeping ------------------------------------------------------------------------
     def _account(self, now: float) -> None:
@@ -541,14 +476,3 @@ class SchedulerService(LoggingConfigurable):
         async with self._changed:
             self.version += 1
             self._changed.notify_all()
-
-
-def _final_report(job_dir: str) -> Heartbeat | None:
-    """The sidecar's status file when it ended, read as a report (None if unreadable)."""
-    status = jobdirs.final_status(job_dir)
-    if status is None:
-        return None
-    try:
-        return Heartbeat.model_validate(status)
-    except ValidationError:
-        return None

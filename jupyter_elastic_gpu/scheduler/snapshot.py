@@ -73,7 +73,10 @@ def build(
     infos: Sequence[Any],
     external: Mapping[str, Sequence[Any]],
     default_resize_cost_s: float,
+    user_gpu_cap: int = 0,
 ) -> Snapshot:
-    """The open jobs and every GPU (busy with a process we did not start: not usable)."""
+    """The open jobs and every GPU (busy with a process we did not start: not usable), under
+    the per-user cap."""
     gpus = tuple(Gpu(g.id, g.node, healthy=not external.get(g.id)) for g in infos)
-    return Snapshot(gpus, tuple(core_job(j, default_resize_cost_s) for j in jobs if not j.final))
+    jobs = tuple(core_job(j, default_resize_cost_s) for j in jobs if not j.final)
+    return Snapshot(gpus, jobs, user_gpu_cap)

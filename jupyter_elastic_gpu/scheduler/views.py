@@ -120,10 +120,10 @@ def _public_reason(job: JobRecord) -> str:
 
 
 def queue(jobs: Iterable[JobRecord], who: Principal) -> Queue:
-    """Open jobs: holders first, then the waiting ones in queue order."""
+    """Open jobs in the policy's order (the last decision's), new ones last."""
     waiting = sorted(
         (j for j in jobs if not j.final),
-        key=lambda j: (j.position is not None, j.position or 0, j.submitted_at, j.id),
+        key=lambda j: (j.rank is None, j.rank or 0, j.submitted_at, j.id),
     )
     entries = []
     for j in waiting:
