@@ -27,7 +27,7 @@ from elastic_gpu_sidecar.protocol import JobKind, JobState
 
 from .models import SubmitRequest
 from .notebook.client import SchedulerClient, SchedulerError, discover
-from .options import add_job_options, job_request
+from .options import add_job_options, as_flags, job_request
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 #: Lines fetched per poll by ``logs --follow``: new lines are found by aligning two windows.
@@ -115,6 +115,8 @@ def _guarded(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Nam
 
 def _error(args: argparse.Namespace, message: str) -> None:
     line = " ".join(message.split())
+    if getattr(args, "command", "") == "submit":
+        line = as_flags(line)  # the scheduler names the fields the options set
     print(f"jupyter-elastic-gpu {getattr(args, 'command', '')}: error: {line}", file=sys.stderr)
 
 
@@ -213,7 +215,7 @@ def describe_submitted(job: dict[str, Any]) -> str:
     """The human line that goes with the id (the reason already names the state)."""
     name = f" ({job['name']})" if job.get("name") else ""
     where = job.get("reason") or job.get("state") or "queued"
-    notes = "".join(f" ({note})" for note in job.get("notes") or [])
+    notes = "".join(f" ({as_flags(note)})" for note in job.get("notes") or [])
     return (
         f"submitted {job['id']}{name}: {where}{notes}; follow it with "
         f"`jupyter elastic-gpu logs --follow {job['id']}`"

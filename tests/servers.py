@@ -109,13 +109,15 @@ class JupyterServerProcess(_Process):
         config: dict | None = None,
         env: dict | None = None,
         extra_args: list[str] | None = None,
+        fast: bool = True,
     ) -> None:
         self.root, self.port, self.token, self.name = Path(root), port, token, name
-        # "name" is c.ElasticGPUApp.name; "Class.name" any other class's setting.
+        # "name" is c.ElasticGPUApp.name; "Class.name" any other class's setting. ``fast``:
+        # short intervals, for tests that are not about what a user's defaults do.
         self.config = {
             "simulated_gpus": 4,
             "db_path": str(self.root / f"{name}-data" / "scheduler.sqlite"),
-            **FAST_SERVICE,
+            **(FAST_SERVICE if fast else {}),
             "SchedulerService.job_root": str(self.root / f"{name}-data" / "jobs"),
             **(config or {}),
         }

@@ -7,6 +7,7 @@ Displaying the handle shows the live widget in a notebook and a text summary els
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from typing import Any, Literal
@@ -148,6 +149,8 @@ class ElasticJob:
         path = job.get("model_path")
         if not path:
             raise RuntimeError(f"job {self.id} finished without saving a model (see job.logs())")
+        # TensorFlow's start-up notices would land in the notebook: quiet unless asked for
+        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
         import keras
 
         return keras.models.load_model(path, **kwargs)

@@ -16,7 +16,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from ..errors import BadRequest
-from ..options import job_request, magic_job_options
+from ..options import as_flags, job_request, magic_job_options
 from .client import SchedulerClient, SchedulerError, discover
 from .job import ElasticJob, in_kernel
 from .script import CellError, build_script, check_cell, pack
@@ -42,7 +42,7 @@ class ElasticMagics(Magics):
         except SchedulerError as e:
             if e.status is None:
                 self._client = None  # the server may have moved: find it again next time
-            raise UsageError(e.message) from None
+            raise UsageError(as_flags(e.message)) from None
 
     @magic_arguments()
     @magic_job_options
@@ -85,7 +85,7 @@ class ElasticMagics(Magics):
             raise UsageError(str(e)) from None
         job = self._call(self.client.submit, request.model_dump(mode="json", exclude_none=True))
         for note in job.get("notes") or []:
-            print(f"note: {note}")
+            print(f"note: {as_flags(note)}")
         handle = ElasticJob(self.client, job["id"], job["name"], submitted=job)
         if args.as_var:
             user_ns[args.as_var] = handle
