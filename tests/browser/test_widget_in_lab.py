@@ -36,7 +36,7 @@ CELLS = [
     "                          keras.layers.Dense(1)])\n"
     "model.compile(optimizer='adam', loss='mse')\n"
     "model.fit(x, y, batch_size=64, epochs=400, verbose=0)",
-    "import time\nwhile first.status()['state'] != 'running':\n    time.sleep(0.5)",
+    "first.wait(until='training')",
     "%%elastic_train --name urgent --min-gpus 2 --max-gpus 2 --priority 5 --pass x,y\n"
     "import keras\n"
     "model = keras.Sequential([keras.Input((20,)), keras.layers.Dense(1)])\n"

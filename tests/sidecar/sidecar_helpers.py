@@ -71,6 +71,30 @@ def wait_for(pred, *, timeout: float, proc: subprocess.Popen | None = None, what
     raise AssertionError(f"timed out after {timeout} s waiting for {what}")
 
 
+def checkpoint_step(job: Path) -> int | None:
+    """The global step of the job's newest complete checkpoint (None before the first)."""
+    ckpts = job / "checkpoints"
+    try:
+        newest = (ckpts / "latest").read_text().strip()
+        return int(json.loads((ckpts / newest / "meta.json").read_text())["global_step"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+def children(pid: int) -> list[int]:
+    """Pids of the direct children of ``pid``."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_bytes()
+            except OSError:
+                continue
+            if int(stat[stat.rfind(b")") + 2 :].split()[1]) == pid:
+                found.append(int(entry.name))
+    return found
+
+
 def wait_step(job: Path, generation: int, step: int, proc, timeout: float = 120) -> dict:
     def seen():
         recs = [

@@ -11,7 +11,16 @@ import statistics
 import time
 
 from elastic_gpu_sidecar import protocol as P
-from sidecar_helpers import cli, finish, progress, start, status, trainer_pids_alive, wait_for
+from sidecar_helpers import (
+    checkpoint_step,
+    cli,
+    finish,
+    progress,
+    start,
+    status,
+    trainer_pids_alive,
+    wait_for,
+)
 
 PROFILE = "1:100,2:190,4:360"
 
@@ -83,7 +92,12 @@ def test_termination_mechanism_loses_the_work_since_the_periodic_checkpoint(tmp_
     job = tmp_path / "job"
     proc = synthetic(job, "--mechanism", "termination", work=9000, scale=10.0, every=1.0)
     wait_samples(job, 1, 2500, proc)
-    time.sleep(0.5)  # half a checkpoint interval: some work is past the last checkpoint
+
+    def past_a_checkpoint():  # some work is done after the last periodic checkpoint
+        saved = checkpoint_step(job)
+        return saved is not None and progress(job)[-1]["global_step"] > saved
+
+    wait_for(past_a_checkpoint, timeout=30, proc=proc, what="work past a periodic checkpoint")
     assert cli("resize", "--job-dir", str(job), "--gpus", "0,1").returncode == 0
     code, _, err = finish(proc)
     assert code == P.EXIT_DONE, err
@@ -182,7 +196,10 @@ def test_crashes_are_retried_with_backoff_then_the_job_fails(tmp_path):
             proc=proc,
             what="its first step",
         )
-        time.sleep(0.5)
+        # a periodic checkpoint to resume from (the first retry must restore it)
+        wait_for(
+            lambda: checkpoint_step(job) is not None, timeout=30, proc=proc, what="a checkpoint"
+        )
         os.kill(pid, signal.SIGKILL)
         killed.append(pid)
     code, _, err = finish(proc)

@@ -12,13 +12,13 @@ import os
 import re
 import signal
 import sys
-import time
 
 import numpy as np
 import pytest
 from elastic_gpu_sidecar import protocol as P
 from sidecar_helpers import (
     SCRIPTS,
+    children,
     cli,
     finish,
     progress,
@@ -251,13 +251,16 @@ def test_sidecar_sigkill_leaves_no_trainer(tmp_path):
         job, "--gpus", "0,1", "--simulated", "--fresh", "--", str(SCRIPTS / "seq_tfdata.py")
     )
     wait_step(job, 1, 50, proc)
-    time.sleep(1)
-    pids = [status(job)["trainer_pid"]]
-    children = [int(p) for p in os.popen(f"pgrep -P {proc.pid}").read().split()]
-    assert pids[0] in children
+    kids = wait_for(
+        lambda: len(found := children(proc.pid)) >= 2 and found,
+        timeout=60,
+        proc=proc,
+        what="the trainer and its standby interpreter",
+    )
+    assert status(job)["trainer_pid"] in kids
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()
-    wait_for(lambda: not trainer_pids_alive(children), timeout=10, what="every child to die")
+    wait_for(lambda: not trainer_pids_alive(kids), timeout=10, what="every child to die")
 
 
 def test_resize_while_the_trainer_starts_does_not_wait_for_it(tmp_path):
