@@ -83,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--work", type=_positive(int), help="synthetic: samples in total")
     run.add_argument("--time-scale", type=_positive(float), default=1.0)
     run.add_argument("--batch", type=_positive(int), default=32, help="synthetic: step size")
-    run.add_argument("--scheduler-url", help="heartbeat endpoint (secret: $ELASTIC_GPU_JOB_SECRET)")
+    run.add_argument("--scheduler-url", help=f"heartbeat endpoint (secret: ${P.ENV_SECRET})")
     run.add_argument("--job-id", help="job id reported to the scheduler")
     run.add_argument(
         "--heartbeat", type=_positive(float), default=P.DEFAULT_HEARTBEAT_INTERVAL_S, metavar="S"

@@ -1,0 +1,213 @@
+"""What clients send: a job to submit, a sidecar's heartbeat (and the progress and errors in
+it), and what a user's server needs to start a sidecar."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from elastic_gpu_sidecar.protocol import BatchPolicy, JobKind, Mechanism, SidecarState
+from pydantic import Field, model_validator
+
+from ..errors import BadRequest
+from .base import (
+    IDENTIFIER,
+    MAX_GPUS,
+    MAX_INPUT_BYTES,
+    MAX_SCRIPT_BYTES,
+    NAME,
+    Amount,
+    Count,
+    GpuCount,
+    GpuIds,
+    Lenient,
+    Pid,
+    Seconds,
+    Speeds,
+    Strict,
+    Text,
+    Value,
+)
+
+
+class SyntheticSpec(Strict):
+    """A job without TensorFlow: its steps take the time its speed profile says."""
+
+    work: Annotated[float, Field(gt=0, le=1e15, allow_inf_nan=False)] = Field(
+        description="samples to process in total"
+    )
+    throughput: Speeds = Field(description="samples/s at each GPU count")
+    time_scale: Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)] = Field(
+        1.0, description="how much faster than real time"
+    )
+    batch: Annotated[int, Field(ge=1, le=10**7)] = 32
+
+    @model_validator(mode="after")
+    def _points(self) -> SyntheticSpec:
+        if not self.throughput:
+            raise ValueError("throughput needs at least one GPUS: SAMPLES_PER_S point")
+        for gpus, speed in self.throughput.items():
+            if speed <= 0:
+                raise ValueError(f"throughput at {gpus} GPUs must be above 0, got {speed}")
+        return self
+
+
+class SubmitRequest(Strict):
+    """The body of ``POST jobs`` (docs/api.md), and a job's spec as the scheduler keeps it.
+
+    Omitted sizes mean: ``min_gpus`` 1, ``max_gpus`` every GPU of the server (the scheduler
+    shrinks the job when others need GPUs), ``requested_gpus`` ``min_gpus``. Counts above what
+    the server has are settled by ``fit_to(total)``.
+    """
+
+    name: str | None = None
+    kind: JobKind = JobKind.SCRIPT
+    script: str | None = None
+    args: Annotated[list[Annotated[str, Field(max_length=10_000)]], Field(max_length=1000)] = Field(
+        default_factory=list
+    )
+    cwd: Annotated[str | None, Field(max_length=4096)] = None
+    min_gpus: GpuCount = 1
+    max_gpus: GpuCount | None = None
+    requested_gpus: GpuCount | None = Field(None, description="the count asked for")
+    epochs: Annotated[int | None, Field(ge=1, le=10**6)] = None
+    priority: Annotated[float, Field(gt=0, le=100, allow_inf_nan=False)] = 1.0
+    batch_policy: BatchPolicy = BatchPolicy.KEEP_GLOBAL
+    simulated: bool | None = None
+    inputs: Annotated[dict[str, str], Field(max_length=100)] = Field(default_factory=dict)
+    synthetic: SyntheticSpec | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> SubmitRequest:
+        if self.name is not None and not NAME.match(self.name):
+            raise ValueError("name must be 1-80 letters, digits, spaces, '.', '_' or '-'")
+        top = self.max_gpus
+        if top is not None and self.min_gpus > top:
+            raise ValueError(
+                f"min_gpus ({self.min_gpus}) is above max_gpus ({top}): ask for a range such "
+                f"as min_gpus {top}, max_gpus {self.min_gpus}"
+            )
+        want = self.requested_gpus
+        if want is not None and not (self.min_gpus <= want <= (top or MAX_GPUS)):
+            raise ValueError(
+                f"requested_gpus ({want}) must lie between min_gpus ({self.min_gpus}) and "
+                f"max_gpus ({top if top is not None else 'every GPU'})"
+            )
+        if self.kind == JobKind.SCRIPT:
+            if not self.script or not self.script.strip():
+                raise ValueError("a script job needs the training code in 'script'")
+            if len(self.script.encode()) > MAX_SCRIPT_BYTES:
+                raise ValueError(
+                    "the script is larger than 1 MB: put the code in a file and import it"
+                )
+            if self.synthetic is not None:
+                raise ValueError("'synthetic' only goes with kind 'synthetic'")
+        elif self.synthetic is None:
+            raise ValueError("a synthetic job needs 'synthetic': {work, throughput}")
+        for name, blob in self.inputs.items():
+            if not IDENTIFIER.match(name):
+                raise ValueError(f"input name {name!r} is not a Python identifier")
+            if len(blob) > MAX_INPUT_BYTES:
+                raise ValueError(f"input {name!r} is larger than 150 MB: save it to a file instead")
+        return self
+
+    def fit_to(self, total: int, user_cap: int = 0) -> tuple[SubmitRequest, list[str]]:
+        """The request settled on a server with ``total`` GPUs whose users may each hold at
+        most ``user_cap`` (0: no cap), and notes for the user.
+
+        The one rule for counts above what can be had, wherever a job comes from: a
+        ``min_gpus`` above it is refused (the job could never start); ``max_gpus`` and
+        ``requested_gpus`` above it are lowered to it, and a note says so.
+        """
+        limit, where = total, f"the {total} GPUs of this server"
+        if 0 < user_cap < total:
+            limit, where = user_cap, f"the {user_cap} GPUs one user may hold (the per-user cap)"
+        if self.min_gpus > limit:
+            raise BadRequest(
+                f"min_gpus ({self.min_gpus}) is more than {where}: the job could never start"
+            )
+        notes = []
+        top = limit if self.max_gpus is None else self.max_gpus
+        if top > limit:
+            notes.append(f"max_gpus {top} lowered to {where}")
+            top = limit
+        want = self.min_gpus if self.requested_gpus is None else self.requested_gpus
+        if want > top:
+            notes.append(f"requested_gpus {want} lowered to {top}")
+            want = top
+        settled = self.model_copy(update={"max_gpus": top, "requested_gpus": want, "inputs": {}})
+        return settled, notes
+
+
+class ErrorInfo(Lenient):
+    """Why a job failed: the exception, its traceback, and what to do."""
+
+    type: Annotated[str, Field(max_length=200)]
+    message: Text = ""
+    traceback: Text | None = None
+    hint: Annotated[str | None, Field(max_length=2000)] = None
+
+
+class ProgressRecord(Lenient):
+    """One line of a job's ``progress.jsonl``, written by its trainer (docs/sidecar.md)."""
+
+    t: Seconds
+    generation: Count | None = None
+    replicas: GpuCount | None = None
+    epoch: Count | None = None
+    epochs: Count | None = None
+    step_in_epoch: Count | None = None
+    steps_per_epoch: Count | None = None
+    global_step: Count | None = None
+    samples: Amount | None = None
+    loss: Value | None = None
+    metrics: Annotated[
+        dict[Annotated[str, Field(max_length=200)], Value | None], Field(max_length=100)
+    ] = Field(default_factory=dict)
+    samples_per_s: Amount | None = None
+    batch_size: Count | None = None
+    first: bool | None = None
+    pid: Pid | None = None
+    resumed_from: Count | None = None
+    replayed: Count | None = None
+    epoch_end: bool | None = None
+    stopped: bool | None = None
+
+    def total_samples(self) -> float | None:
+        """Samples the whole training needs (None until epochs, steps and batch are known)."""
+        if not (self.epochs and self.steps_per_epoch and self.batch_size):
+            return None
+        return float(self.epochs) * float(self.steps_per_epoch) * float(self.batch_size)
+
+
+class Heartbeat(Lenient):
+    """What a sidecar posts every few seconds (docs/sidecar.md, "Heartbeat protocol")."""
+
+    job_id: Annotated[str | None, Field(max_length=64)] = None
+    generation: Count | None = None
+    gpus: GpuIds = Field(default_factory=list)
+    state: SidecarState | None = None
+    progress: ProgressRecord | None = None
+    throughput: Speeds = Field(default_factory=dict)
+    resize_cost_s: Seconds | None = None
+    sidecar_pid: Pid | None = None
+    trainer_pid: Pid | None = None
+    restarts: Count = 0
+    error: ErrorInfo | None = None
+    exit_code: Annotated[int | None, Field(ge=-256, le=256)] = None
+    model_path: Annotated[str | None, Field(max_length=4096)] = None
+
+
+class LaunchRequest(Strict):
+    """Everything needed to start one sidecar; a user's server gets it in shared mode."""
+
+    job_id: str
+    job_dir: str
+    spec: SubmitRequest
+    gpus: GpuIds
+    generation: Count
+    simulated: bool
+    heartbeat_url: str
+    heartbeat_interval: Seconds
+    secret: str
+    mechanism: Mechanism = Mechanism.SIDECAR
+    checkpoint_interval: Seconds

@@ -1,0 +1,232 @@
+"""What the API answers: jobs as their owner and as everyone else sees them, the queue, the
+status, the GPUs, events, logs, the lease a sidecar is told to run on."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from elastic_gpu_sidecar.protocol import BatchPolicy, JobKind, JobState, LeaseAction, Vocabulary
+from pydantic import Field
+
+from .base import Count, Strict
+from .requests import ErrorInfo, LaunchRequest, ProgressRecord
+
+
+class EventKind(Vocabulary):
+    """What an entry of a job's event log records (``GET jobs/ID/events``)."""
+
+    SUBMITTED = "submitted"
+    ADMITTED = "admitted"  # first start
+    RESUMED = "resumed"  # a start after a suspension or a lost sidecar
+    RUNNING = "running"  # the sidecar confirmed a start or a resize
+    RESIZE = "resize"
+    SUSPEND = "suspend"  # asked to checkpoint and stop
+    SUSPENDED = "suspended"
+    LOST = "lost"  # its sidecar stopped answering
+    CANCEL = "cancel"
+    DONE = "done"
+    FAILED = "failed"
+    CANCELLED = "cancelled"
+    RESTART = "restart"  # the scheduler restarted (job_id null)
+
+
+class ErrorBody(Strict):
+    message: str
+    reason: str | None = None
+
+
+class Whoami(Strict):
+    user: str
+    admin: bool
+    mode: Literal["embedded", "daemon"]
+
+
+class LeaseView(Strict):
+    """The lease a sidecar is told to run on (its answer to a heartbeat)."""
+
+    generation: Count
+    gpus: list[str]
+    action: LeaseAction
+
+
+class JobProgress(Strict):
+    """The job's last progress record, condensed."""
+
+    epoch: int | None = None
+    epochs: int | None = None
+    step: int | None = None
+    steps_per_epoch: int | None = None
+    global_step: int | None = None
+    samples: float | None = None
+    replicas: int | None = None
+    loss: float | None = None
+    metrics: dict[str, float | None] = Field(default_factory=dict)
+    samples_per_s: float | None = None
+    fraction: float | None = None
+
+
+class LeaseChange(Strict):
+    t: float
+    gpus: list[str]
+    why: str
+
+
+class JobView(Strict):
+    """A job as its owner (or an admin) sees it."""
+
+    id: str
+    name: str
+    user: str
+    state: JobState
+    kind: JobKind
+    gpus: list[str]
+    generation: int
+    min_gpus: int
+    max_gpus: int
+    requested_gpus: int
+    reason: str
+    position: int | None
+    submitted_at: float
+    started_at: float | None
+    finished_at: float | None
+    progress: JobProgress | None
+    eta_s: float | None
+    throughput: dict[str, float]
+    resize_cost_s: float | None
+    resizes: int
+    history: list[LeaseChange]
+    restarts: int
+    error: ErrorInfo | None
+    exit_code: int | None
+    model_path: str | None
+    job_dir: str
+    epochs: int | None
+    batch_policy: BatchPolicy
+    priority: float
+    notes: list[str] = Field(
+        [], description="what the scheduler changed in the request (counts above the server's)"
+    )
+
+
+class PublicJob(Strict):
+    """Another user's job, as everyone may see it: owner, size and state."""
+
+    id: str
+    user: str
+    state: JobState
+    gpus: list[str]
+    min_gpus: int
+    max_gpus: int
+    position: int | None
+
+
+class JobList(Strict):
+    jobs: list[JobView | PublicJob]
+
+
+class QueueEntry(Strict):
+    """An open job in queue order; ``name`` only for the caller's own jobs."""
+
+    id: str
+    user: str
+    state: JobState
+    gpus: list[str]
+    min_gpus: int
+    max_gpus: int
+    position: int | None
+    reason: str
+    name: str | None = None
+
+
+class Queue(Strict):
+    queue: list[QueueEntry]
+
+
+class StatusProgress(Strict):
+    epoch: int | None = None
+    step: int | None = None
+    replicas: int | None = None
+
+
+class StatusJob(Strict):
+    """One job in the status document; ``name`` and ``reason`` only for the caller's own."""
+
+    id: str
+    name: str | None
+    user: str
+    state: JobState
+    gpus: list[str]
+    min_gpus: int
+    max_gpus: int
+    progress: StatusProgress
+    reason: str | None = None
+
+
+class StatusGpu(Strict):
+    id: str
+    holder: str | None
+
+
+class Status(Strict):
+    """Open jobs (and the caller's finished ones) and the GPUs with their holders."""
+
+    gpus: list[StatusGpu]
+    jobs: list[StatusJob]
+
+
+class GpuProcessView(Strict):
+    pid: int
+    user: str | None
+    memory_mb: float | None
+    command: str | None
+
+
+class GpuView(Strict):
+    id: str
+    index: int
+    node: str
+    name: str
+    uuid: str | None
+    memory_total_mb: float | None
+    memory_used_mb: float | None
+    utilization: float | None
+    holder: str | None
+    holder_user: str | None
+    holder_name: str | None
+    external_processes: list[GpuProcessView]
+    healthy: bool
+
+
+class Gpus(Strict):
+    source: Literal["nvml", "simulated"]
+    gpus: list[GpuView]
+
+
+class Event(Strict):
+    seq: int
+    job_id: str | None
+    t: float
+    kind: EventKind
+    message: str
+    data: dict[str, Any] | None
+
+
+class Events(Strict):
+    events: list[Event]
+
+
+class ProgressList(Strict):
+    progress: list[ProgressRecord]
+
+
+class Logs(Strict):
+    trainer: str
+    sidecar: str
+
+
+class Updates(Strict):
+    version: int
+
+
+class Launches(Strict):
+    launches: list[LaunchRequest]
