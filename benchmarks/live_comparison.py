@@ -255,7 +255,7 @@ def simulate(jobs: list[LiveJob], args, start_s: float, sidecar_s: float, termin
     costs = Costs(
         sidecar_s=sidecar_s,
         termination_s=termination_s,
-        checkpoint_interval_s=args.checkpoint_interval,
+        checkpoint_interval=args.checkpoint_interval,
     )
     comp = compare(Workload("live", specs), list(POLICIES), config, costs, progress=False)
     if comp.stalled:

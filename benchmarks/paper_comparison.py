@@ -79,7 +79,7 @@ def main() -> None:
     args = ap.parse_args()
     print(f"$ {command_line()}\n")
     config = SimConfig(nodes=4, gpus_per_node=4, tick_s=60, start_cost_s=6)
-    costs = Costs(sidecar_s=6, termination_s=60, checkpoint_interval_s=600)
+    costs = Costs(sidecar_s=6, termination_s=60, checkpoint_interval=600)
     rows, dump = [], {}
     for wl in workloads(trace_data(args.data)):
         comp = compare(wl, RUNS, config, costs)

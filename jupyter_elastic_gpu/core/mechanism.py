@@ -23,14 +23,14 @@ class Mechanism:
     #: Whether a change loses the work done since the last periodic checkpoint.
     loses_work: bool = False
     #: Seconds between periodic checkpoints (what ``loses_work`` loses at most).
-    checkpoint_interval_s: float = 600.0
+    checkpoint_interval: float = 600.0
     #: The resize cost the policy is told, if not what this mechanism really costs.
     priced_at_s: float | None = None
 
     def expected_cost_s(self) -> float:
         """What one change really costs on average: the pause plus, where work is lost, half a
         checkpoint interval."""
-        return self.pause_s + (self.checkpoint_interval_s / 2 if self.loses_work else 0.0)
+        return self.pause_s + (self.checkpoint_interval / 2 if self.loses_work else 0.0)
 
     def policy_cost_s(self) -> float:
         """The resize cost the policy decides with."""
@@ -42,12 +42,12 @@ def sidecar(pause_s: float = 6.0) -> Mechanism:
 
 
 def termination(
-    pause_s: float = 60.0, checkpoint_interval_s: float = 600.0, priced_at_s: float | None = None
+    pause_s: float = 60.0, checkpoint_interval: float = 600.0, priced_at_s: float | None = None
 ) -> Mechanism:
     """Kill and restart from the last periodic checkpoint; ``priced_at_s`` is the cost the policy
     is told (None: the true expected cost, i.e. the ``termination-aware`` variant)."""
     name = "termination" if priced_at_s is not None else "termination-aware"
-    return Mechanism(name, pause_s, True, checkpoint_interval_s, priced_at_s)
+    return Mechanism(name, pause_s, True, checkpoint_interval, priced_at_s)
 
 
 #: Names a user can ask for in ``simulate --policy``: a policy, and the mechanism it runs with.

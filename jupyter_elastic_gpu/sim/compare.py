@@ -27,15 +27,15 @@ class Costs:
 
     sidecar_s: float = 6.0
     termination_s: float = 60.0
-    checkpoint_interval_s: float = 600.0
+    checkpoint_interval: float = 600.0
 
     def mechanism(self, name: str) -> Mechanism:
         if name == "sidecar":
             return sidecar(self.sidecar_s)
         if name == "termination":  # decisions priced as with the sidecar: the paper's baseline
-            return termination(self.termination_s, self.checkpoint_interval_s, self.sidecar_s)
+            return termination(self.termination_s, self.checkpoint_interval, self.sidecar_s)
         if name == "termination-aware":
-            return termination(self.termination_s, self.checkpoint_interval_s)
+            return termination(self.termination_s, self.checkpoint_interval)
         raise ValueError(f"unknown mechanism '{name}' (known: {', '.join(MECHANISMS)})")
 
 

@@ -8,7 +8,7 @@ and carries out the changes through the mechanism:
 
 * ``sidecar``: a pause of ``pause_s`` with no progress; no work is lost;
 * ``termination``: a pause of ``pause_s`` and the work since the last periodic checkpoint is
-  lost (checkpoints every ``checkpoint_interval_s`` of a run segment).
+  lost (checkpoints every ``checkpoint_interval`` of a run segment).
 
 Between events every job advances linearly at the true speed of its placement. Policies see a
 speed model made of what the job has measured so far with the trace's profile as the prior.
@@ -230,7 +230,7 @@ class Simulation:
             if mech.loses_work and job.speed > 0:
                 ran = now - job.pause_until  # progress on this lease began when its pause ended
                 if ran > 0:
-                    since_ckpt = math.fmod(ran, mech.checkpoint_interval_s)
+                    since_ckpt = math.fmod(ran, mech.checkpoint_interval)
                     lost = min(since_ckpt * job.speed, job.work_done)
                     job.work_done -= lost
                     job.lost_gpu_s += since_ckpt * len(old)

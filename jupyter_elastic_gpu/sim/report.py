@@ -46,7 +46,7 @@ def format_table(comp: Comparison) -> str:
         f"{cfg.nodes} x {cfg.gpus_per_node} GPUs; times in seconds\n"
         f"mechanisms: sidecar {costs.sidecar_s:g} s per resize; termination "
         f"{costs.termination_s:g} s restart + work since the last checkpoint (every "
-        f"{costs.checkpoint_interval_s:g} s); start {cfg.start_cost_s:g} s; "
+        f"{costs.checkpoint_interval:g} s); start {cfg.start_cost_s:g} s; "
         f"{'decisions every ' + format(cfg.tick_s, 'g') + ' s only' if cfg.rounds else 'decisions at every event and every ' + format(cfg.tick_s, 'g') + ' s'}"
     )
     if cfg.user_gpu_cap:
