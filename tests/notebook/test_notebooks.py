@@ -97,12 +97,13 @@ def test_train_wait_load_and_predict(server_process, tmp_path):
     out = text_of(nb.cells[3])
     assert "prediction (4, 1)" in out
     assert "steps 192" in out  # 3 epochs x 64 batches: nothing lost, nothing repeated
-    # The widget went queued -> running -> done, with progress in between.
+    # The widget followed the job forward from its submission to its end (a state shorter than
+    # one refresh of the widget may pass unseen: this job trains for about a second).
     states = [m.group(1) for v in client.widget_values() for m in BADGE.finditer(v)]
     collapsed = [s for i, s in enumerate(states) if i == 0 or states[i - 1] != s]
-    assert collapsed[0] == "queued"
-    assert "running" in collapsed and collapsed[-1] == "done"
-    assert collapsed.index("running") < collapsed.index("done")
+    assert collapsed[0] == "queued" and collapsed[-1] == "done"
+    life = ["queued", "starting", "running", "done"]
+    assert [life.index(s) for s in collapsed] == sorted(life.index(s) for s in collapsed)
     progress_values = [
         m["content"]["data"]["state"]["value"]
         for m in client.comm_msgs

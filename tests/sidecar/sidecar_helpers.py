@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+from elastic_gpu_sidecar.jobdir import read_live
+
 SCRIPTS = Path(__file__).resolve().parent / "scripts"
 ENV = dict(
     os.environ,
@@ -117,6 +119,12 @@ def finish(proc: subprocess.Popen, timeout: float = 240) -> tuple[int, str, str]
     return proc.returncode, out, err
 
 
+def live_step(job: Path) -> tuple[int, int]:
+    """(generation, global step) of the trainer's last step, exact (``live.step``)."""
+    live = read_live(job / "live.step")
+    return (live[0], live[1]) if live else (0, 0)
+
+
 def run_resized(job: Path, script: str, script_args=(), *, plan, extra=()) -> tuple[int, str]:
     """Run a script on the GPUs of ``plan[0]``, then move to each next ``(gpus, steps)`` lease
     once the running generation has trained that many steps since it started."""
@@ -139,7 +147,8 @@ def run_resized(job: Path, script: str, script_args=(), *, plan, extra=()) -> tu
             proc=proc,
             what=f"the first step of generation {generation}",
         )
-        wait_step(job, generation, first["resumed_from"] + steps, proc)
+        target = (generation, first["resumed_from"] + steps)
+        wait_for(lambda t=target: live_step(job) >= t, timeout=120, proc=proc, what=str(target))
         res = cli("resize", "--job-dir", str(job), "--gpus", gpus)
         assert res.returncode == 0, res.stderr
         wait_for(

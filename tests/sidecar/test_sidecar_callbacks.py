@@ -11,11 +11,10 @@ from __future__ import annotations
 import itertools
 import json
 import re
-import struct
 
 import pytest
 from elastic_gpu_sidecar import protocol as P
-from sidecar_helpers import SCRIPTS, cli, finish, progress, start, status, wait_for
+from sidecar_helpers import progress, run_resized, status
 
 pytestmark = pytest.mark.slow
 STEPS = 150  # batches of 32 per epoch in batch_recorder.py (4800 samples)
@@ -33,42 +32,13 @@ def resumes(job) -> list[tuple[int, int]]:
     ]
 
 
-def live_step(job) -> tuple[int, int]:
-    """(generation, global step) from live.step, which the trainer rewrites after every step."""
-    try:
-        data = (job / "live.step").read_bytes()
-    except FileNotFoundError:
-        return (0, 0)
-    return struct.unpack("<qqd", data)[:2] if len(data) == 24 else (0, 0)
-
-
 def run(tmp_path, plan, *script_args, extra=()):
     """``sidecar_helpers.run_resized`` with exact resize points: generation g is resized once
     it has trained ``plan[g][1]`` steps, where the script holds until the resize comes."""
     job, path = tmp_path / "job", tmp_path / "events.jsonl"
     holds = [str(steps) for _, steps in plan[1:]]
-    script = [str(SCRIPTS / "batch_recorder.py"), str(path), *script_args, "--hold", *holds]
-    proc = start(job, "--gpus", plan[0][0], "--simulated", *extra, "--", *script)
-    for generation, (gpus, steps) in enumerate(plan[1:], start=1):
-        first = wait_for(
-            lambda g=generation: next(
-                (r for r in progress(job) if r["generation"] == g and r.get("first")), None
-            ),
-            timeout=120,
-            proc=proc,
-            what=f"the first step of generation {generation}",
-        )
-        target = (generation, first["resumed_from"] + steps)
-        wait_for(lambda t=target: live_step(job) >= t, timeout=120, proc=proc, what=str(target))
-        res = cli("resize", "--job-dir", str(job), "--gpus", gpus)
-        assert res.returncode == 0, res.stderr
-        wait_for(
-            lambda g=generation: status(job)["generation"] == g + 1,
-            timeout=60,
-            proc=proc,
-            what=f"generation {generation + 1}",
-        )
-    code, _, err = finish(proc)
+    args = [str(path), *script_args, "--hold", *holds]
+    code, err = run_resized(job, "batch_recorder.py", args, plan=plan, extra=extra)
     assert code == P.EXIT_DONE, err
     replicas = [len(gpus.split(",")) for gpus, _ in plan]
     assert [r["replicas"] for r in progress(job) if r.get("first")] == replicas
