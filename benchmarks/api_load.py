@@ -48,6 +48,15 @@ TARGET_P99_MS = 100.0
 PROGRESS_LIMIT = 2000
 
 
+def as_stored(record: dict) -> str:
+    """A progress record as the scheduler keeps it (validated; fields without a value left
+    out), as JSON with sorted keys, for comparing what was sent with what was stored."""
+    from jupyter_elastic_gpu.models import ProgressRecord
+
+    stored = ProgressRecord.model_validate(record).model_dump(exclude_none=True)
+    return json.dumps(stored, sort_keys=True)
+
+
 @dataclass
 class Launch:
     """What the launcher handed one sidecar."""
@@ -248,21 +257,22 @@ def check_database(db: Path, sidecars: list[SyntheticSidecar]) -> tuple[list[str
                 problems.append(f"{job_id}: no heartbeat of its sidecar was acknowledged")
                 continue
             stored = {json.dumps(r, sort_keys=True) for r in rows}
-            acked = [json.dumps(r, sort_keys=True) for r in sc.acked[-PROGRESS_LIMIT:]]
-            sent = set(acked) | {json.dumps(r, sort_keys=True) for r in sc.unacked}
+            acked = [as_stored(r) for r in sc.acked[-PROGRESS_LIMIT:]]
+            sent = set(acked) | {as_stored(r) for r in sc.unacked}
             missing = [r for r in acked if r not in stored]
             if missing:
                 problems.append(f"{job_id}: {len(missing)} acknowledged progress records missing")
             if not stored <= sent:
                 problems.append(f"{job_id}: {len(stored - sent)} stored records never sent")
-            if not rows or rows[-1] != sc.acked[-1]:
+            if not rows or json.dumps(rows[-1], sort_keys=True) != as_stored(sc.acked[-1]):
                 problems.append(f"{job_id}: the last stored record is not the last one sent")
             row = con.execute("SELECT state, data FROM jobs WHERE id = ?", (job_id,)).fetchone()
             if row is None:
                 problems.append(f"{job_id}: not in the jobs table")
                 continue
             state, data = row[0], json.loads(row[1])
-            if state != "done" or data.get("progress") != sc.acked[-1]:
+            last = json.dumps(data.get("progress"), sort_keys=True)
+            if state != "done" or last != as_stored(sc.acked[-1]):
                 problems.append(
                     f"{job_id}: stored as {state!r} with another progress record than the last"
                 )

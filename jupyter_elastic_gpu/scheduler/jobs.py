@@ -118,7 +118,7 @@ class JobRecord:
             state=self.state.value,
             desired=self.desired.to_json(),
             reported=self.reported.model_dump(mode="json", exclude_none=True),
-            progress=None if self.progress is None else self.progress.model_dump(mode="json"),
+            progress=None if self.progress is None else self.progress.model_dump(exclude_none=True),
             error=None if self.error is None else self.error.model_dump(mode="json"),
             throughput={str(k): v for k, v in self.throughput.items()},
         )
