@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from ._version import __version__
 from .commands import add_client_commands
+from .doctor import add_doctor
 from .sim.commands import add_simulate, add_workload
 
 #: The sub-command that runs the shared scheduler: a Jupyter application with its own options.
@@ -33,6 +34,7 @@ def build_parser() -> argparse.ArgumentParser:
         add_help=False,
     )
     add_client_commands(sub)
+    add_doctor(sub)
     return parser
 
 

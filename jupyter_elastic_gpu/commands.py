@@ -1,7 +1,7 @@
 """`jupyter-elastic-gpu submit | status | logs | cancel`: the scheduler for people outside
 notebooks (terminals, shell scripts, cron).
 
-The scheduler is found as notebooks find it (``notebook.client.discover``): environment, the
+The scheduler is found as notebooks find it (``notebook.discovery.discover``): environment, the
 Jupyter server this terminal runs under, or the shared daemon. Output is made for scripts:
 ``submit`` prints the job id alone on stdout, ``cancel`` the new state, ``status --json`` the
 ``status`` document; human lines go to stderr. Exit status: 0 ok; 1 the scheduler refused
@@ -26,7 +26,8 @@ from typing import Any, TextIO
 from elastic_gpu_sidecar.protocol import JobKind, JobState
 
 from .models import SubmitRequest
-from .notebook.client import SchedulerClient, SchedulerError, discover
+from .notebook.client import SchedulerClient, SchedulerError
+from .notebook.discovery import discover
 from .options import add_job_options, as_flags, job_request
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3

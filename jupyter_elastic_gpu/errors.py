@@ -41,10 +41,29 @@ class NotFound(ElasticGPUError, LookupError):
     status, reason = 404, "not-found"
 
 
+class TooLarge(BadRequest):
+    """A request body larger than its route takes; refused before it is parsed."""
+
+    status, reason = 413, "too-large"
+
+
 class Unavailable(ElasticGPUError):
     """The scheduler (or the shared scheduler a server forwards to) cannot answer now."""
 
     status, reason = 503, "unavailable"
+
+
+class StorageUnavailable(Unavailable):
+    """The scheduler's database cannot be used now (locked, read-only, failing, damaged, or
+    held by another scheduler); nothing was changed (``scheduler/dbfile.py``)."""
+
+    reason = "storage-unavailable"
+
+
+class StorageFull(StorageUnavailable):
+    """The disk holding the scheduler's database is full; nothing was changed."""
+
+    status, reason = 507, "storage-full"
 
 
 class Relayed(ElasticGPUError):
@@ -53,3 +72,16 @@ class Relayed(ElasticGPUError):
     def __init__(self, status: int, message: str, reason: str | None = None) -> None:
         super().__init__(message)
         self.status, self.reason = status, reason or "error"
+
+
+class Conflict(ElasticGPUError):
+    """A valid request this side cannot carry out as things stand (a job dir in a folder
+    another user controls); nothing was changed."""
+
+    status, reason = 409, "conflict"
+
+
+class ReadByOwner(Conflict):
+    """Job files (logs) are read by the job owner's side, never by the shared scheduler."""
+
+    reason = "read-by-owner"

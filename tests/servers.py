@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 import urllib.error
 import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
 
 
 def free_port() -> int:
@@ -67,16 +71,32 @@ FAST_SERVICE = {
 }
 
 
+def as_user(user: str | None, env: dict) -> dict:
+    """Popen arguments that run a command as the OS account ``user`` (None: as this process),
+    with that account's groups only and its home in ``env`` (needs root)."""
+    if user is None:
+        return {"env": env}
+    pw = pwd.getpwnam(user)
+    env = {**env, "HOME": pw.pw_dir, "USER": user, "LOGNAME": user}
+    return {"env": env, "user": pw.pw_uid, "group": pw.pw_gid, "extra_groups": []}
+
+
 class _Process:
-    """A service started in its own session, its output in ``log_path``."""
+    """A service started in its own session, its output in ``log_path``; ``user``: the OS
+    account it runs as (the tests that start one run as root)."""
 
     proc: subprocess.Popen | None = None
     log_path: Path
+    user: str | None = None
 
     def _spawn(self, args: list[str], env: dict) -> None:
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                args, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+                args,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                **as_user(self.user, env),
             )
 
     def _wait(self, answers, timeout: float, what: str) -> None:
@@ -110,8 +130,11 @@ class JupyterServerProcess(_Process):
         env: dict | None = None,
         extra_args: list[str] | None = None,
         fast: bool = True,
+        user: str | None = None,
+        python: str | None = None,
     ) -> None:
         self.root, self.port, self.token, self.name = Path(root), port, token, name
+        self.user, self.python = user, python or sys.executable
         # "name" is c.ElasticGPUApp.name; "Class.name" any other class's setting. ``fast``:
         # short intervals, for tests that are not about what a user's defaults do.
         self.config = {
@@ -134,9 +157,11 @@ class JupyterServerProcess(_Process):
     def api_url(self) -> str:
         return f"{self.url}elastic-gpu/api/"
 
-    def start(self, timeout: float = 60.0) -> None:
+    def start(self, timeout: float = 60.0, scheduler: bool = True) -> None:
+        """Start and wait until the scheduler answers (``scheduler=False``: until the Jupyter
+        server does, for a scheduler that is expected not to start)."""
         args = [
-            sys.executable,
+            self.python,
             "-m",
             "jupyter_server",
             "--no-browser",
@@ -158,9 +183,11 @@ class JupyterServerProcess(_Process):
         }
         self._spawn(args, env)
 
+        route = self.api_url + "whoami" if scheduler else self.url + "api/status"
+
         def answers():
             try:
-                return get_json(self.api_url + "whoami", self.token, timeout=2)
+                return get_json(route, self.token, timeout=2)
             except (OSError, ValueError):
                 return None
 
@@ -176,9 +203,19 @@ class JupyterServerProcess(_Process):
 class DaemonProcess(_Process):
     """`jupyter-elastic-gpu scheduler`, with its state (database, tokens) under ``root``."""
 
-    def __init__(self, root: Path, port: int, extra: list[str] | None = None) -> None:
+    def __init__(
+        self,
+        root: Path,
+        port: int,
+        extra: list[str] | None = None,
+        user: str | None = None,
+        python: str | None = None,
+        env: dict | None = None,
+    ) -> None:
         self.root, self.port, self.extra = Path(root), port, extra or []
+        self.user, self.python, self.env = user, python or sys.executable, env or {}
         self.state = self.root / "daemon-state"
+        self.discovery_dir = self.root / "daemon-discovery"
         self.proc: subprocess.Popen | None = None
         self.log_path = self.root / "daemon.log"
 
@@ -187,8 +224,12 @@ class DaemonProcess(_Process):
         return f"http://127.0.0.1:{self.port}/elastic-gpu/api/"
 
     def add_user(self, user: str, admin: bool = False) -> str:
+        """A new token for ``user`` (add-user prints the lines of a token file: url=, token=)."""
+        return self.token_file_text(user, admin).split("token=", 1)[-1].strip()
+
+    def token_file_text(self, user: str, admin: bool = False) -> str:
         args = [
-            sys.executable,
+            self.python,
             "-m",
             "jupyter_elastic_gpu.cli",
             "scheduler",
@@ -197,11 +238,13 @@ class DaemonProcess(_Process):
             "--state-dir",
             str(self.state),
         ] + (["--admin"] if admin else [])
-        return subprocess.run(args, capture_output=True, text=True, check=True).stdout.strip()
+        return subprocess.run(
+            args, capture_output=True, text=True, check=True, **as_user(self.user, dict(os.environ))
+        ).stdout
 
     def start(self, timeout: float = 30.0) -> None:
         args = [
-            sys.executable,
+            self.python,
             "-m",
             "jupyter_elastic_gpu.cli",
             "scheduler",
@@ -217,7 +260,7 @@ class DaemonProcess(_Process):
             "6",
             *self.extra,
         ]
-        env = {**os.environ, "ELASTIC_GPU_DAEMON_DIR": str(self.root / "daemon-discovery")}
+        env = {**os.environ, "ELASTIC_GPU_DAEMON_DIR": str(self.discovery_dir), **self.env}
         self._spawn(args, env)
 
         def answers():
@@ -254,3 +297,90 @@ def kill_sidecars_under(root: Path) -> list[int]:
             except ProcessLookupError:
                 pass
     return killed
+
+
+class HeartbeatRecorder:
+    """A transparent HTTP proxy between real sidecars and the server: it forwards each
+    heartbeat unchanged and keeps (request body, status, answer) of each. While the server is
+    down it answers 502 (as a sidecar would see it: no answer from the scheduler). Start the
+    sidecars through ``sidecar_python(recorder, folder)`` to route their heartbeats here."""
+
+    def __init__(self) -> None:
+        self.target = ""  # the server's origin, set once it runs
+        self.seen: list[tuple[dict, int, dict]] = []
+        self.lock = threading.Lock()
+        recorder = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self) -> None:
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                url = urlunsplit(urlsplit(recorder.target)._replace(path=self.path.split("?")[0]))
+                request = urllib.request.Request(url, data=body, method="POST")
+                for name in ("Authorization", "Content-Type"):
+                    if self.headers.get(name):
+                        request.add_header(name, self.headers[name])
+                try:
+                    with urllib.request.urlopen(request, timeout=10) as r:
+                        status, answer = r.status, r.read()
+                except urllib.error.HTTPError as e:
+                    status, answer = e.code, e.read()
+                except OSError as e:  # the server is down (or was killed while answering)
+                    status, answer = 502, json.dumps({"message": str(e)}).encode()
+                with recorder.lock:
+                    recorder.seen.append((_json(body), status, _json(answer)))
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(answer)))
+                self.end_headers()
+                self.wfile.write(answer)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.server.daemon_threads = True
+        self.port = self.server.server_address[1]
+        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
+
+    def acknowledged(self) -> dict[str, list[dict]]:
+        """{job id: every progress record a heartbeat answered 200 carried}."""
+        out: dict[str, list[dict]] = {}
+        with self.lock:
+            seen = list(self.seen)
+        for body, status, _ in seen:
+            if status == 200 and isinstance(body, dict):
+                records = [*(body.get("backlog") or []), body.get("progress")]
+                out.setdefault(body.get("job_id"), []).extend(r for r in records if r)
+        return out
+
+    def __enter__(self) -> HeartbeatRecorder:
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+
+def _json(raw: bytes):
+    try:
+        return json.loads(raw)
+    except ValueError:
+        return {"raw": raw.decode(errors="replace")}
+
+
+def sidecar_python(recorder: HeartbeatRecorder, folder: Path) -> str:
+    """A Python for ``LocalLauncher.python`` that starts the real sidecar with its heartbeats
+    pointed at ``recorder`` (the rest of its command line unchanged)."""
+    wrapper = Path(folder) / "sidecar-python"
+    wrapper.write_text(
+        f"#!{sys.executable}\n"
+        "import os, sys\n"
+        "from urllib.parse import urlsplit, urlunsplit\n"
+        "args = sys.argv[1:]\n"
+        "i = args.index('--scheduler-url') + 1\n"
+        f"args[i] = urlunsplit(urlsplit(args[i])._replace(netloc='127.0.0.1:{recorder.port}'))\n"
+        "os.execv(sys.executable, [sys.executable, *args])\n"
+    )
+    wrapper.chmod(0o755)
+    return str(wrapper)

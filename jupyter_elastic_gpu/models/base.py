@@ -4,12 +4,13 @@ validation error into one sentence."""
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Callable
 from typing import Annotated, Any
 
 from elastic_gpu_sidecar.protocol import MAX_GPU_ID_CHARS, check_gpu_id
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, ValidationError
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
 from ..errors import BadRequest
 
@@ -22,16 +23,32 @@ MAX_GPUS = 4096
 MAX_PID = 2**22  # Linux's pid_max ceiling
 MAX_TEXT = 100_000  # longest free text kept from a sidecar (a traceback)
 
+
+def at_most(limit: int) -> BeforeValidator:
+    """Refuse a collection of more than ``limit`` entries before its entries are validated:
+    pydantic checks a dict's length after its items, and one error per item of a huge one
+    costs the server far more than the request did."""
+
+    def check(value: Any) -> Any:
+        if isinstance(value, (dict, list)) and len(value) > limit:
+            raise ValueError(f"at most {limit} entries, got {len(value)}")
+        return value
+
+    return BeforeValidator(check)
+
+
 GpuId = Annotated[str, Field(max_length=MAX_GPU_ID_CHARS), AfterValidator(check_gpu_id)]
 GpuIds = Annotated[list[GpuId], Field(max_length=MAX_GPUS)]
 GpuCount = Annotated[int, Field(ge=1, le=MAX_GPUS)]
 Seconds = Annotated[float, Field(ge=0, le=1e12, allow_inf_nan=False)]
 Count = Annotated[int, Field(ge=0, le=2**53)]
+#: A lease generation a sidecar reports: the scheduler answers one above it, still a Count.
+Generation = Annotated[int, Field(ge=0, le=2**53 - 1)]
 Amount = Annotated[float, Field(ge=0, le=1e18, allow_inf_nan=False)]
 Value = Annotated[float, Field(ge=-1e300, le=1e300, allow_inf_nan=False)]
 Pid = Annotated[int, Field(ge=1, le=MAX_PID)]
 Text = Annotated[str, Field(max_length=MAX_TEXT)]
-Speeds = Annotated[dict[GpuCount, Amount], Field(max_length=MAX_GPUS)]
+Speeds = Annotated[dict[GpuCount, Amount], Field(max_length=MAX_GPUS), at_most(MAX_GPUS)]
 
 
 class Strict(BaseModel):
@@ -45,8 +62,22 @@ class Lenient(BaseModel):
     model_config = ConfigDict(extra="ignore")
 
 
+def load_json(raw: bytes | str) -> Any:
+    """A request body as JSON (``{}`` when empty), or BadRequest: malformed, not UTF-8, nested
+    past the parser's recursion limit, or an integer of more digits than Python converts."""
+    if not raw:
+        return {}
+    try:
+        return json.loads(raw)
+    except (ValueError, RecursionError) as e:
+        raise BadRequest(f"the body is not valid JSON ({str(e)[:200]})") from None
+
+
 def parse(model: type[BaseModel], body: object, what: str) -> Any:
-    """``body`` validated as ``model``, or BadRequest with one readable sentence."""
+    """``body`` (a JSON document, or its raw bytes) validated as ``model``, or BadRequest with
+    one readable sentence."""
+    if isinstance(body, (bytes, bytearray)):
+        body = load_json(bytes(body))
     if not isinstance(body, dict):
         raise BadRequest(f"the {what} must be a JSON object (docs/api.md lists its fields)")
     try:
@@ -60,12 +91,17 @@ def describe(error: ValidationError, rename: Callable[[str], str] = str) -> str:
     field names into what the user typed (a CLI flag)."""
     parts = []
     for item in error.errors()[:5]:
-        where = ".".join(str(p) for p in item["loc"])
-        msg = rename(item["msg"].removeprefix("Value error, "))
+        where = ".".join(str(p)[:80] for p in item["loc"])[:300]
+        msg = rename(item["msg"].removeprefix("Value error, "))[:500]
         if item["type"] == "extra_forbidden":
             msg = "unknown field (docs/api.md lists the fields)"
         elif isinstance(item.get("input"), (int, float, str)) and item["loc"]:
             value = item["input"]
-            msg += f", got {value[:40]!r}" if isinstance(value, str) else f", got {value}"
+            if isinstance(value, str):
+                msg += f", got {value[:40]!r}"
+            elif isinstance(value, int) and abs(value) >= 10**40:
+                msg += f", got an integer of {len(str(abs(value)))} digits"
+            else:
+                msg += f", got {value}"
         parts.append(f"{rename(where)}: {msg}" if where else msg)
     return "; ".join(parts)

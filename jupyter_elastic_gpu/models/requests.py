@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from elastic_gpu_sidecar.protocol import BatchPolicy, JobKind, Mechanism, SidecarState
+from elastic_gpu_sidecar.protocol import (
+    MAX_PROGRESS_BACKLOG,
+    BatchPolicy,
+    JobKind,
+    Mechanism,
+    SidecarState,
+)
 from pydantic import Field, model_validator
 
 from ..errors import BadRequest
@@ -17,6 +23,7 @@ from .base import (
     NAME,
     Amount,
     Count,
+    Generation,
     GpuCount,
     GpuIds,
     Lenient,
@@ -26,6 +33,7 @@ from .base import (
     Strict,
     Text,
     Value,
+    at_most,
 )
 
 
@@ -73,7 +81,9 @@ class SubmitRequest(Strict):
     priority: Annotated[float, Field(gt=0, le=100, allow_inf_nan=False)] = 1.0
     batch_policy: BatchPolicy = BatchPolicy.KEEP_GLOBAL
     simulated: bool | None = None
-    inputs: Annotated[dict[str, str], Field(max_length=100)] = Field(default_factory=dict)
+    inputs: Annotated[dict[str, str], Field(max_length=100), at_most(100)] = Field(
+        default_factory=dict
+    )
     synthetic: SyntheticSpec | None = None
 
     @model_validator(mode="after")
@@ -161,7 +171,9 @@ class ProgressRecord(Lenient):
     samples: Amount | None = None
     loss: Value | None = None
     metrics: Annotated[
-        dict[Annotated[str, Field(max_length=200)], Value | None], Field(max_length=100)
+        dict[Annotated[str, Field(max_length=200)], Value | None],
+        Field(max_length=100),
+        at_most(100),
     ] = Field(default_factory=dict)
     samples_per_s: Amount | None = None
     batch_size: Count | None = None
@@ -183,10 +195,18 @@ class Heartbeat(Lenient):
     """What a sidecar posts every few seconds (docs/sidecar.md, "Heartbeat protocol")."""
 
     job_id: Annotated[str | None, Field(max_length=64)] = None
-    generation: Count | None = None
+    generation: Generation | None = None
     gpus: GpuIds = Field(default_factory=list)
     state: SidecarState | None = None
     progress: ProgressRecord | None = None
+    backlog: Annotated[
+        list[ProgressRecord],
+        Field(max_length=MAX_PROGRESS_BACKLOG),
+        at_most(MAX_PROGRESS_BACKLOG),
+    ] = Field(
+        default_factory=list,
+        description="records before ``progress`` not acknowledged yet, oldest first",
+    )
     throughput: Speeds = Field(default_factory=dict)
     resize_cost_s: Seconds | None = None
     sidecar_pid: Pid | None = None
@@ -195,6 +215,11 @@ class Heartbeat(Lenient):
     error: ErrorInfo | None = None
     exit_code: Annotated[int | None, Field(ge=-256, le=256)] = None
     model_path: Annotated[str | None, Field(max_length=4096)] = None
+
+    def records(self) -> list[dict]:
+        """Every progress record it carries, oldest first, as the store keeps them."""
+        both = [*self.backlog, *([self.progress] if self.progress is not None else [])]
+        return [r.model_dump(exclude_none=True) for r in both]
 
 
 class LaunchRequest(Strict):

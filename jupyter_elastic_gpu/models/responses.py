@@ -28,6 +28,7 @@ class EventKind(Vocabulary):
     FAILED = "failed"
     CANCELLED = "cancelled"
     RESTART = "restart"  # the scheduler restarted (job_id null)
+    QUARANTINED = "quarantined"  # its database row could not be read: moved aside, kept
 
 
 class ErrorBody(Strict):

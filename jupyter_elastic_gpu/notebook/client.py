@@ -1,5 +1,5 @@
-"""The REST client every front end uses (CLI, the ``%%elastic_train`` magic, tests), and how a
-process finds its scheduler without being told.
+"""The REST client every front end uses (CLI, the ``%%elastic_train`` magic, tests); how a
+process finds its scheduler without being told is ``discovery.py``.
 
 Standard library only and synchronous: it runs inside notebook kernels and short CLI calls,
 where an extra dependency or an event loop costs more than it gives. The routes are those of
@@ -10,29 +10,22 @@ from __future__ import annotations
 
 import http.client
 import json
-import os
-import subprocess
-import tempfile
 import urllib.error
 import urllib.parse
 import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
-DAEMON_DISCOVERY_FILE = "jupyter-elastic-gpu-scheduler.json"
-TOKEN_FILE = Path(".jupyter") / "elastic-gpu-token"
 #: The API root under a server's base_url (``server/handlers.py`` serves it there).
 API_SUFFIX = "elastic-gpu/api/"
 #: A scheduler to use: its Jupyter server's URL or its API root; the token to send.
 ENV_URL = "ELASTIC_GPU_URL"
 ENV_TOKEN = "ELASTIC_GPU_TOKEN"
-#: Where a shared scheduler announces itself (default: the temp dir).
-ENV_DAEMON_DIR = "ELASTIC_GPU_DAEMON_DIR"
 #: Path segments of Jupyter's own pages: a URL copied from the browser ends in one of them.
 _JUPYTER_PAGES = {"lab", "tree", "notebooks", "edit", "view", "doc", "terminals", "api", "hub"}
-_WILDCARD_HOSTS = {"", "0.0.0.0", "::", "*"}
+#: The reason a shared scheduler gives for not reading a job's logs itself (``errors.py``).
+READ_BY_OWNER = "read-by-owner"
 _LOOPBACK_HOSTS = {"localhost", "127.0.0.1", "::1"}
 
 
@@ -97,7 +90,30 @@ class SchedulerClient:
         return self._request("POST", f"jobs/{_quote(job_id)}/cancel", body={})
 
     def logs(self, job_id: str, tail: int = 200) -> dict:
-        return self._request("GET", f"jobs/{_quote(job_id)}/logs", query={"tail": tail})
+        """The ends of the job's logs. A shared scheduler reads no job files (it answers
+        ``read-by-owner``): then this process, which runs as the job's owner, reads them from
+        the job dir the scheduler names, never through a link."""
+        try:
+            return self._request("GET", f"jobs/{_quote(job_id)}/logs", query={"tail": tail})
+        except SchedulerError as e:
+            if e.reason != READ_BY_OWNER:
+                raise
+            refused = e
+        job_dir = self.job(job_id).get("job_dir")
+        if not isinstance(job_dir, str) or not job_dir.startswith("/"):
+            raise refused
+        from elastic_gpu_sidecar.protocol import LOGS
+
+        from ..scheduler.ownfiles import read_logs
+
+        try:
+            return read_logs(job_dir, tail, LOGS)
+        except OSError as e:
+            raise SchedulerError(
+                f"cannot read the logs in {job_dir} ({e.strerror or e}): {refused.message}",
+                refused.status,
+                refused.reason,
+            ) from None
 
     def events(self, job_id: str) -> dict:
         return self._request("GET", f"jobs/{_quote(job_id)}/events")
@@ -216,52 +232,6 @@ def _http_error(e: urllib.error.HTTPError, url: str) -> SchedulerError:
     return SchedulerError(str(message), e.code, reason)
 
 
-# -- discovery ----------------------------------------------------------------------------------
-
-
-def daemon_discovery_path(environ: Mapping[str, str] = os.environ) -> Path:
-    """The file where a running shared daemon announces ``{"url": api_root, "pid": int}``:
-    in ``$ELASTIC_GPU_DAEMON_DIR``, else ``jupyter-elastic-gpu/`` in the system temp dir."""
-    folder = environ.get(ENV_DAEMON_DIR)
-    if folder:
-        return Path(folder) / DAEMON_DISCOVERY_FILE
-    return Path(tempfile.gettempdir()) / "jupyter-elastic-gpu" / DAEMON_DISCOVERY_FILE
-
-
-def discover(environ: Mapping[str, str] = os.environ) -> Connection:
-    """Find the scheduler this process should talk to, in this order:
-
-    1. ``ELASTIC_GPU_URL`` (the Jupyter server's URL, as the browser shows it, or the API
-       root) and ``ELASTIC_GPU_TOKEN`` (or a ``?token=`` in that URL) in the environment;
-    2. the Jupyter server that started this process (a kernel, a terminal, or anything below
-       them): the runtime file ``jpserver-<pid>.json`` of an ancestor or of ``JPY_PARENT_PID``;
-    3. a shared daemon on this box (``daemon_discovery_path()``), with the user's token from
-       ``ELASTIC_GPU_TOKEN`` or ``~/.jupyter/elastic-gpu-token``.
-
-    Raises SchedulerError (status None) saying what was tried and how to fix it.
-    """
-    url = environ.get(ENV_URL, "").strip()
-    if url:
-        token = environ.get(ENV_TOKEN, "").strip() or _url_token(url) or _token_file(environ)
-        return Connection(api_root(url), token, "environment")
-    tried = [f"{ENV_URL} is not set"]
-
-    found, note = _from_jupyter_server(environ)
-    if found:
-        return found
-    tried.append(note)
-
-    found, note = _from_daemon(environ)
-    if found:
-        return found
-    tried.append(note)
-    raise SchedulerError(
-        "no elastic-gpu scheduler found (" + "; ".join(tried) + "). Run this inside JupyterLab "
-        "(a notebook or a terminal), start the shared daemon with `jupyter elastic-gpu "
-        f"scheduler`, or set {ENV_URL} (the server's URL) and {ENV_TOKEN}."
-    )
-
-
 def api_root(url: str) -> str:
     """The API root of a scheduler, from its API root or from its Jupyter server's URL (with
     any ``base_url``, as the browser shows it: ``http://host:8888/lab?token=...``)."""
@@ -279,141 +249,3 @@ def api_root(url: str) -> str:
                 break
         path = "/" + "".join(s + "/" for s in segments) + API_SUFFIX
     return urllib.parse.urlunsplit((parts.scheme, parts.netloc, path, "", ""))
-
-
-def _url_token(url: str) -> str | None:
-    """A ``?token=`` in a URL copied from Jupyter's start-up message."""
-    values = urllib.parse.parse_qs(urllib.parse.urlsplit(url).query).get("token")
-    return values[0] if values else None
-
-
-def _token_file(environ: Mapping[str, str]) -> str | None:
-    home = Path(environ["HOME"]) if environ.get("HOME") else Path.home()
-    try:
-        lines = (home / TOKEN_FILE).read_text().splitlines()
-    except (OSError, UnicodeDecodeError):
-        return None
-    return (lines[0].strip() or None) if lines else None
-
-
-def _pid_alive(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:  # alive, but another user's (a shared daemon usually is)
-        return True
-    except OSError:
-        return False
-    return True
-
-
-def _parent(pid: int) -> int | None:
-    """Parent pid from /proc (Linux), or from ``ps`` where there is no /proc (macOS)."""
-    if os.path.isdir("/proc"):
-        try:
-            with open(f"/proc/{pid}/stat", "rb") as f:
-                stat = f.read()
-            # "pid (comm) state ppid ...": comm may hold spaces and parentheses.
-            return int(stat[stat.rfind(b")") + 2 :].split()[1])
-        except (OSError, IndexError, ValueError):
-            return None
-    try:
-        out = subprocess.run(
-            ["ps", "-o", "ppid=", "-p", str(pid)], capture_output=True, text=True, timeout=5
-        ).stdout
-        return int(out.strip())
-    except (OSError, subprocess.SubprocessError, ValueError):
-        return None
-
-
-def _ancestors() -> Iterator[int]:
-    pid, seen = os.getppid(), 0
-    while pid and pid > 1 and seen < 64:
-        yield pid
-        seen += 1
-        pid = _parent(pid)
-
-
-def _runtime_dir(environ: Mapping[str, str]) -> Path | None:
-    if environ.get("JUPYTER_RUNTIME_DIR"):
-        return Path(environ["JUPYTER_RUNTIME_DIR"])
-    try:
-        from jupyter_core.paths import jupyter_runtime_dir
-    except ImportError:
-        return None
-    return Path(jupyter_runtime_dir())
-
-
-def _from_jupyter_server(environ: Mapping[str, str]) -> tuple[Connection | None, str]:
-    runtime = _runtime_dir(environ)
-    if runtime is None:
-        return None, "no Jupyter runtime dir (jupyter_core is not installed)"
-    candidates = list(_ancestors())
-    parent = environ.get("JPY_PARENT_PID", "")
-    if parent.isdigit() and int(parent) not in candidates and _pid_alive(int(parent)):
-        candidates.append(int(parent))
-    skipped = []
-    for pid in candidates:
-        path = runtime / f"jpserver-{pid}.json"
-        try:
-            info = json.loads(path.read_text())
-        except (OSError, ValueError):
-            continue
-        if info.get("sock"):
-            skipped.append(f"{path.name} listens on a unix socket, which this client cannot use")
-            continue
-        url = _server_api_url(info)
-        if url is None:
-            skipped.append(f"{path.name} has no usable url")
-            continue
-        token = info.get("token") or environ.get("JUPYTERHUB_API_TOKEN") or None
-        return Connection(url, token, "jupyter-server"), ""
-    note = f"no Jupyter server among this process's parents ({runtime}/jpserver-<pid>.json)"
-    return None, note + ("" if not skipped else ": " + ", ".join(skipped))
-
-
-def _server_api_url(info: Mapping[str, Any]) -> str | None:
-    """The API root of a Jupyter server from its runtime file.
-
-    The file's ``url`` already holds ``base_url`` (jupyter_server's connection_url), so the
-    path comes from ``base_url`` alone; a server listening on every interface is reached on
-    loopback, which always works from the same box.
-    """
-    parts = urllib.parse.urlsplit(str(info.get("url") or ""))
-    if parts.scheme not in ("http", "https") or not parts.netloc:
-        return None
-    netloc = parts.netloc
-    if str(info.get("hostname", "")) in _WILDCARD_HOSTS and info.get("port"):
-        loopback = "[::1]" if info.get("hostname") == "::" else "127.0.0.1"
-        netloc = f"{loopback}:{info['port']}"
-    base = "/" + str(info.get("base_url") or parts.path or "/").strip("/") + "/"
-    base = base.replace("//", "/")
-    return f"{parts.scheme}://{netloc}{base}{API_SUFFIX}"
-
-
-def _from_daemon(environ: Mapping[str, str]) -> tuple[Connection | None, str]:
-    path = daemon_discovery_path(environ)
-    try:
-        info = json.loads(path.read_text())
-    except FileNotFoundError:
-        return None, f"no shared daemon ({path} does not exist)"
-    except (OSError, ValueError) as e:
-        return None, f"no shared daemon ({path} is unreadable: {e})"
-    url, pid = info.get("url") if isinstance(info, dict) else None, None
-    if isinstance(info, dict) and isinstance(info.get("pid"), int):
-        pid = info["pid"]
-    if not url or pid is None:
-        return None, f"no shared daemon ({path} lacks url or pid)"
-    if not _pid_alive(pid):
-        return None, f"no shared daemon ({path} names pid {pid}, which is not running)"
-    token = environ.get(ENV_TOKEN, "").strip() or _token_file(environ)
-    if not token:
-        raise SchedulerError(
-            f"found the shared scheduler at {url} but no token for you: set {ENV_TOKEN} "
-            f"or put your token in ~/{TOKEN_FILE} (an admin creates one with `jupyter "
-            "elastic-gpu scheduler add-user NAME`)"
-        )
-    return Connection(api_root(str(url)), token, "daemon"), ""

@@ -17,7 +17,8 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 
 from ..errors import BadRequest
 from ..options import as_flags, job_request, magic_job_options
-from .client import SchedulerClient, SchedulerError, discover
+from .client import SchedulerClient, SchedulerError
+from .discovery import discover
 from .job import ElasticJob, in_kernel
 from .script import CellError, build_script, check_cell, pack
 from .text import jobs_table

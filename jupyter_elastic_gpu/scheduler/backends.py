@@ -8,6 +8,7 @@ user's token, so a user's Jupyter server offers the same routes whichever mode i
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import json
 from typing import Any, Literal, TypeVar
@@ -164,7 +165,12 @@ class RemoteBackend:
         sent = request.model_dump(mode="json", exclude={"inputs"}, exclude_none=True)
         job = await self._call(JobView, "POST", "jobs", sent)
         if request.inputs:  # this server runs as the user: it writes them where the trainer reads
-            jobdirs.write_inputs(job.job_dir, request.inputs)
+            try:
+                jobdirs.write_inputs(job.job_dir, request.inputs)
+            except Exception:
+                with contextlib.suppress(Exception):  # a job without its inputs must not run
+                    await self.cancel(who, job.id)
+                raise
         return job
 
     async def job(self, who: Principal, job_id: str) -> JobView:
@@ -174,7 +180,10 @@ class RemoteBackend:
         return await self._call(JobView, "POST", f"jobs/{job_id}/cancel", {})
 
     async def logs(self, who: Principal, job_id: str, tail: int) -> Logs:
-        return await self._call(Logs, "GET", f"jobs/{job_id}/logs", query={"tail": tail})
+        """Read here, as this server's user: the shared scheduler authorises the caller and
+        says where the job dir is, and never opens job files itself (docs/security.md)."""
+        job = await self.job(who, job_id)
+        return Logs(**await asyncio.to_thread(jobdirs.logs, job.job_dir, tail))
 
     async def events(self, who: Principal, job_id: str) -> Events:
         return await self._call(Events, "GET", f"jobs/{job_id}/events")

@@ -3,22 +3,32 @@
 A job directory belongs to the job's owner: its sidecar and trainer write everything in it
 (file names in ``elastic_gpu_sidecar.protocol``). Whoever launches the sidecar writes the
 script and the passed variables first; the service reads back the logs, the final status and
-the model path of the jobs it runs itself.
+the model path of the jobs it runs itself. All of it happens on the owner's side (the
+personal server, or the user's own server in shared mode), through ``ownfiles``: no link
+followed, no folder another user controls; the shared scheduler opens none of these files.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import pwd
 import tempfile
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 from elastic_gpu_sidecar import protocol as P
 
+from ..errors import Conflict, Forbidden, ReadByOwner
 from ..models import Heartbeat
+from . import ownfiles
 
 #: The most of a log the API reads back (the end of it).
-MAX_LOG_BYTES = 256 * 1024
+MAX_LOG_BYTES = ownfiles.MAX_LOG_BYTES
+#: The most of ``status.json`` read back.
+MAX_STATUS_BYTES = 1024 * 1024
 
 
 def safe_name(user: str) -> str:
@@ -28,76 +38,91 @@ def safe_name(user: str) -> str:
 
 def job_root(pattern: str, user: str) -> Path:
     """The folder of a user's job dirs: ``pattern`` with ``{user}`` replaced; a pattern without
-    it gets the user as a sub-folder. A ``~user`` that is no account here falls back to the
-    temp dir."""
+    it gets the user as a sub-folder. A ``~user`` that is no account here falls back to a
+    folder of that user's own in the temp dir (``jupyter-elastic-gpu-USER/jobs``: not a shared
+    parent another user could own first)."""
     safe = safe_name(user)
     if "{user}" not in pattern:
         return Path(pattern) / safe
     path = os.path.expanduser(pattern.replace("{user}", safe))
     if path.startswith("~"):
-        return Path(tempfile.gettempdir()) / "jupyter-elastic-gpu" / "jobs" / safe
+        return Path(tempfile.gettempdir()) / f"jupyter-elastic-gpu-{safe}" / "jobs"
     return Path(path)
 
 
-def write_file(path: Path, data: bytes, mode: int = 0o600) -> None:
-    """Write ``path`` whole or not at all (temp file, fsync, rename)."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
-    with os.fdopen(fd, "wb") as f:
-        f.write(data)
-        f.flush()
-        os.fsync(f.fileno())
-    os.replace(tmp, path)
-
-
-def make_job_dir(job_dir: str) -> Path:
-    path = Path(job_dir)
-    path.mkdir(parents=True, exist_ok=True, mode=0o700)
-    return path
+@contextlib.contextmanager
+def job_dir_fd(job_dir: str, fresh: bool = False) -> Iterator[int]:
+    """The job's directory, opened for writing its files: created here (with the folders
+    above it, mode 0700) and checked on the way (``ownfiles.open_folder``). ``fresh``: a new
+    job's directory, which must not exist yet. ``Conflict`` (409) says what is wrong."""
+    try:
+        fd = ownfiles.open_folder(job_dir, create=True, fresh=fresh)
+    except ownfiles.UnsafePath as e:
+        raise Conflict(f"job dir {job_dir}: {e}") from None
+    try:
+        yield fd
+    finally:
+        os.close(fd)
 
 
 def write_script(job_dir: str, script: str) -> Path:
     """The training code, where the sidecar runs it from (idempotent)."""
-    path = make_job_dir(job_dir) / P.SCRIPT
-    write_file(path, script.encode())
-    return path
+    with job_dir_fd(job_dir) as fd:
+        ownfiles.write_file(fd, P.SCRIPT, script.encode())
+    return Path(job_dir) / P.SCRIPT
 
 
 def write_inputs(job_dir: str, inputs: dict[str, str]) -> None:
-    """Keep the variables passed with a job (base64 pickles) in its dir, not in the database:
-    they can be large, and only the trainer reads them."""
-    write_file(make_job_dir(job_dir) / P.INPUTS, json.dumps(inputs).encode())
-
-
-def tail(path: Path, lines: int) -> str:
-    """The last ``lines`` lines of a log (all of its last 256 KiB when ``lines`` <= 0)."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, os.SEEK_END)
-            size = f.tell()
-            f.seek(max(size - MAX_LOG_BYTES, 0))
-            data = f.read().decode(errors="replace")
-    except FileNotFoundError:
-        return ""
-    return "\n".join(data.splitlines()[-lines:]) if lines > 0 else data
+    """Keep the variables passed with a new job (base64 pickles) in its dir, not in the
+    database: they can be large, and only the trainer reads them. The dir is created here:
+    one that exists already is refused (``Conflict``)."""
+    with job_dir_fd(job_dir, fresh=True) as fd:
+        ownfiles.write_file(fd, P.INPUTS, json.dumps(inputs).encode())
 
 
 def logs(job_dir: str, lines: int) -> dict[str, str]:
-    """The end of each of the job's logs, by name (``trainer``, ``sidecar``)."""
-    return {name: tail(Path(job_dir) / file, lines) for name, file in P.LOGS.items()}
+    """The end of each of the job's logs, by name (``trainer``, ``sidecar``), read with this
+    process's rights and never through a link; ``Forbidden`` when they are not readable."""
+    try:
+        return ownfiles.read_logs(job_dir, lines, P.LOGS)
+    except PermissionError:
+        raise Forbidden(
+            f"cannot read the logs in {job_dir} as {_account()}: a job's logs are read by its "
+            "owner's side (their own Jupyter server, or `jupyter elastic-gpu logs` run as them)"
+        ) from None
+
+
+def _account() -> str:
+    try:
+        return pwd.getpwuid(os.geteuid()).pw_name
+    except KeyError:
+        return f"uid {os.geteuid()}"
+
+
+def job_logs(job: Any, lines: int, reads_job_dirs: bool) -> dict[str, str]:
+    """``logs`` of ``job`` where this side may open job files; the shared scheduler (which
+    starts no processes) never does with its own rights: ``ReadByOwner`` (docs/security.md)."""
+    if not reads_job_dirs:
+        raise ReadByOwner(
+            f"the shared scheduler does not read job files: the logs of {job.id} are read as "
+            f"their owner {job.user}, through {job.user}'s own Jupyter server or `jupyter "
+            f"elastic-gpu logs {job.id}` run as {job.user}"
+        )
+    return logs(job.job_dir, lines)
 
 
 def final_report(job_dir: str) -> Heartbeat | None:
     """The sidecar's last status when it ended (done, failed, cancelled or suspended), read as
-    a report; None when it has not ended or the file is unreadable."""
+    a report; None when it has not ended or the file is unreadable (or a link)."""
     try:
-        status = Heartbeat.model_validate_json((Path(job_dir) / P.STATUS).read_bytes())
+        raw = ownfiles.read_regular(job_dir, P.STATUS, MAX_STATUS_BYTES)
+        status = Heartbeat.model_validate_json(raw or b"")
     except (OSError, ValueError):
         return None
     return status if status.state is not None and status.state.ended else None
 
 
 def saved_model(job_dir: str) -> str | None:
-    """The trained model the bootstrap saved, if it did."""
+    """The trained model the bootstrap saved, if it did (a regular file, not a link)."""
     path = Path(job_dir) / P.MODEL
-    return str(path) if path.exists() else None
+    return str(path) if ownfiles.is_regular(path) else None

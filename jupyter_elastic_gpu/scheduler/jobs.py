@@ -10,14 +10,16 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 import secrets
 import time
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 from elastic_gpu_sidecar.protocol import JobKind, JobState, Lease
+from pydantic import TypeAdapter, ValidationError
 
-from ..models import ErrorInfo, Heartbeat, ProgressRecord, SubmitRequest
+from ..models import ErrorInfo, Heartbeat, ProgressRecord, SubmitRequest, describe
 
 
 def new_secret() -> tuple[str, str]:
@@ -32,6 +34,17 @@ def hash_secret(secret: str) -> str:
 
 def secret_matches(secret: str, digest: str) -> bool:
     return hmac.compare_digest(hash_secret(secret), digest)
+
+
+def _first_grants(state: JobState, desired: Lease, reported: Heartbeat) -> dict[int, list[str]]:
+    """The grants of a record from an older database: the desired lease and, in the middle
+    of a resize, the older generation its sidecar still reports running on."""
+    if not state.active:
+        return {}
+    grants = {desired.generation: list(desired.gpus)} if desired.gpus else {}
+    if reported.generation is not None and reported.gpus:
+        grants.setdefault(reported.generation, list(reported.gpus))
+    return grants
 
 
 @dataclass
@@ -50,6 +63,9 @@ class JobRecord:
     started_at: float | None = None
     finished_at: float | None = None
     desired: Lease = field(default_factory=Lease)
+    # {generation: GPUs} of each lease published to the job since the one its sidecar last
+    # confirmed: what a sidecar may report holding (leases.absorb).
+    granted: dict[int, list[str]] = field(default_factory=dict)
     reported: Heartbeat = field(default_factory=Heartbeat)  # without progress: kept below
     progress: ProgressRecord | None = None
     throughput: dict[int, float] = field(default_factory=dict)  # measured samples/s per count
@@ -102,13 +118,15 @@ class JobRecord:
         return []
 
     def eta_s(self) -> float | None:
-        """Seconds to finish at the current speed, when total work and speed are known."""
+        """Seconds to finish at the current speed, when total work and speed are known (None
+        too when a speed of almost nothing would put it past any finite number)."""
         if self.total_work is None or self.progress is None:
             return None
         rate = self.progress.samples_per_s
         if not rate:
             return None
-        return max(self.total_work - self.work_done, 0.0) / rate
+        eta = max(self.total_work - self.work_done, 0.0) / rate
+        return eta if math.isfinite(eta) else None
 
     # -- (de)serialisation -----------------------------------------------------------------
     def to_dict(self) -> dict[str, Any]:
@@ -121,6 +139,7 @@ class JobRecord:
             progress=None if self.progress is None else self.progress.model_dump(exclude_none=True),
             error=None if self.error is None else self.error.model_dump(mode="json"),
             throughput={str(k): v for k, v in self.throughput.items()},
+            granted={str(k): list(v) for k, v in self.granted.items()},
         )
         return data
 
@@ -137,10 +156,20 @@ class JobRecord:
             desired.get("action", "run"),
         )
         data["reported"] = Heartbeat.model_validate(data.get("reported") or {})
+        if "granted" in data:
+            data["granted"] = {int(k): [str(g) for g in v] for k, v in data["granted"].items()}
+        else:  # saved before grants were kept: what it was last given, and what it runs on
+            data["granted"] = _first_grants(data["state"], data["desired"], data["reported"])
         if data.get("progress") is not None:
             data["progress"] = ProgressRecord.model_validate(data["progress"])
         if data.get("error") is not None:
             data["error"] = ErrorInfo.model_validate(data["error"])
         data["throughput"] = {int(k): float(v) for k, v in (data.get("throughput") or {}).items()}
         known = cls.__dataclass_fields__
-        return cls(**{k: v for k, v in data.items() if k in known})
+        try:  # every field against its type: a record that loads is one every view can show
+            return _RECORD.validate_python({k: v for k, v in data.items() if k in known})
+        except ValidationError as e:
+            raise ValueError(f"job record: {describe(e)}") from None
+
+
+_RECORD = TypeAdapter(JobRecord)

@@ -21,7 +21,7 @@ from traitlets import Dict, Unicode
 from traitlets.config import LoggingConfigurable
 
 from ..models import LaunchRequest
-from . import jobdirs
+from . import jobdirs, ownfiles
 
 
 class BaseLauncher(LoggingConfigurable):
@@ -110,17 +110,19 @@ class LocalLauncher(BaseLauncher):
         self._procs: dict[int, subprocess.Popen] = {}
 
     async def launch(self, request: LaunchRequest) -> dict[str, Any]:
-        job_dir = jobdirs.make_job_dir(request.job_dir)
-        if request.spec.kind == P.JobKind.SCRIPT:
-            jobdirs.write_script(request.job_dir, request.spec.script or "")
+        # The job dir is created (or checked: ours, not a link) here, and its files written
+        # without following links (jobdirs, ownfiles).
+        with jobdirs.job_dir_fd(request.job_dir) as dir_fd:
+            if request.spec.kind == P.JobKind.SCRIPT:
+                ownfiles.write_file(dir_fd, P.SCRIPT, (request.spec.script or "").encode())
+            out = os.fdopen(ownfiles.open_append(dir_fd, P.SIDECAR_OUT), "ab")
         env = {**os.environ, **self.environment, P.ENV_SECRET: request.secret}
         env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's start-up notices drown the user's log
         for name in ("ELASTIC_GPU_TOKEN", "JUPYTER_TOKEN", "JUPYTERHUB_API_TOKEN"):
             env.pop(name, None)  # the trainer needs no access to any API
-        cwd = request.spec.cwd or str(job_dir)
+        cwd = request.spec.cwd or request.job_dir
         if not os.path.isdir(cwd):
-            cwd = str(job_dir)
-        out = open(job_dir / P.SIDECAR_OUT, "ab")  # noqa: SIM115 - handed to the child
+            cwd = request.job_dir
         try:
             proc = subprocess.Popen(
                 sidecar_command(request, self.python or sys.executable),

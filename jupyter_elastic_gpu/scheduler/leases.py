@@ -3,16 +3,21 @@
 The service publishes a desired lease per job; a sidecar reports what it runs on and how it
 is doing. The rules here keep two trainers off one GPU: a new lease is handed out only once
 the GPUs in it are no longer in use by the job leaving them (``published``), and what a
-sidecar claims to hold counts as busy until it says otherwise (``busy_elsewhere``).
+sidecar claims to hold counts as busy until it says otherwise (``busy_elsewhere``). A claim
+is believed only within what the job was granted: the GPUs of the lease generation the
+sidecar reports, among this server's GPUs (``absorb``); a sidecar may still run on an older
+generation's GPUs until it reports the newer one, which drops the older grants.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import os
+from collections.abc import Collection, Iterable
 
 from elastic_gpu_sidecar.protocol import JobKind, JobState, LeaseAction
 
 from ..models import Heartbeat, LeaseView
+from .inventory import parent_pid, process_owner
 from .jobs import JobRecord
 
 
@@ -54,11 +59,19 @@ def published(job: JobRecord, jobs: Iterable[JobRecord]) -> LeaseView:
     return LeaseView(generation=desired.generation, gpus=desired.gpus, action=desired.action)
 
 
-def absorb(job: JobRecord, beat: Heartbeat, fresh: bool) -> bool:
+def absorb(job: JobRecord, beat: Heartbeat, fresh: bool, known: Collection[str]) -> bool:
     """Take the measurements of a validated heartbeat, whose progress record is new when
-    ``fresh``; True when a decision may change."""
+    ``fresh``; True when a decision may change. The GPUs it reports are clipped to the grant
+    of the generation it reports and to the ``known`` GPU ids; reporting a granted
+    generation confirms it, and drops the older grants."""
     material = False
-    job.reported = beat.model_copy(update={"progress": None, "throughput": {}})
+    granted = job.granted.get(beat.generation) if beat.generation is not None else None
+    allowed = set(granted or ()) & set(known)
+    gpus = list(dict.fromkeys(g for g in beat.gpus if g in allowed))
+    if granted is not None:
+        for older in [g for g in job.granted if g < beat.generation]:
+            del job.granted[older]
+    job.reported = beat.model_copy(update={"progress": None, "throughput": {}, "gpus": gpus})
     for gpus, speed in beat.throughput.items():
         if gpus not in job.throughput:
             material = True
@@ -80,11 +93,39 @@ def absorb(job: JobRecord, beat: Heartbeat, fresh: bool) -> bool:
 
 
 def our_pids(jobs: Iterable[JobRecord]) -> set[int]:
-    """Pids of the sidecars and trainers of active jobs (their processes are ours on a GPU)."""
+    """Pids of the sidecars and trainers of active jobs (their processes are ours on a GPU).
+
+    The pid the launcher started is; a pid a heartbeat reports is only when it is that
+    sidecar or one of its descendants, or, where the launch record has no pid (another side
+    started it), a process of the job's own user: a sidecar cannot make another process's
+    GPU look free by naming it."""
     pids: set[int] = set()
+    here = os.uname().nodename
     for job in jobs:
-        if job.state.active:
-            pids.update(p for p in (job.reported.sidecar_pid, job.reported.trainer_pid) if p)
-            if isinstance(job.launch.get("pid"), int):
-                pids.add(job.launch["pid"])
+        if not job.state.active:
+            continue
+        launched = job.launch.get("pid")
+        if not isinstance(launched, int) or job.launch.get("host") not in (None, here):
+            launched = None
+        if launched is not None:
+            pids.add(launched)
+        for pid in (job.reported.sidecar_pid, job.reported.trainer_pid):
+            if not pid:
+                continue
+            if launched is not None:
+                if _descends_from(pid, launched):
+                    pids.add(pid)
+            elif process_owner(pid) == job.user:
+                pids.add(pid)
     return pids
+
+
+def _descends_from(pid: int, ancestor: int) -> bool:
+    for _ in range(256):
+        if pid == ancestor:
+            return True
+        parent = parent_pid(pid)
+        if not parent or parent <= 1:
+            return False
+        pid = parent
+    return False

@@ -2,7 +2,8 @@
 
 The service decides *when* a job starts, is resized, suspended, lost or ends; this module is
 the one place that says what each of those moves changes (state, desired lease, history) and
-how it reads in the job's event log, and that saves the record afterwards.
+how it reads in the job's event log, and that saves the record afterwards. Each move is
+``atomic``: its writes are committed together, or the job is left as it was.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from elastic_gpu_sidecar.protocol import JobState, Lease, LeaseAction
 
 from ..models import ErrorInfo, EventKind, Heartbeat
 from . import jobdirs
+from .atomic import atomic
 from .jobs import JobRecord
 from .store import Store
 
@@ -30,6 +32,7 @@ class Lifecycle:
     async def save(self, job: JobRecord) -> None:
         await self.store.save_job(job.to_dict())
 
+    @atomic
     async def cancel(self, job: JobRecord, by: str, now: float) -> None:
         """At once when no sidecar runs yet; otherwise it checkpoints and stops first."""
         job.desired = Lease(job.desired.generation + 1, [], LeaseAction.CANCEL)
@@ -44,6 +47,7 @@ class Lifecycle:
         await self.save(job)
         await self.store.add_event(job.id, EventKind.CANCEL, f"{by} cancelled {job.name}")
 
+    @atomic
     async def lost(self, job: JobRecord, now: float, silent: float) -> None:
         """Its sidecar stopped answering: queued again to resume from its last checkpoint, or
         failed after ``MAX_LOST`` losses (cancelled, if it was being cancelled)."""
@@ -66,6 +70,7 @@ class Lifecycle:
                 kind=EventKind.LOST,
             )
 
+    @atomic
     async def confirm_running(self, job: JobRecord, now: float) -> None:
         resized = job.state == JobState.RESIZING
         job.state = JobState.RUNNING
@@ -79,9 +84,11 @@ class Lifecycle:
             {"gpus": gpus, "generation": job.desired.generation},
         )
 
+    @atomic
     async def start(self, job: JobRecord, gpus: list[str], now: float) -> None:
         resumed = job.started_at is not None
         job.desired = Lease(job.desired.generation + 1, gpus, LeaseAction.RUN)
+        job.granted[job.desired.generation] = list(gpus)
         job.state, job.launched_at, job.position = JobState.STARTING, None, None
         job.last_change = now
         job.history.append({"t": now, "gpus": gpus, "why": job.reason})
@@ -93,12 +100,15 @@ class Lifecycle:
             {"gpus": gpus, "generation": job.desired.generation},
         )
 
+    @atomic
     async def change(self, job: JobRecord, gpus: list[str], now: float) -> None:
         before = job.desired.gpus
         if job.state == JobState.STARTING and job.launched_at is None:
             job.desired = Lease(job.desired.generation, gpus, LeaseAction.RUN)
+            job.granted[job.desired.generation] = list(gpus)  # no sidecar saw the old one
             if not gpus:
                 job.state = JobState.QUEUED
+                job.granted.clear()
             return
         job.last_change = now
         if not gpus:
@@ -107,6 +117,7 @@ class Lifecycle:
             kind, message = EventKind.SUSPEND, f"suspended (checkpoint, then stop): {job.reason}"
         else:
             job.desired = Lease(job.desired.generation + 1, gpus, LeaseAction.RUN)
+            job.granted[job.desired.generation] = list(gpus)
             if job.state == JobState.RUNNING:
                 job.state = JobState.RESIZING
             job.resizes += 1
@@ -122,10 +133,12 @@ class Lifecycle:
             {"from": before, "to": gpus, "generation": job.desired.generation},
         )
 
+    @atomic
     async def requeue(self, job: JobRecord, reason: str, now: float, kind: EventKind) -> None:
         job.state, job.reason = JobState.QUEUED, reason
         job.desired = Lease(job.desired.generation, [], LeaseAction.STOP)
         job.reported = Heartbeat()  # its old sidecar holds nothing any more
+        job.granted.clear()
         job.launched_at = None
         job.last_change = now
         job.history.append({"t": now, "gpus": [], "why": reason})
@@ -133,6 +146,7 @@ class Lifecycle:
         await self.save(job)
         self.poke()
 
+    @atomic
     async def finish(self, job: JobRecord, state: JobState, report: Heartbeat, now: float) -> None:
         if job.final:
             return

@@ -28,7 +28,7 @@ from traitlets.config import LoggingConfigurable
 
 from ..core.policies import Policy
 from ..core.schedule import decide, queue_positions
-from ..errors import Forbidden, NotFound, Unauthorized
+from ..errors import Forbidden, NotFound, StorageUnavailable, Unauthorized
 from ..models import (
     ErrorInfo,
     EventKind,
@@ -39,6 +39,8 @@ from ..models import (
     parse,
 )
 from . import jobdirs, leases, policies, snapshot
+from .atomic import atomically
+from .dbfile import FaultLog
 from .inventory import external_processes
 from .jobs import JobRecord, new_secret, secret_matches
 from .launcher import BaseLauncher
@@ -140,6 +142,7 @@ class SchedulerService(LoggingConfigurable):
         self._secrets: dict[str, str] = {}  # job id -> secret for a launch not yet handed out
         self._gpu_cache: list[Any] = []
         self._gpu_cache_t = 0.0
+        self.faults = FaultLog(self.log)  # the loop's storage faults, said once each
         self.lifecycle = Lifecycle(store, self.poke, reads_job_dirs=launcher.starts_processes)
 
     @property
@@ -150,12 +153,7 @@ class SchedulerService(LoggingConfigurable):
     # -- life cycle -------------------------------------------------------------------------
     async def start(self) -> None:
         now = time.time()
-        for data in await self.store.load_jobs():
-            try:
-                job = JobRecord.from_dict(data)
-            except (ValueError, KeyError, TypeError) as e:
-                self.log.error("elastic-gpu: job %s in the database is unreadable: %s", data, e)
-                continue
+        for job in await self.store.load_records(JobRecord.from_dict, self.log):  # bad: aside
             if job.state.active:
                 # Give a sidecar that survived our restart one timeout to heartbeat again.
                 job.last_heartbeat = now
@@ -192,6 +190,12 @@ class SchedulerService(LoggingConfigurable):
             decide = woken or now - last_decision >= self.tick_interval
             try:
                 await self.step(now, decide)
+                self.faults.answered()
+            except StorageUnavailable as e:  # nothing was changed: the next round retries
+                self.faults.failed(e)
+                last_decision = 0.0
+                await asyncio.sleep(1.0)
+                continue
             except Exception:  # one bad round must not stop the scheduler
                 self.log.exception("elastic-gpu: scheduler step failed")
             if decide:
@@ -229,13 +233,14 @@ class SchedulerService(LoggingConfigurable):
             job.total_work = spec.synthetic.work
         if req.inputs and self.launcher.starts_processes:
             jobdirs.write_inputs(job.job_dir, req.inputs)
-        await self.lifecycle.save(job)
-        await self.store.add_event(
-            job_id,
-            EventKind.SUBMITTED,
-            f"{who.user} submitted {job.name}: {job.min_gpus}-{job.max_gpus} GPUs"
-            + "".join(f"; {n}" for n in notes),
-        )
+        async with self.store.transaction():  # the job and its first event, or neither
+            await self.lifecycle.save(job)
+            await self.store.add_event(
+                job_id,
+                EventKind.SUBMITTED,
+                f"{who.user} submitted {job.name}: {job.min_gpus}-{job.max_gpus} GPUs"
+                + "".join(f"; {n}" for n in notes),
+            )
         self.jobs[job_id] = job  # only now can a decision see it: 'submitted' comes first
         await self._changed_now()
         self.poke()
@@ -260,7 +265,8 @@ class SchedulerService(LoggingConfigurable):
         return job
 
     def logs(self, who: Principal, job_id: str, tail: int) -> dict[str, str]:
-        return jobdirs.logs(self.get(who, job_id).job_dir, tail)
+        job = self.get(who, job_id)  # a shared scheduler opens no job file (jobdirs.job_logs)
+        return jobdirs.job_logs(job, tail, reads_job_dirs=self.launcher.starts_processes)
 
     async def wait_updates(self, since: int, timeout: float) -> int:
         """Return as soon as the state version passes ``since`` (or at the timeout)."""
@@ -300,35 +306,37 @@ class SchedulerService(LoggingConfigurable):
         self._secrets.pop(job_id, None)  # the sidecar is up: nothing left to hand out
         if job.state == JobState.QUEUED:
             # A sidecar we had given up on: have it checkpoint and stop; the job starts again
-            # through the scheduler like any queued job.
+            # through the scheduler like any queued job. What it did meanwhile is kept.
+            await self.store.add_progress(job.id, beat.records())
             top = max(job.desired.generation, beat.generation or 0) + 1
             return LeaseView(generation=top, gpus=[], action=LeaseAction.STOP)
         fresh = beat.progress is not None and beat.progress != job.progress
-        if fresh:
-            # Stored first: if the write fails, the sidecar's next heartbeat brings it again.
-            await self.store.add_progress(job.id, [beat.progress.model_dump(exclude_none=True)])
-        changed = leases.absorb(job, beat, fresh)
-        if beat.state in (SidecarState.DONE, SidecarState.FAILED, SidecarState.CANCELLED):
-            await self.lifecycle.finish(job, JobState(beat.state.value), beat, now)
-            changed = True
-        elif beat.state == SidecarState.SUSPENDED and not job.final:
-            await self.lifecycle.requeue(
-                job,
-                "suspended: its GPUs went to jobs that need them more; it resumes from its "
-                "checkpoint",
-                now,
-                kind=EventKind.SUSPENDED,
-            )
-            changed = True
-        elif (
-            job.state in (JobState.STARTING, JobState.RESIZING)
-            and beat.state == SidecarState.RUNNING
-            and beat.generation == job.desired.generation
-        ):
-            await self.lifecycle.confirm_running(job, now)
-            changed = True
+        # All or nothing: when a write fails the job is left as it was (but alive), and the
+        async with atomically(self.store, job):  # sidecar sends it again, backlog included
+            await self.store.add_progress(job.id, beat.records())
+            changed = leases.absorb(job, beat, fresh, {g.id for g in self.gpu_infos()})
+            if beat.state in (SidecarState.DONE, SidecarState.FAILED, SidecarState.CANCELLED):
+                await self.lifecycle.finish(job, JobState(beat.state.value), beat, now)
+                changed = True
+            elif beat.state == SidecarState.SUSPENDED and not job.final:
+                await self.lifecycle.requeue(
+                    job,
+                    "suspended: its GPUs went to jobs that need them more; it resumes from its "
+                    "checkpoint",
+                    now,
+                    kind=EventKind.SUSPENDED,
+                )
+                changed = True
+            elif (
+                job.state in (JobState.STARTING, JobState.RESIZING)
+                and beat.state == SidecarState.RUNNING
+                and beat.generation == job.desired.generation
+            ):
+                await self.lifecycle.confirm_running(job, now)
+                changed = True
+            if changed:
+                await self.lifecycle.save(job)
         if changed:
-            await self.lifecycle.save(job)
             await self._changed_now()
         elif fresh:  # new progress only: watchers of /updates and the websocket see it now
             await self._changed_now()
@@ -337,46 +345,49 @@ class SchedulerService(LoggingConfigurable):
 
     # -- decisions --------------------------------------------------------------------------
     async def _decide(self, now: float) -> None:
-        open_jobs = [j for j in self.jobs.values() if not j.final]
-        if not open_jobs:
-            return
-        snap = snapshot.build(
-            open_jobs,
-            self.gpu_infos(),
-            self.external(),
-            self.default_resize_cost,
-            self.user_gpu_cap,
-        )
-        decision = decide(self.decider, snap, now)
         changed: set[str] = set()
-        for job in open_jobs:
-            target = list(decision.allocations.get(job.id, ()))
-            reason = decision.reasons.get(job.id, job.reason)
-            if reason != job.reason:
-                job.reason = reason
-                changed.add(job.id)
-            if job.state == JobState.QUEUED and target:
-                await self.lifecycle.start(job, target, now)
-                changed.add(job.id)
-            elif job.state in (
-                JobState.STARTING,
-                JobState.RUNNING,
-                JobState.RESIZING,
-            ) and set(target) != set(job.desired.gpus):
-                await self.lifecycle.change(job, target, now)
-                changed.add(job.id)
-        queued = {j.id for j in open_jobs if j.state == JobState.QUEUED}
-        positions = queue_positions(decision, among=queued)
-        ranks = {job_id: i for i, job_id in enumerate(decision.order, 1)}
-        for job in open_jobs:
-            place = (positions.get(job.id), ranks.get(job.id))
-            if (job.position, job.rank) != place:
-                job.position, job.rank = place
-                changed.add(job.id)
-        if changed:
+        async with atomically(self.store) as undo:  # on no half-done change; written whole
+            open_jobs = [j for j in self.jobs.values() if not j.final]
+            if not open_jobs:
+                return
+            snap = snapshot.build(
+                open_jobs,
+                self.gpu_infos(),
+                self.external(),
+                self.default_resize_cost,
+                self.user_gpu_cap,
+            )
+            decision = decide(self.decider, snap, now)
+            for job in open_jobs:
+                target = list(decision.allocations.get(job.id, ()))
+                reason = decision.reasons.get(job.id, job.reason)
+                if reason != job.reason:
+                    undo.keep(job)
+                    job.reason = reason
+                    changed.add(job.id)
+                if job.state == JobState.QUEUED and target:
+                    await self.lifecycle.start(job, target, now)
+                    changed.add(job.id)
+                elif job.state in (
+                    JobState.STARTING,
+                    JobState.RUNNING,
+                    JobState.RESIZING,
+                ) and set(target) != set(job.desired.gpus):
+                    await self.lifecycle.change(job, target, now)
+                    changed.add(job.id)
+            queued = {j.id for j in open_jobs if j.state == JobState.QUEUED}
+            positions = queue_positions(decision, among=queued)
+            ranks = {job_id: i for i, job_id in enumerate(decision.order, 1)}
+            for job in open_jobs:
+                place = (positions.get(job.id), ranks.get(job.id))
+                if (job.position, job.rank) != place:
+                    undo.keep(job)
+                    job.position, job.rank = place
+                    changed.add(job.id)
             for job in open_jobs:
                 if job.id in changed:
                     await self.lifecycle.save(job)
+        if changed:
             await self._changed_now()
 
     # -- starting sidecars ----------------------------------------------------------------
@@ -402,8 +413,10 @@ class SchedulerService(LoggingConfigurable):
             if not leases.busy_elsewhere(job, self.jobs.values()).isdisjoint(job.desired.gpus):
                 continue  # the previous holder is still checkpointing: next round
             secret, digest = new_secret()
-            job.secret_hash = digest
-            job.launched_at = job.last_heartbeat = now
+            async with atomically(self.store, job):  # recorded before a sidecar exists
+                job.secret_hash = digest
+                job.launched_at = job.last_heartbeat = now
+                await self.lifecycle.save(job)
             self._secrets[job.id] = secret
             try:
                 job.launch = await self.launcher.launch(self._launch_request(job, secret))
@@ -431,7 +444,9 @@ class SchedulerService(LoggingConfigurable):
             silent = now - (job.last_heartbeat or job.launched_at)
             alive = self.launcher.alive(job.launch) if job.launch else None
             if alive is False and silent > min(5.0, timeout):
-                final = jobdirs.final_report(job.job_dir)
+                final = (
+                    jobdirs.final_report(job.job_dir) if self.launcher.starts_processes else None
+                )
                 if final is not None and final.state == SidecarState.SUSPENDED:
                     await self.lifecycle.requeue(
                         job,

@@ -8,8 +8,11 @@ no files, no terminals) and authenticates each user by a per-user token
 trainers run as the user who submitted them. Users see their own jobs in full, other users'
 only as owner, size and state.
 
-``jupyter elastic-gpu scheduler add-user NAME`` adds a token and prints it. The scheduler
-writes a discovery file (URL and pid, no secrets) so that clients on the box can find it.
+``jupyter elastic-gpu scheduler add-user NAME`` adds a token and prints it with the
+scheduler's URL, as the lines of the user's token file. The scheduler writes a discovery file
+(URL and pid, no secrets) so that clients on the box can find it, in a folder of its own that
+only its account may write (``announce``); clients send a token to the URL it names only when
+the user's token file names that URL too (``notebook/discovery.py``, docs/security.md).
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
+import sys
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -24,7 +29,9 @@ from jupyter_core.application import JupyterApp
 from jupyter_server.serverapp import ServerApp
 from traitlets import Bool, Unicode, default
 
-from ..notebook.client import daemon_discovery_path
+from ..notebook.client import api_root
+from ..notebook.discovery import daemon_discovery_path, token_file_text
+from ..scheduler import ownfiles
 from ..scheduler.launcher import AgentLauncher
 from .extension import ElasticGPUApp
 from .identity import TOKENS_FILE, TokenFile, TokenFileIdentityProvider
@@ -35,6 +42,42 @@ PACKAGE = __name__
 
 def _jupyter_server_extension_points() -> list[dict[str, Any]]:
     return [{"module": PACKAGE, "app": SchedulerDaemonApp}]
+
+
+#: The file of the state dir where the scheduler records the URL it serves (for add-user).
+URL_FILE = "url"
+#: Where users reach a scheduler nobody told add-user about (DaemonServerApp's defaults).
+DEFAULT_URL = "http://127.0.0.1:9111/"
+
+
+def announce(path: Path, doc: dict[str, Any]) -> str | None:
+    """Write the discovery file ``path`` (no secret in it); the problem when it cannot be.
+
+    Its folder is this account's own and writable by nobody else (created 0755, or made so):
+    a folder another user owns is not written into, since they could replace what is
+    announced there. The file is replaced whole, never through a link."""
+    folder = path.parent
+    with contextlib.suppress(FileExistsError):
+        folder.mkdir(parents=True, mode=0o755)
+    try:
+        st = folder.lstat()
+        if not stat.S_ISDIR(st.st_mode):
+            return f"{folder} is not a folder"
+        if st.st_uid != os.geteuid():
+            return (
+                f"{folder} belongs to uid {st.st_uid}, not to this scheduler's account: remove "
+                f"it, or set $ELASTIC_GPU_DAEMON_DIR to a folder of this account"
+            )
+        if stat.S_IMODE(st.st_mode) != 0o755:  # an older version made it 1777; a umask 0700
+            os.chmod(folder, 0o755, follow_symlinks=False)
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW)
+        try:
+            ownfiles.write_file(fd, path.name, json.dumps(doc).encode(), mode=0o644)
+        finally:
+            os.close(fd)
+    except OSError as e:
+        return f"cannot write {path}: {e}"
+    return None
 
 
 def default_state_dir() -> Path:
@@ -142,14 +185,28 @@ class SchedulerDaemonApp(ElasticGPUApp):
         if isinstance(provider, TokenFileIdentityProvider) and not provider.tokens_file:
             provider.tokens_file = str(Path(self.state_dir) / TOKENS_FILE)
 
+    #: Why the scheduler could not start, if it could not: ``main`` exits non-zero with it.
+    failure: ClassVar[str] = ""
+
+    async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
+        """A shared scheduler that cannot start (its database damaged, held by another
+        scheduler, not writable ...) stops with the reason rather than answer 503 to all."""
+        try:
+            await super()._start_jupyter_server_extension(serverapp)
+        except Exception as e:
+            reason = getattr(e, "message", "") or f"{type(e).__name__}: {e}"
+            self.log.critical("jupyter-elastic-gpu scheduler cannot start: %s", reason)
+            SchedulerDaemonApp.failure = reason
+            serverapp.stop()
+
     async def _start_backend(self) -> None:
         await super()._start_backend()
+        with contextlib.suppress(OSError):  # for add-user: the URL to give users
+            (Path(self.state_dir) / URL_FILE).write_text(self.api_url() + "\n")
         if self.discovery:
-            path = daemon_discovery_path()
-            path.parent.mkdir(parents=True, exist_ok=True)
-            with contextlib.suppress(OSError):
-                os.chmod(path.parent, 0o1777)
-            path.write_text(json.dumps({"url": self.api_url(), "pid": os.getpid()}))
+            problem = announce(daemon_discovery_path(), {"url": self.api_url(), "pid": os.getpid()})
+            if problem:
+                self.log.warning("elastic-gpu: not announcing the scheduler: %s", problem)
         self.log.warning(
             "jupyter-elastic-gpu scheduler at %s (state in %s)", self.api_url(), self.state_dir
         )
@@ -157,25 +214,35 @@ class SchedulerDaemonApp(ElasticGPUApp):
     async def stop_extension(self) -> None:
         await super().stop_extension()
         path = daemon_discovery_path()
-        with contextlib.suppress(OSError, ValueError):
-            if json.loads(path.read_text()).get("pid") == os.getpid():
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            if path.parent.lstat().st_uid != os.geteuid():
+                return
+            raw = ownfiles.read_regular(path.parent, path.name, 64 * 1024) or b"{}"
+            if json.loads(raw).get("pid") == os.getpid():
                 path.unlink()
 
 
 class AddUserApp(JupyterApp):
-    """``jupyter elastic-gpu scheduler add-user NAME [--admin]``: print a new token."""
+    """``jupyter elastic-gpu scheduler add-user NAME [--admin]``: print a new token, as the
+    lines of the user's ``~/.jupyter/elastic-gpu-token`` (the scheduler's URL, the token)."""
 
     name = "jupyter-elastic-gpu-scheduler-add-user"
     description = "Create a token for a user of the shared scheduler and print it."
     admin = Bool(False, config=True, help="The user may see and steer every job.")
     state_dir = Unicode(config=True, help="The shared scheduler's state dir.")
     tokens_file = Unicode(config=True, help="The token file (default STATE_DIR/tokens.json).")
+    url = Unicode(
+        config=True,
+        help="The scheduler's URL as users reach it, recorded with the token (default: the "
+        f"URL the scheduler last served, from STATE_DIR/{URL_FILE}, else {DEFAULT_URL}).",
+    )
     flags: ClassVar[dict] = {
         "admin": ({"AddUserApp": {"admin": True}}, "may see and steer every job")
     }
     aliases: ClassVar[dict] = {
         "state-dir": "AddUserApp.state_dir",
         "tokens-file": "AddUserApp.tokens_file",
+        "url": "AddUserApp.url",
     }
 
     @default("state_dir")
@@ -186,11 +253,28 @@ class AddUserApp(JupyterApp):
         if len(self.extra_args) != 1:
             self.exit("usage: jupyter elastic-gpu scheduler add-user NAME [--admin]")
         path = Path(self.tokens_file or Path(self.state_dir) / TOKENS_FILE)
-        print(TokenFile(path).add(self.extra_args[0], self.admin))
+        user = self.extra_args[0]
+        url = self.url
+        if not url:
+            with contextlib.suppress(OSError):
+                url = (Path(self.state_dir) / URL_FILE).read_text().strip()
+        url = api_root(url or DEFAULT_URL)
+        token = TokenFile(path).add(user, self.admin)
+        print(token_file_text(url, token), end="")
+        print(
+            f"{user}'s token for the shared scheduler at {url}. The two lines above are "
+            f"{user}'s ~/.jupyter/elastic-gpu-token (mode 0600; e.g. `... add-user {user} > "
+            "FILE`): the CLI sends the token only to that URL. For their Jupyter server: "
+            f"c.ElasticGPUApp.scheduler_url = '{url}' and c.ElasticGPUApp.scheduler_token "
+            "= the token.",
+            file=sys.stderr,
+        )
 
 
 def main(argv: list[str] | None = None) -> None:
     SchedulerDaemonApp.launch_instance(argv)
+    if SchedulerDaemonApp.failure:
+        sys.exit(f"jupyter-elastic-gpu scheduler: error: {SchedulerDaemonApp.failure}")
 
 
 __all__ = ["SchedulerDaemonApp", "main"]

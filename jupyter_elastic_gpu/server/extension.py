@@ -19,15 +19,16 @@ import contextlib
 import gc
 import getpass
 import os
+import time
 from typing import Any, ClassVar
 
 from jupyter_core.paths import jupyter_data_dir
 from jupyter_server.extension.application import ExtensionApp
 from jupyter_server.utils import url_path_join
-from traitlets import Bool, Int, List, Type, Unicode, default
+from traitlets import Bool, Float, Int, List, Type, Unicode, default
 
 from .._version import __version__
-from ..errors import Unavailable
+from ..errors import ElasticGPUError, Unavailable
 from ..notebook.client import ENV_TOKEN, api_root
 from ..scheduler.agent import LaunchAgent
 from ..scheduler.backends import LocalBackend, RemoteBackend
@@ -39,21 +40,37 @@ from ..scheduler.store import Store
 from .handlers import API_PREFIX, handlers
 from .identity import principal_of
 
+#: Seconds after a failed start before a request starts the scheduler again: the fault may
+#: be gone (a database repaired or made writable, the other scheduler on it stopped).
+RETRY_START_S = 5.0
+
 
 class _ReadyBackend:
     """Hands requests to the backend once it is up. The database opens on the event loop, so
     the backend starts from the server's start hook, or from the first request if a host (a
-    test harness, another server) never calls that hook."""
+    test harness, another server) never calls that hook. A start that failed is tried again
+    by a request after ``RETRY_START_S``; until then every route answers why it failed."""
 
     def __init__(self, start: Any) -> None:
         self._start = start
         self._task: asyncio.Task | None = None
+        self._retry_at = 0.0
         self.backend: Any = None
 
     def ensure_started(self) -> asyncio.Task:
-        if self._task is None:
-            self._task = asyncio.ensure_future(self._start())
+        task = self._task
+        if task is None or (
+            task.done() and self.backend is None and time.monotonic() >= self._retry_at
+        ):
+            self._task = asyncio.ensure_future(self._run())
         return self._task
+
+    async def _run(self) -> None:
+        try:
+            await self._start()
+        except BaseException:
+            self._retry_at = time.monotonic() + RETRY_START_S
+            raise
 
     def set(self, backend: Any) -> None:
         self.backend = backend
@@ -62,6 +79,11 @@ class _ReadyBackend:
         async def call(*args: Any, **kwargs: Any) -> Any:
             try:
                 await asyncio.wait_for(asyncio.shield(self.ensure_started()), timeout=60)
+            except ElasticGPUError as e:  # it says what happened and what to do: raised as a
+                fresh = type(e).__new__(type(e))  # copy, the failed start's own is raised again
+                fresh.args = e.args
+                fresh.__dict__.update(e.__dict__)
+                raise fresh from None
             except Exception as e:
                 raise Unavailable(
                     f"the elastic-gpu scheduler did not start ({type(e).__name__}: {e}); see "
@@ -112,6 +134,12 @@ class ElasticGPUApp(ExtensionApp):
         config=True,
         help="SQLite database of the embedded scheduler (default: elastic-gpu/scheduler.sqlite "
         "in the Jupyter data dir).",
+    )
+    db_busy_timeout = Float(
+        5.0,
+        config=True,
+        help="Seconds a write waits while another process holds the database locked; then the "
+        "request answers 503, and nothing was changed.",
     )
     scheduler_url = Unicode(
         "",
@@ -184,7 +212,17 @@ class ElasticGPUApp(ExtensionApp):
             inventory = self.inventory_class()
         else:
             inventory, _ = detect(self.simulated_gpus)
-        self._store = await Store.open(self.db_path)
+        self._store = await Store.open(self.db_path, busy_timeout=self.db_busy_timeout)
+        try:
+            await self._start_service(inventory)
+        except BaseException:  # let go of the database: a later start may try again
+            if self._service:
+                await self._service.stop()
+            await self._store.close()
+            self._store = self._service = None
+            raise
+
+    async def _start_service(self, inventory: Inventory) -> None:
         api = self.api_url()
         configured = self.config.get(self.scheduler_class.__name__, {})
         defaults = {k: v for k, v in self.service_defaults().items() if k not in configured}

@@ -26,14 +26,17 @@ from pydantic import BaseModel
 from tornado import web
 from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
-from ..errors import BadRequest, ElasticGPUError, Unauthorized
+from ..errors import BadRequest, ElasticGPUError, NotFound, TooLarge, Unauthorized
+from ..models.base import load_json
 from ..scheduler.principal import Principal
 
 #: Where the API lives under a server's base_url (the embedded and the shared scheduler alike).
 API_PREFIX = "elastic-gpu/api"
 JOB_ID = r"(?P<job_id>[A-Za-z0-9_\-]{1,64})"
-#: Largest request body read (a job's passed variables are the big ones).
+#: Largest request body of a submission (a job's passed variables are the big ones).
 MAX_BODY_BYTES = 256 * 1024 * 1024
+#: Largest request body of every other route (a heartbeat is a few kB).
+MAX_SMALL_BODY_BYTES = 1024 * 1024
 #: Longest a long poll of ``updates`` may wait.
 MAX_POLL_S = 60.0
 
@@ -53,9 +56,15 @@ class ElasticAPIHandler(_ElasticHandler, APIHandler):
     #: Every route needs a Jupyter user, whatever ServerApp.allow_unauthenticated_access says.
     require_user = True
 
+    #: The largest body this route reads; a larger one is refused before it is parsed.
+    max_body_bytes = MAX_SMALL_BODY_BYTES
+
     async def prepare(self) -> None:
         await super().prepare()
         self._require_user()
+        if len(self.request.body) > self.max_body_bytes:
+            limit = f"{self.max_body_bytes / 2**20:g} MB"
+            self.fail(TooLarge(f"the body is larger than {limit}, the most this route takes"))
 
     def check_xsrf_cookie(self) -> None:
         if hasattr(self, "_jupyter_current_user"):  # tornado asks once before prepare: skip it
@@ -87,14 +96,8 @@ class ElasticAPIHandler(_ElasticHandler, APIHandler):
         self.reply(value, status)
 
     def json_body(self) -> Any:
-        if not self.request.body:
-            return {}
-        if len(self.request.body) > MAX_BODY_BYTES:
-            raise BadRequest("the body is larger than 256 MB: save large inputs to a file")
-        try:
-            return json.loads(self.request.body)
-        except (ValueError, RecursionError) as e:
-            raise BadRequest(f"the body is not valid JSON ({str(e)[:200]})") from None
+        """The body as JSON (``{}`` when empty), or BadRequest."""
+        return load_json(self.request.body)
 
     def number(self, name: str, default: float | None) -> float | None:
         """A finite number from the query string, or BadRequest."""
@@ -130,6 +133,12 @@ class GpusHandler(ElasticAPIHandler):
 
 
 class JobsHandler(ElasticAPIHandler):
+    @property
+    def max_body_bytes(self) -> int:  # type: ignore[override]
+        if self.request.method == "POST":
+            return MAX_BODY_BYTES  # variables passed with the job travel in the submission
+        return MAX_SMALL_BODY_BYTES
+
     async def get(self) -> None:
         await self._call("jobs")
 
@@ -216,12 +225,9 @@ class HeartbeatHandler(ElasticAPIHandler):
         if scheme.lower() != "bearer" or not secret.strip():
             self.fail(Unauthorized("a sidecar must send 'Authorization: Bearer <job secret>'"))
             return
-        try:
-            body = self.json_body()
-        except ElasticGPUError as e:
-            self.fail(e)
-            return
-        await self.answer(self.backend.heartbeat(job_id, secret.strip(), body))
+        # The raw body: the service checks the secret first, then parses (nothing of an
+        # unauthenticated request is parsed).
+        await self.answer(self.backend.heartbeat(job_id, secret.strip(), self.request.body))
 
     def check_xsrf_cookie(self) -> None:
         return None
@@ -267,6 +273,21 @@ class UpdatesSocket(_ElasticHandler, WebSocketMixin, WebSocketHandler, JupyterHa
             task.cancel()
 
 
+class NoRouteHandler(ElasticAPIHandler):
+    """Any other path under the API root, with any method and any credentials: a JSON 404
+    (not the Jupyter server's HTML page or redirect)."""
+
+    require_user = False
+
+    async def prepare(self) -> None:
+        await super().prepare()
+        if not self._finished:
+            self.fail(NotFound("no such route: docs/api.md lists the routes"))
+
+    def check_xsrf_cookie(self) -> None:
+        return None
+
+
 #: (route under the API root, handler). Longer patterns first.
 ROUTES: list[tuple[str, type]] = [
     ("whoami", WhoamiHandler),
@@ -287,5 +308,7 @@ ROUTES: list[tuple[str, type]] = [
 
 
 def handlers() -> list[tuple[str, type]]:
-    """(URL pattern, handler) for every route; ExtensionApp puts ``base_url`` in front."""
-    return [(url_path_join("/", API_PREFIX, route), cls) for route, cls in ROUTES]
+    """(URL pattern, handler) for every route, then a JSON 404 for any other path under the
+    API root; ExtensionApp puts ``base_url`` in front."""
+    routes = [(url_path_join("/", API_PREFIX, route), cls) for route, cls in ROUTES]
+    return [*routes, (url_path_join("/", API_PREFIX) + "(?:/.*)?", NoRouteHandler)]

@@ -3,7 +3,10 @@
 Every ``interval`` seconds the sidecar POSTs its state to the scheduler URL with the job's
 secret as a bearer token; the answer is the lease the scheduler wants. A lost answer changes
 nothing and an unreachable scheduler means "keep running on the current lease": the next
-heartbeat converges again. Standard library only.
+heartbeat converges again. Progress records are sent until a heartbeat carrying them is
+acknowledged (2xx): the newest as ``progress``, those before it as ``backlog`` (at most
+``MAX_PROGRESS_BACKLOG``), so what the trainer wrote while the scheduler was down or failing
+reaches its database once it answers again. Standard library only.
 """
 
 from __future__ import annotations
@@ -13,9 +16,12 @@ import signal
 import threading
 import urllib.error
 import urllib.request
+from collections import deque
 from collections.abc import Callable
+from pathlib import Path
 
-from .protocol import ENV_SECRET, Lease
+from .jobdir import ProgressTail
+from .protocol import ENV_SECRET, MAX_HEARTBEAT_BYTES, MAX_PROGRESS_BACKLOG, Lease
 
 
 class HeartbeatClient:
@@ -32,6 +38,7 @@ class HeartbeatClient:
         on_lease: Callable[[Lease], None],
         log: Callable[[str], None],
         timeout: float = 5.0,
+        progress: Path | None = None,
     ):
         self.url = url
         self.job_id = job_id
@@ -45,6 +52,11 @@ class HeartbeatClient:
         self._thread: threading.Thread | None = None
         self._problem: str | None = None  # the failure last logged, so each is logged once
         self.sent = 0
+        # progress.jsonl from here on, and its records not acknowledged yet (the oldest are
+        # dropped past the bound); used by the heartbeat thread only (the final beat comes
+        # after it stopped)
+        self._tail = ProgressTail(progress, from_end=True) if progress is not None else None
+        self._pending: deque[dict] = deque(maxlen=MAX_PROGRESS_BACKLOG + 1)
 
     def start(self) -> None:
         self._thread = threading.Thread(target=self._loop, name="heartbeat", daemon=True)
@@ -65,12 +77,27 @@ class HeartbeatClient:
             self.beat()
             self._stop.wait(self.interval)
 
+    def body(self) -> tuple[bytes, int]:
+        """The heartbeat's body, and how many pending progress records it acknowledges once
+        answered 2xx (older ones are left out to keep it under ``MAX_HEARTBEAT_BYTES``)."""
+        if self._tail is not None:
+            self._pending.extend(self._tail.read())
+        body = dict(self.snapshot(), job_id=self.job_id, backlog=[])
+        pending = list(self._pending)
+        if pending:
+            body["progress"], body["backlog"] = pending[-1], pending[:-1]
+        data = json.dumps(body).encode()
+        while len(data) > MAX_HEARTBEAT_BYTES and body["backlog"]:
+            body["backlog"] = body["backlog"][len(body["backlog"]) // 2 + 1 :]
+            data = json.dumps(body).encode()
+        return data, len(pending)
+
     def beat(self) -> Lease | None:
         """Send one heartbeat; apply and return the lease from the answer, if any."""
-        body = dict(self.snapshot(), job_id=self.job_id)
+        data, carried = self.body()
         req = urllib.request.Request(
             self.url,
-            data=json.dumps(body).encode(),
+            data=data,
             method="POST",
             headers={
                 "Content-Type": "application/json",
@@ -99,6 +126,8 @@ class HeartbeatClient:
             )
             return None
         self.sent += 1
+        for _ in range(carried):  # stored: not sent again
+            self._pending.popleft()
         try:
             lease = Lease.from_json(json.loads(payload))
         except ValueError as e:

@@ -124,6 +124,11 @@ LIVE = "live.step"  # 24 bytes the trainer updates every step: generation, globa
 # --- defaults shared by the scheduler and the sidecar ---------------------------------------
 DEFAULT_CHECKPOINT_INTERVAL_S = 60.0  # periodic checkpoints bound the work lost on a crash
 DEFAULT_HEARTBEAT_INTERVAL_S = 2.0  # sidecar -> scheduler
+#: Progress records a heartbeat carries besides the latest (``backlog``): those not acknowledged
+#: yet, oldest first, so that what a trainer wrote while the scheduler was down reaches it.
+MAX_PROGRESS_BACKLOG = 500
+#: A heartbeat body stays under this many bytes (older backlog records are dropped to fit).
+MAX_HEARTBEAT_BYTES = 512 * 1024
 
 # --- trainer exit codes (the trainer process, seen by the sidecar) -------------------------
 TRAINER_DONE = 0

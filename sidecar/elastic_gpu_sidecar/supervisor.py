@@ -186,6 +186,7 @@ class Sidecar:
                 snapshot=self.snapshot,
                 on_lease=self.on_scheduler_lease,
                 log=self.log,
+                progress=self.job / P.PROGRESS,
             )
 
     def _describe_command(self) -> str:

@@ -29,12 +29,11 @@ from jupyter_elastic_gpu.notebook.client import (
     SchedulerClient,
     SchedulerError,
     api_root,
-    daemon_discovery_path,
-    discover,
 )
+from jupyter_elastic_gpu.notebook.discovery import daemon_discovery_path, discover
 
 DISCOVER = (
-    "import json; from jupyter_elastic_gpu.notebook.client import discover; c = discover(); "
+    "import json; from jupyter_elastic_gpu.notebook.discovery import discover; c = discover(); "
     "print(json.dumps([c.api_url, c.token, c.how]))"
 )
 
@@ -204,16 +203,22 @@ def test_unix_socket_server_is_skipped_and_said(dirs, sleeper):
         discover(base_env(dirs) | {"JPY_PARENT_PID": str(sleeper)})
 
 
+def write_token_file(dirs, text: str) -> None:
+    (dirs["home"] / ".jupyter").mkdir(exist_ok=True)
+    (dirs["home"] / ".jupyter" / "elastic-gpu-token").write_text(text)
+
+
 def test_daemon_with_a_live_pid(dirs, sleeper):
     path = daemon_discovery_path(base_env(dirs))
     assert path == dirs["daemon"] / "jupyter-elastic-gpu-scheduler.json"
     path.write_text(json.dumps({"url": "http://127.0.0.1:9111/elastic-gpu/api/", "pid": sleeper}))
-    env = base_env(dirs) | {"ELASTIC_GPU_TOKEN": "ann-token"}
-    assert discover(env) == Connection(
-        "http://127.0.0.1:9111/elastic-gpu/api/", "ann-token", "daemon"
+    # The token file says which scheduler its token belongs to (add-user prints these lines).
+    write_token_file(dirs, "url=http://127.0.0.1:9111/\ntoken=file-token\n")
+    assert discover(base_env(dirs)) == Connection(
+        "http://127.0.0.1:9111/elastic-gpu/api/", "file-token", "daemon"
     )
-    (dirs["home"] / ".jupyter").mkdir()
-    (dirs["home"] / ".jupyter" / "elastic-gpu-token").write_text("file-token\n")
+    # localhost and 127.0.0.1 are the same loopback scheduler.
+    write_token_file(dirs, "url=http://localhost:9111/elastic-gpu/api/\ntoken=file-token\n")
     assert discover(base_env(dirs)).token == "file-token"
 
 
@@ -226,6 +231,7 @@ def test_daemon_without_a_token_says_how_to_get_one(dirs, sleeper):
     assert err.value.status is None
     assert "no token for you" in err.value.message
     assert "ELASTIC_GPU_TOKEN" in err.value.message and "add-user" in err.value.message
+    assert "url= and token= lines" in err.value.message
 
 
 def test_daemon_with_a_dead_pid_is_not_used(dirs):

@@ -10,76 +10,25 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-import sys
-import threading
 import time
-import urllib.error
-import urllib.request
-from functools import cache
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from importlib.resources import files
 from pathlib import Path
-from urllib.parse import urlsplit, urlunsplit
 
 import pytest
-import yaml
 from elastic_gpu_sidecar import protocol as P
-from jsonschema import Draft202012Validator
-from referencing import Registry, Resource
-from referencing.jsonschema import DRAFT202012
-from servers import DaemonProcess, call, free_port, wait_for
+from openapi_check import HTTP_METHODS, document, documented, response_pointer, validate
+from servers import (
+    DaemonProcess,
+    HeartbeatRecorder,
+    call,
+    free_port,
+    sidecar_python,
+    wait_for,
+)
 
 from jupyter_elastic_gpu import models as M
 from jupyter_elastic_gpu.server.handlers import JOB_ID, ROUTES, handlers
 
-HTTP_METHODS = ("get", "put", "post", "delete", "options", "head", "patch", "trace")
 GROUP = re.compile(r"\(\?P<(\w+)>(?:[^()]|\([^()]*\))*\)")
-DOC_URI = "urn:jupyter-elastic-gpu:openapi"
-
-
-@cache
-def document() -> dict:
-    """The document as the installed package ships it."""
-    text = (files("jupyter_elastic_gpu.server") / "openapi.yaml").read_text()
-    return yaml.safe_load(text)
-
-
-@cache
-def registry() -> Registry:
-    resource = Resource.from_contents(document(), default_specification=DRAFT202012)
-    return Registry().with_resource(DOC_URI, resource)
-
-
-def validate(instance, pointer: str) -> None:
-    """Validate against the schema at ``pointer`` (e.g. ``#/components/schemas/Job``)."""
-    validator = Draft202012Validator(
-        {"$ref": DOC_URI + pointer},
-        registry=registry(),
-        format_checker=Draft202012Validator.FORMAT_CHECKER,
-    )
-    errors = sorted(validator.iter_errors(instance), key=lambda e: list(e.absolute_path))
-    if errors:
-        lines = [f"{'/'.join(map(str, e.absolute_path)) or '<root>'}: {e.message}" for e in errors]
-        raise AssertionError(f"not valid under {pointer}:\n" + "\n".join(lines[:10]))
-
-
-def response_pointer(template: str, method: str, status: int) -> str:
-    """Pointer to the JSON schema the document declares for one answer (fails if undeclared)."""
-    operation = document()["paths"][template][method]
-    declared = operation["responses"]
-    assert str(status) in declared, (
-        f"{method.upper()} {template} answered {status}, which the document does not declare "
-        f"(declared: {', '.join(sorted(declared))})"
-    )
-    response = declared[str(status)]
-    base = f"#/paths/{_escape(template)}/{method}/responses/{status}"
-    if "$ref" in response:
-        base = response["$ref"]
-    return base + "/content/application~1json/schema"
-
-
-def _escape(token: str) -> str:
-    return token.replace("~", "~0").replace("/", "~1")
 
 
 def implemented() -> set[tuple[str, str]]:
@@ -94,15 +43,6 @@ def implemented() -> set[tuple[str, str]]:
             if own is not None and own.__module__.startswith("jupyter_elastic_gpu"):
                 pairs.add((path, method))
     return pairs
-
-
-def documented() -> set[tuple[str, str]]:
-    return {
-        (path, method)
-        for path, item in document()["paths"].items()
-        for method in item
-        if method in HTTP_METHODS
-    }
 
 
 # -- the document against the code, statically ------------------------------------------------
@@ -190,51 +130,6 @@ def test_the_document_is_valid_openapi():
 # -- real answers against the document ---------------------------------------------------------
 
 
-class HeartbeatRecorder:
-    """A transparent HTTP proxy between real sidecars and the server: it forwards each
-    heartbeat unchanged and keeps (request body, status, answer) to validate them."""
-
-    def __init__(self) -> None:
-        self.target = ""  # the server's origin, set once it runs
-        self.seen: list[tuple[dict, int, dict]] = []
-        recorder = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:
-                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                url = urlunsplit(urlsplit(recorder.target)._replace(path=self.path.split("?")[0]))
-                request = urllib.request.Request(url, data=body, method="POST")
-                for name in ("Authorization", "Content-Type"):
-                    if self.headers.get(name):
-                        request.add_header(name, self.headers[name])
-                try:
-                    with urllib.request.urlopen(request, timeout=10) as r:
-                        status, answer = r.status, r.read()
-                except urllib.error.HTTPError as e:
-                    status, answer = e.code, e.read()
-                recorder.seen.append((json.loads(body), status, json.loads(answer)))
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(answer)))
-                self.end_headers()
-                self.wfile.write(answer)
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.port = self.server.server_address[1]
-        self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
-
-    def __enter__(self) -> HeartbeatRecorder:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.server.shutdown()
-        self.server.server_close()
-
-
 @pytest.fixture
 def recorder():
     with HeartbeatRecorder() as r:
@@ -244,18 +139,7 @@ def recorder():
 @pytest.fixture
 def jp_server_config(jp_server_config, recorder, tmp_path):
     """The real sidecar, started through a wrapper that points its heartbeats at the recorder."""
-    wrapper = tmp_path / "sidecar-python"
-    wrapper.write_text(
-        f"#!{sys.executable}\n"
-        "import os, sys\n"
-        "from urllib.parse import urlsplit, urlunsplit\n"
-        "args = sys.argv[1:]\n"
-        "i = args.index('--scheduler-url') + 1\n"
-        f"args[i] = urlunsplit(urlsplit(args[i])._replace(netloc='127.0.0.1:{recorder.port}'))\n"
-        "os.execv(sys.executable, [sys.executable, *args])\n"
-    )
-    wrapper.chmod(0o755)
-    jp_server_config["LocalLauncher"] = {"python": str(wrapper)}
+    jp_server_config["LocalLauncher"] = {"python": sidecar_python(recorder, tmp_path)}
     return jp_server_config
 
 

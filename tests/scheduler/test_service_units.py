@@ -110,7 +110,7 @@ async def test_a_resumed_job_does_not_deadlock_a_shrinking_one(tmp_path):
     a.launched_at = now
     await svc.lifecycle.requeue(a, "suspended", now, kind=EventKind.SUSPENDED)
     b.state, b.started_at, b.launched_at = JobState.RUNNING, now, now
-    b.desired = Lease(3, ["1", "2"])
+    b.desired, b.granted = Lease(3, ["1", "2"]), {3: ["1", "2"]}
     b.reported = Heartbeat(generation=3, gpus=["1", "2"], state="running")
     b.secret_hash = hash_secret("b-secret")
     # One decision: A resumes on 2,3 once B has shrunk to 1.

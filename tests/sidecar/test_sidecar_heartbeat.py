@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 from elastic_gpu_sidecar import protocol as P
-from sidecar_helpers import ENV, finish, start, status, wait_for
+from sidecar_helpers import ENV, finish, progress, start, status, wait_for
 
 SECRET = "s3cret-for-this-job"
 BODY_KEYS = {
@@ -19,6 +19,7 @@ BODY_KEYS = {
     "gpus",
     "state",
     "progress",
+    "backlog",
     "throughput",
     "resize_cost_s",
     "sidecar_pid",
@@ -169,3 +170,47 @@ def test_rejected_or_unreachable_scheduler_leaves_the_job_running(tmp_path, sche
     log = (job2 / "sidecar.log").read_text()
     assert log.count("scheduler unreachable") == 1
     assert "keeping the current lease" in log
+
+
+def test_progress_written_while_the_scheduler_fails_reaches_it_when_it_answers(tmp_path, scheduler):
+    """Every record is sent until a heartbeat carrying it is answered 2xx: what the trainer
+    wrote while the scheduler answered 503 (or was down) arrives in the backlog once it
+    answers 200 again, and nothing acknowledged is sent twice."""
+    job = tmp_path / "job"
+    proc = run_job(job, scheduler.url, work=10**6)
+
+    def sent_progress():
+        with scheduler.lock:
+            return any(b["progress"] for b in scheduler.beats)
+
+    wait_for(sent_progress, timeout=30, proc=proc, what="a heartbeat with progress")
+    with scheduler.lock:
+        scheduler.code = 503  # the scheduler cannot store anything
+        failing_from = len(scheduler.beats)
+    written = len(progress(job))
+    wait_for(lambda: len(progress(job)) >= written + 5, timeout=30, proc=proc, what="more progress")
+    with scheduler.lock:
+        scheduler.code = 200
+        back_at = len(scheduler.beats)
+
+    def answered_again():
+        with scheduler.lock:
+            return len(scheduler.beats) > back_at + 1
+
+    wait_for(answered_again, timeout=30, proc=proc, what="heartbeats answered 200 again")
+    with scheduler.lock:
+        scheduler.lease = {"generation": 1, "gpus": [], "action": "cancel"}
+    code, _, err = finish(proc)
+    assert code == P.EXIT_CANCELLED, err
+    with scheduler.lock:
+        beats = list(enumerate(scheduler.beats))
+    answered = [b for i, b in beats if not failing_from <= i < back_at]
+    carried = [r["t"] for b in answered for r in [*b["backlog"], b["progress"]] if r]
+    written_t = [r["t"] for r in progress(job)]
+    assert set(written_t) <= set(carried), "a record never reached the scheduler"
+    first_back = beats[back_at][1]
+    ts = [r["t"] for r in [*first_back["backlog"], first_back["progress"]]]
+    assert len(ts) >= 5  # the records written during the outage, in one heartbeat
+    assert ts == sorted(ts), "the backlog is oldest first, the newest as progress"
+    # acknowledged records are not sent again
+    assert len(carried) == len(set(carried)), "an acknowledged record was sent again"
