@@ -37,8 +37,23 @@ JOB_ID = r"(?P<job_id>[A-Za-z0-9_\-]{1,64})"
 MAX_BODY_BYTES = 256 * 1024 * 1024
 #: Largest request body of every other route (a heartbeat is a few kB).
 MAX_SMALL_BODY_BYTES = 1024 * 1024
+#: Query parameters whose values never reach a log (as jupyter_server's access log does).
+SECRET_PARAMS = ("token", "auth", "key", "secret", "xsrf", "code", "state")
 #: Longest a long poll of ``updates`` may wait.
 MAX_POLL_S = 60.0
+
+
+def scrub_query(uri: str) -> str:
+    """``uri`` with the value of every credential-like query parameter replaced."""
+    path, sep, query = uri.partition("?")
+    if not sep:
+        return uri
+    parts = []
+    for part in query.split("&"):
+        key, eq, _ = part.partition("=")
+        secret = any(word in key.lower() for word in SECRET_PARAMS)
+        parts.append(f"{key}{eq}[secret]" if secret and eq else part)
+    return f"{path}?{'&'.join(parts)}"
 
 
 class _ElasticHandler(ExtensionHandlerMixin):
@@ -50,6 +65,11 @@ class _ElasticHandler(ExtensionHandlerMixin):
 
     async def principal(self) -> Principal:
         return self.extensionapp.principal_of(self.current_user)
+
+    def _request_summary(self) -> str:
+        """The request as tornado's warnings name it, without credentials: a refused request
+        may carry a real token with a typo, or one meant for another service."""
+        return f"{self.request.method} {scrub_query(self.request.uri or '')} ({self.request.remote_ip})"
 
 
 class ElasticAPIHandler(_ElasticHandler, APIHandler):

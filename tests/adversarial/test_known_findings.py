@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import urllib.error
+import urllib.request
 
 from fuzzkit import (
     HEARTBEAT,
@@ -282,3 +284,22 @@ def _at(doc, path):
     for p in path:
         doc = doc[p]
     return doc
+
+
+def test_no_token_reaches_the_log(fuzz_daemon):
+    """A token in the query string (a valid one, or a real one with a typo) is never written to
+    the scheduler's log, refused or not; the log still names the request."""
+    d = fuzz_daemon
+    typo = d.tokens["alice"][:-1] + ("x" if d.tokens["alice"][-1] != "x" else "y")
+    for token in (d.tokens["alice"], typo):
+        for route in ("whoami", "jobs", f"jobs/{d.jobs['bob']}", "no/such/route"):
+            url = f"{d.proc.api_url}{route}?token={token}&other=1"
+            try:
+                urllib.request.urlopen(url, timeout=10).read()
+            except urllib.error.HTTPError as e:
+                assert e.code in (401, 403, 404), e.code
+    # A request the scheduler answers once it has logged the ones before.
+    assert d.api("GET", "whoami", "alice")[0] == 200
+    log = d.proc.log_path.read_text(errors="replace")
+    assert "401 GET /elastic-gpu/api/whoami?token=[secret]&other=1" in log
+    assert d.tokens["alice"] not in log and typo not in log
