@@ -73,8 +73,10 @@ def check_resized_run(job, expected_steps, code, err):
         before = [r["loss"] for r in recs if r["generation"] == gen - 1 and r["loss"]][-1]
         after = next(r["loss"] for r in recs if r["generation"] == gen and r["loss"])
         assert after < 1.5 * before and after < first_loss, (gen, before, after)
+    # one record per epoch end, each below the first (an epoch may end a little
+    # above the one before: training is noisy, more so across a change of replicas)
     ends = [r["loss"] for r in recs if r.get("epoch_end")]
-    assert ends == sorted(ends, reverse=True) and len(set(ends)) == len(ends), ends
+    assert len(set(ends)) == len(ends) and all(e < ends[0] for e in ends[1:]), ends
     assert recs[-1]["global_step"] == expected_steps
     log = (job / "trainer.log").read_text()
     offsets = [int(b) for b in re.findall(r"resuming at epoch \d+, batch (\d+)", log)]
