@@ -88,6 +88,14 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--heartbeat", type=_positive(float), default=P.DEFAULT_HEARTBEAT_INTERVAL_S, metavar="S"
     )
+    run.add_argument(
+        "--final-linger",
+        type=float,
+        default=P.FINAL_HEARTBEAT_LINGER_S,
+        metavar="S",
+        help="once ended, keep sending the last heartbeat this long while the scheduler does "
+        "not answer",
+    )
     run.add_argument("--fresh", action="store_true", help="discard this job dir's previous state")
     run.add_argument("--quiet", action="store_true", help="do not echo events to stderr")
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- script.py [args]")
@@ -230,6 +238,7 @@ def cmd_run(args, parser) -> int:
         scheduler_url=args.scheduler_url,
         job_id=args.job_id,
         heartbeat=args.heartbeat,
+        final_linger=max(0.0, args.final_linger),
         echo=not args.quiet,
     )
     try:

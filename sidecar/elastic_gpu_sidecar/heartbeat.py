@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import signal
 import threading
+import time
 import urllib.error
 import urllib.request
 from collections import deque
@@ -21,7 +22,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 from .jobdir import ProgressTail
-from .protocol import ENV_SECRET, MAX_HEARTBEAT_BYTES, MAX_PROGRESS_BACKLOG, Lease
+from .protocol import (
+    ENV_SECRET,
+    FINAL_HEARTBEAT_LINGER_S,
+    MAX_HEARTBEAT_BYTES,
+    MAX_PROGRESS_BACKLOG,
+    Lease,
+)
 
 
 class HeartbeatClient:
@@ -52,6 +59,7 @@ class HeartbeatClient:
         self._thread: threading.Thread | None = None
         self._problem: str | None = None  # the failure last logged, so each is logged once
         self.sent = 0
+        self.settled = False  # the last beat got an answer that sending again cannot change
         # progress.jsonl from here on, and its records not acknowledged yet (the oldest are
         # dropped past the bound); used by the heartbeat thread only (the final beat comes
         # after it stopped)
@@ -77,6 +85,18 @@ class HeartbeatClient:
             self.beat()
             self._stop.wait(self.interval)
 
+    def final_beat(self, linger_s: float = FINAL_HEARTBEAT_LINGER_S) -> None:
+        """The last heartbeat, once the sidecar has ended: sent again every ``interval`` for up
+        to ``linger_s`` while the scheduler does not answer (a restart), so that the job's end
+        and the progress written meanwhile reach it. An answer, even a refusal, ends it."""
+        deadline = time.monotonic() + linger_s
+        while True:
+            self.beat()
+            left = deadline - time.monotonic()
+            if self.settled or left <= 0:
+                return
+            time.sleep(min(self.interval, left))
+
     def body(self) -> tuple[bytes, int]:
         """The heartbeat's body, and how many pending progress records it acknowledges once
         answered 2xx (older ones are left out to keep it under ``MAX_HEARTBEAT_BYTES``)."""
@@ -95,6 +115,7 @@ class HeartbeatClient:
     def beat(self) -> Lease | None:
         """Send one heartbeat; apply and return the lease from the answer, if any."""
         data, carried = self.body()
+        self.settled = False
         req = urllib.request.Request(
             self.url,
             data=data,
@@ -108,6 +129,7 @@ class HeartbeatClient:
             with urllib.request.urlopen(req, timeout=self.timeout) as resp:
                 payload = resp.read()
         except urllib.error.HTTPError as e:
+            self.settled = e.code < 500  # a refusal stays one; a server error may pass
             if e.code in (401, 403):
                 self._report(
                     f"http{e.code}",
@@ -126,6 +148,7 @@ class HeartbeatClient:
             )
             return None
         self.sent += 1
+        self.settled = True
         for _ in range(carried):  # stored: not sent again
             self._pending.popleft()
         try:

@@ -129,6 +129,9 @@ DEFAULT_HEARTBEAT_INTERVAL_S = 2.0  # sidecar -> scheduler
 MAX_PROGRESS_BACKLOG = 500
 #: A heartbeat body stays under this many bytes (older backlog records are dropped to fit).
 MAX_HEARTBEAT_BYTES = 512 * 1024
+#: How long an ended sidecar keeps sending its last heartbeat while the scheduler does not
+#: answer (a server being restarted): its end and the progress written meanwhile reach it.
+FINAL_HEARTBEAT_LINGER_S = 60.0
 
 # --- trainer exit codes (the trainer process, seen by the sidecar) -------------------------
 TRAINER_DONE = 0

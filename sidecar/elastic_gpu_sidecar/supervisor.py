@@ -50,6 +50,7 @@ class Options:
     scheduler_url: str | None = None
     job_id: str | None = None
     heartbeat: float = P.DEFAULT_HEARTBEAT_INTERVAL_S
+    final_linger: float = P.FINAL_HEARTBEAT_LINGER_S
     python: str = sys.executable
     echo: bool = True
 
@@ -490,7 +491,7 @@ class Sidecar:
             signal.set_wakeup_fd(-1)
         if self.heartbeat is not None:
             self.heartbeat.stop()
-            self.heartbeat.beat()  # the final heartbeat: the scheduler learns the end at once
+            self.heartbeat.final_beat(self.opts.final_linger)  # the end, once it is answered
         with contextlib.suppress(OSError, AttributeError):
             os.unlink(self.job / P.PIDFILE)
             self._pidfile.close()

@@ -77,7 +77,7 @@ def scheduler():
     srv.server_close()
 
 
-def run_job(job: Path, url: str, work: int, secret: str = SECRET):
+def run_job(job: Path, url: str, work: int, secret: str = SECRET, *extra: str):
     env = dict(ENV, **{P.ENV_SECRET: secret})
     return start(
         job,
@@ -96,6 +96,7 @@ def run_job(job: Path, url: str, work: int, secret: str = SECRET):
         "j1",
         "--heartbeat",
         "0.2",
+        *extra,
         env=env,
     )
 
@@ -165,7 +166,8 @@ def test_rejected_or_unreachable_scheduler_leaves_the_job_running(tmp_path, sche
         s.bind(("127.0.0.1", 0))
         dead = f"http://127.0.0.1:{s.getsockname()[1]}/heartbeat"
     job2 = tmp_path / "job2"
-    code, _, err = finish(run_job(job2, dead, work=4000))
+    # (an ended sidecar sends its last heartbeat for --final-linger seconds: not here)
+    code, _, err = finish(run_job(job2, dead, 4000, SECRET, "--final-linger", "0"))
     assert code == P.EXIT_DONE, err
     log = (job2 / "sidecar.log").read_text()
     assert log.count("scheduler unreachable") == 1
@@ -225,3 +227,30 @@ def test_progress_written_while_the_scheduler_fails_reaches_it_when_it_answers(t
             assert t == latest or t not in acknowledged, "an old record was sent as progress"
             latest = t
         acknowledged.update(r["t"] for r in [*b["backlog"], b["progress"]] if r)
+
+
+def test_the_end_reaches_a_scheduler_that_was_failing_when_the_job_ended(tmp_path, scheduler):
+    """A job that ends while its scheduler fails (a server being restarted) keeps sending its
+    last heartbeat until one is answered: the scheduler learns the end, with every record
+    written meanwhile, instead of finding a dead sidecar."""
+    with scheduler.lock:
+        scheduler.code = 503
+    job = tmp_path / "job"
+    proc = run_job(job, scheduler.url, 4000)
+
+    def ended_unanswered():
+        with scheduler.lock:
+            return any(b["state"] == "done" for b in scheduler.beats)
+
+    wait_for(ended_unanswered, timeout=60, proc=proc, what="the job's end, answered 503")
+    assert proc.poll() is None  # still there, sending its end again
+    with scheduler.lock:
+        scheduler.code = 200
+        back_at = len(scheduler.beats)
+    code, _, err = finish(proc)
+    assert code == P.EXIT_DONE, err
+    with scheduler.lock:
+        answered = scheduler.beats[back_at:]
+    assert answered and all(b["state"] == "done" for b in answered)
+    carried = {r["t"] for b in answered for r in [*b["backlog"], b["progress"]] if r}
+    assert {r["t"] for r in progress(job)} <= carried  # nothing was acknowledged before
