@@ -28,6 +28,7 @@ from elastic_gpu_sidecar.protocol import JobKind, JobState
 from .models import SubmitRequest
 from .notebook.client import SchedulerClient, SchedulerError
 from .notebook.discovery import discover
+from .notebook.text import epoch_text
 from .options import add_job_options, as_flags, job_request
 
 EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
@@ -65,7 +66,7 @@ def add_client_commands(sub: argparse._SubParsersAction) -> None:
         "status",
         help="the GPUs and the jobs of the scheduler",
         description="Show who holds each GPU and every job (id, name, user, state, GPUs, "
-        "min/max, epoch/step, reason).",
+        "min/max, epoch, reason).",
     )
     p.add_argument("--json", action="store_true", help="print the status document as JSON")
     p.set_defaults(func=_guarded(run_status))
@@ -250,13 +251,8 @@ def _holder(holder: Any) -> str:
     return _cell(holder)
 
 
-def _epoch_step(progress: Any) -> str:
-    if not isinstance(progress, dict):
-        return "-"
-    epoch, step = progress.get("epoch"), progress.get("step")
-    if epoch is None and step is None:
-        return "-"
-    return f"{_cell(epoch)}/{_cell(step)}"
+def _epoch(progress: Any, state: Any) -> str:
+    return (epoch_text(progress, state) if isinstance(progress, dict) else None) or "-"
 
 
 def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
@@ -289,13 +285,13 @@ def format_status(doc: dict[str, Any]) -> str:
                 _cell(j.get("state")),
                 ",".join(map(str, j.get("gpus") or [])) or "-",
                 f"{_cell(j.get('min_gpus'))}/{_cell(j.get('max_gpus'))}",
-                _epoch_step(j.get("progress")),
+                _epoch(j.get("progress"), j.get("state")),
                 _cell(j.get("reason")),
             ]
             for j in jobs
         ]
         parts.append(
-            table(["ID", "NAME", "USER", "STATE", "GPUS", "MIN/MAX", "EPOCH/STEP", "REASON"], rows)
+            table(["ID", "NAME", "USER", "STATE", "GPUS", "MIN/MAX", "EPOCH", "REASON"], rows)
         )
     return "\n\n".join(parts)
 

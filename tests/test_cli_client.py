@@ -278,7 +278,7 @@ def test_status_table():
         "jobs": [
             {"id": "j-7f3a", "name": "mnist", "user": "ann", "state": "running",
              "gpus": ["0", "10"], "min_gpus": 1, "max_gpus": 4,
-             "progress": {"epoch": 3, "step": 118, "replicas": 2},
+             "progress": {"epoch": 3, "epochs": 20, "step": 118, "replicas": 2},
              "reason": "running on 2 of up to 4 GPUs: the others help other jobs more"},
             {"id": "j-99", "name": None, "user": "bob", "state": "queued", "gpus": [],
              "min_gpus": 2, "max_gpus": 2,
@@ -291,8 +291,8 @@ def test_status_table():
         "1    free\n"
         "10   j-99 (bob)\n"
         "\n"
-        "ID      NAME   USER  STATE    GPUS  MIN/MAX  EPOCH/STEP  REASON\n"
-        "j-7f3a  mnist  ann   running  0,10  1/4      3/118       running on 2 of up to 4 GPUs: "
+        "ID      NAME   USER  STATE    GPUS  MIN/MAX  EPOCH       REASON\n"
+        "j-7f3a  mnist  ann   running  0,10  1/4      epoch 4/20  running on 2 of up to 4 GPUs: "
         "the others help other jobs more\n"
         "j-99    -      bob   queued   -     2/2      -           -"
     )
@@ -401,7 +401,7 @@ def test_submit_prints_the_id_alone_and_status_shows_the_job(scheduler_api):
     assert all(set(g) >= {"id", "holder"} for g in doc["gpus"])
     [mine] = [j for j in doc["jobs"] if j["id"] == job_id]
     assert set(mine) >= {"id", "name", "user", "state", "gpus", "min_gpus", "max_gpus", "progress"}
-    assert set(mine["progress"]) >= {"epoch", "step", "replicas"}
+    assert set(mine["progress"]) >= {"epoch", "epochs", "step", "replicas"}
 
     res = cli(scheduler_api, "status")
     assert res.returncode == 0, res.stderr

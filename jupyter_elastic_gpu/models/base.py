@@ -22,6 +22,7 @@ MAX_INPUT_BYTES = 200_000_000
 MAX_GPUS = 4096
 MAX_PID = 2**22  # Linux's pid_max ceiling
 MAX_TEXT = 100_000  # longest free text kept from a sidecar (a traceback)
+MAX_NOTEBOOK_CHARS = 1024  # longest notebook path a job records
 
 
 def at_most(limit: int) -> BeforeValidator:

@@ -3,6 +3,7 @@ it), and what a user's server needs to start a sidecar."""
 
 from __future__ import annotations
 
+import re
 from typing import Annotated
 
 from elastic_gpu_sidecar.protocol import (
@@ -12,13 +13,14 @@ from elastic_gpu_sidecar.protocol import (
     Mechanism,
     SidecarState,
 )
-from pydantic import Field, model_validator
+from pydantic import Field, field_validator, model_validator
 
 from ..errors import BadRequest
 from .base import (
     IDENTIFIER,
     MAX_GPUS,
     MAX_INPUT_BYTES,
+    MAX_NOTEBOOK_CHARS,
     MAX_SCRIPT_BYTES,
     NAME,
     Amount,
@@ -35,6 +37,24 @@ from .base import (
     Value,
     at_most,
 )
+
+
+def check_notebook_path(path: str) -> str:
+    """``path`` if it names a file under the Jupyter server's root as its file browser does
+    (relative, no '..', no control characters), else ValueError saying so."""
+    parts = path.replace("\\", "/").split("/")
+    if (
+        not path.strip()
+        or path.startswith(("/", "\\"))
+        or re.match(r"^[A-Za-z]:", path)
+        or ".." in parts
+        or any(ord(c) < 32 or ord(c) == 127 for c in path)
+    ):
+        raise ValueError(
+            "must be a path relative to the Jupyter server's root, without '..' or control "
+            "characters (as the file browser names it, e.g. 'projects/mnist.ipynb')"
+        )
+    return path
 
 
 class SyntheticSpec(Strict):
@@ -85,6 +105,16 @@ class SubmitRequest(Strict):
         default_factory=dict
     )
     synthetic: SyntheticSpec | None = None
+    notebook: Annotated[str | None, Field(max_length=MAX_NOTEBOOK_CHARS)] = Field(
+        None,
+        description="the notebook that submits the job, relative to the Jupyter server's root "
+        "as the file browser names it (e.g. 'projects/mnist.ipynb')",
+    )
+
+    @field_validator("notebook")
+    @classmethod
+    def _relative(cls, path: str | None) -> str | None:
+        return None if path is None else check_notebook_path(path)
 
     @model_validator(mode="after")
     def _consistent(self) -> SubmitRequest:

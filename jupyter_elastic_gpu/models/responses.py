@@ -107,6 +107,9 @@ class JobView(Strict):
     notes: list[str] = Field(
         [], description="what the scheduler changed in the request (counts above the server's)"
     )
+    notebook: str | None = Field(
+        None, description="the notebook that submitted it, relative to the server's root"
+    )
 
 
 class PublicJob(Strict):
@@ -126,7 +129,7 @@ class JobList(Strict):
 
 
 class QueueEntry(Strict):
-    """An open job in queue order; ``name`` only for the caller's own jobs."""
+    """An open job in queue order; ``name`` and the estimates only for the caller's own jobs."""
 
     id: str
     user: str
@@ -137,6 +140,15 @@ class QueueEntry(Strict):
     position: int | None
     reason: str
     name: str | None = None
+    estimated_start: float | None = Field(
+        None,
+        description="when a job that holds no GPUs gets them (epoch seconds), from the "
+        "policy run forward on the current state; null when it holds GPUs or nothing can be "
+        "said (it can never fit, or its start lies past the forecast's horizon)",
+    )
+    estimated_end: float | None = Field(
+        None, description="when it finishes (epoch seconds), from the same forward run"
+    )
 
 
 class Queue(Strict):
@@ -145,6 +157,7 @@ class Queue(Strict):
 
 class StatusProgress(Strict):
     epoch: int | None = None
+    epochs: int | None = None
     step: int | None = None
     replicas: int | None = None
 

@@ -187,21 +187,38 @@ def _runtime_dir(environ: Mapping[str, str]) -> Path | None:
     return Path(jupyter_runtime_dir())
 
 
-def _from_jupyter_server(environ: Mapping[str, str]) -> tuple[Connection | None, str]:
-    runtime = _runtime_dir(environ)
-    if runtime is None:
-        return None, "no Jupyter runtime dir (jupyter_core is not installed)"
+def _server_files(runtime: Path, environ: Mapping[str, str]) -> Iterator[tuple[Path, dict]]:
+    """(runtime file, its content) of each Jupyter server among this process's parents."""
     candidates = list(_ancestors())
     parent = environ.get("JPY_PARENT_PID", "")
     if parent.isdigit() and int(parent) not in candidates and _pid_alive(int(parent)):
         candidates.append(int(parent))
-    skipped = []
     for pid in candidates:
         path = runtime / f"jpserver-{pid}.json"
         try:
             info = json.loads(path.read_text())
         except (OSError, ValueError):
             continue
+        if isinstance(info, dict):
+            yield path, info
+
+
+def server_root(environ: Mapping[str, str] = os.environ) -> str | None:
+    """The ``root_dir`` of the Jupyter server that started this process (its runtime file),
+    which the paths of its file browser are relative to; None when there is none."""
+    runtime = _runtime_dir(environ)
+    for _, info in _server_files(runtime, environ) if runtime else ():
+        if isinstance(info.get("root_dir"), str):
+            return info["root_dir"]
+    return None
+
+
+def _from_jupyter_server(environ: Mapping[str, str]) -> tuple[Connection | None, str]:
+    runtime = _runtime_dir(environ)
+    if runtime is None:
+        return None, "no Jupyter runtime dir (jupyter_core is not installed)"
+    skipped = []
+    for path, info in _server_files(runtime, environ):
         if info.get("sock"):
             skipped.append(f"{path.name} listens on a unix socket, which this client cannot use")
             continue

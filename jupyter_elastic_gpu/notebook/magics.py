@@ -9,6 +9,9 @@ handle that shows the live widget.
 from __future__ import annotations
 
 import os
+import posixpath
+from collections.abc import Mapping
+from typing import Any
 
 from elastic_gpu_sidecar.protocol import JobKind
 from IPython.core.error import UsageError
@@ -16,12 +19,39 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from ..errors import BadRequest
+from ..models.requests import check_notebook_path
 from ..options import as_flags, job_request, magic_job_options
 from .client import SchedulerClient, SchedulerError
-from .discovery import discover
+from .discovery import discover, server_root
 from .job import ElasticJob, in_kernel
 from .script import CellError, build_script, check_cell, pack
 from .text import jobs_table
+
+#: Set in a kernel's environment by jupyter_server (ipykernel copies it to ``__session__``):
+#: the notebook's path, relative to the server's root, or its absolute path when the front
+#: end names the session (JupyterLab does).
+SESSION_ENV = "JPY_SESSION_NAME"
+
+
+def submitting_notebook(
+    user_ns: Mapping[str, Any], environ: Mapping[str, str] = os.environ
+) -> str | None:
+    """The notebook this kernel runs for, relative to its Jupyter server's root as the file
+    browser names it, from what jupyter_server tells the kernel and nothing else; None for a
+    console, a kernel no server started, or a notebook outside the server's root."""
+    session = user_ns.get("__session__") or environ.get(SESSION_ENV)
+    if not isinstance(session, str) or not session.lower().endswith(".ipynb"):
+        return None
+    if os.path.isabs(session):
+        root = server_root(environ)
+        if root is None:
+            return None
+        session = os.path.relpath(os.path.realpath(session), os.path.realpath(root))
+        session = session.replace(os.sep, "/")
+    try:
+        return check_notebook_path(posixpath.normpath(session))
+    except ValueError:  # not one the API takes: the job goes without it
+        return None
 
 
 @magics_class
@@ -81,6 +111,7 @@ class ElasticMagics(Magics):
                 script=build_script(cell, passed),
                 cwd=os.getcwd(),
                 inputs=pack(passed, user_ns),
+                notebook=submitting_notebook(user_ns),
             )
         except (CellError, BadRequest) as e:
             raise UsageError(str(e)) from None

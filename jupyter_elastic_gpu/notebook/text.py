@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from elastic_gpu_sidecar.protocol import FINAL_JOB_STATES, JobState
@@ -30,6 +31,29 @@ def eta_text(seconds: float | None) -> str | None:
     return f"ETA {seconds} s"
 
 
+def epoch_text(progress: Mapping[str, Any] | None, state: str | None = None) -> str | None:
+    """The only way an epoch is shown (the CLI, the text view, the widget): "epoch N/M",
+    1-based as Keras' own log counts, N never above M; "epoch N" while the total is unknown;
+    None before anything is known. ``progress`` is a job's (``epoch``: the 0-based epoch in
+    progress; ``epochs``: the total)."""
+    p = progress or {}
+    epoch, total = p.get("epoch"), p.get("epochs")
+    if total:
+        n = total if state == JobState.DONE else (epoch or 0) + 1
+        return f"epoch {min(max(n, 1), total)}/{total}"
+    return None if epoch is None else f"epoch {epoch + 1}"
+
+
+def reason_after_state(state: str, reason: str | None) -> str:
+    """A reason shown right after its state: a reason is a sentence of its own that opens
+    with the state ("queued: needs 2 GPUs", "done"), which said twice reads "done done"."""
+    text = (reason or "").strip()
+    for sep in (": ", " "):
+        if text.startswith(state + sep):
+            return text[len(state) + len(sep) :]
+    return "" if text == state else text
+
+
 def describe_job(job: dict[str, Any]) -> str:
     """One or two lines: what the job is doing now."""
     p = job.get("progress") or {}
@@ -39,9 +63,9 @@ def describe_job(job: dict[str, Any]) -> str:
     parts = []
     if job.get("gpus"):
         parts.append(f"GPUs {','.join(job['gpus'])}")
-    if p.get("epochs"):
-        done = (p.get("epoch") or 0) + (1 if job["state"] == JobState.DONE else 0)
-        parts.append(f"epoch {done}/{p['epochs']}")
+    epoch = epoch_text(p, job["state"])
+    if epoch:
+        parts.append(epoch)
     if p.get("steps_per_epoch") and job["state"] != JobState.DONE:
         parts.append(f"step {p.get('step') or 0}/{p['steps_per_epoch']}")
     if p.get("loss") is not None:
@@ -70,10 +94,8 @@ def jobs_table(jobs: list[dict[str, Any]]) -> str:
     rows = [["id", "name", "user", "state", "GPUs", "min-max", "progress", "reason"]]
     for j in jobs:
         p = j.get("progress") or {}
-        prog = ""
-        if p.get("epochs"):
-            prog = f"epoch {(p.get('epoch') or 0) + (j['state'] == JobState.DONE)}/{p['epochs']}"
-        elif p.get("fraction") is not None:
+        prog = epoch_text(p, j["state"]) or ""
+        if not prog and p.get("fraction") is not None:
             prog = f"{p['fraction']:.0%}"
         rows.append(
             [

@@ -18,7 +18,7 @@ import ipywidgets as w
 from elastic_gpu_sidecar.protocol import JobState
 from IPython.display import display, update_display
 
-from .text import FINAL, STATE_COLOURS, describe_job, eta_text
+from .text import FINAL, STATE_COLOURS, describe_job, epoch_text, eta_text, reason_after_state
 
 LOSS_POINTS = 400
 
@@ -175,10 +175,10 @@ class JobView(w.VBox):
             f"{html.escape(job['user'])}</span>"
         )
         where = f" · #{job['position']} in the queue" if job.get("position") else ""
+        reason = html.escape(reason_after_state(state, job.get("reason")))
         self.state.value = (
             f"<span style='background:{colour};color:white;padding:1px 6px;border-radius:3px'>"
-            f"{state}</span>{where} <span style='color:#555'>{html.escape(job.get('reason') or '')}"
-            "</span>"
+            f"{state}</span>{where} <span style='color:#555'>{reason}</span>"
         )
         held = job.get("gpus") or []
         sizes = [len(h["gpus"]) for h in job.get("history") or []]
@@ -189,12 +189,12 @@ class JobView(w.VBox):
         )
         p = job.get("progress") or {}
         epochs = p.get("epochs") or job.get("epochs") or 0
-        if epochs:
+        if epochs:  # the bar: epochs completed; the label: the epoch under way
             self.epoch_bar.max = epochs
             self.epoch_bar.value = min(
                 int(p.get("epoch") or 0) + (1 if state == JobState.DONE else 0), epochs
             )
-            self.epoch_label.value = f"{self.epoch_bar.value} / {epochs}"
+            self.epoch_label.value = epoch_text({**p, "epochs": epochs}, state) or ""
         steps = p.get("steps_per_epoch")
         if steps:
             self.step_bar.max = steps

@@ -57,7 +57,7 @@ class LocalBackend:
         return views.gpus(s.gpu_infos(), s.jobs, s.holders(), s.external(), source, who)
 
     async def jobs(self, who: Principal) -> JobList:
-        return views.job_list(self.service.jobs.values(), who)
+        return views.job_list(self.service.jobs.values(), who, self.service.recent_jobs)
 
     async def submit(self, who: Principal, body: Any) -> JobView:
         request = parse(SubmitRequest, body, "job")
@@ -82,7 +82,8 @@ class LocalBackend:
         return ProgressList(progress=await self.service.store.progress(job_id, since))
 
     async def queue(self, who: Principal) -> Queue:
-        return views.queue(self.service.jobs.values(), who)
+        forecast = await self.service.estimates.forecast()
+        return views.queue(self.service.jobs.values(), who, forecast)
 
     async def status(self, who: Principal) -> Status:
         s = self.service

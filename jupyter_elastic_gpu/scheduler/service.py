@@ -26,6 +26,7 @@ from elastic_gpu_sidecar.protocol import JobKind, JobState, LeaseAction, Sidecar
 from traitlets import Dict, Enum, Float, Int, Unicode, default, validate
 from traitlets.config import LoggingConfigurable
 
+from ..core.model import Snapshot
 from ..core.policies import Policy
 from ..core.schedule import decide, queue_positions
 from ..errors import Forbidden, NotFound, StorageUnavailable, Unauthorized
@@ -41,6 +42,7 @@ from ..models import (
 from . import jobdirs, leases, policies, snapshot
 from .atomic import atomically
 from .dbfile import FaultLog
+from .estimates import Estimates
 from .inventory import external_processes
 from .jobs import JobRecord, new_secret, secret_matches
 from .launcher import BaseLauncher
@@ -98,6 +100,13 @@ class SchedulerService(LoggingConfigurable):
         config=True,
         help="Seconds a resize is assumed to cost until the job has measured its own.",
     )
+    recent_jobs = Int(
+        50,
+        min=0,
+        config=True,
+        help="Finished jobs of each user that GET jobs (and the JupyterLab panel) still list, the "
+        "most recently finished first; older ones stay in the database and GET jobs/ID.",
+    )
     mechanism = Enum(
         P.Mechanism.values(),
         P.Mechanism.SIDECAR.value,
@@ -144,6 +153,7 @@ class SchedulerService(LoggingConfigurable):
         self._gpu_cache_t = 0.0
         self.faults = FaultLog(self.log)  # the loop's storage faults, said once each
         self.lifecycle = Lifecycle(store, self.poke, reads_job_dirs=launcher.starts_processes)
+        self.estimates = Estimates(self)  # the queue's estimated starts and ends
 
     @property
     def simulated(self) -> bool:
@@ -208,7 +218,8 @@ class SchedulerService(LoggingConfigurable):
         """One round: account time, find lost sidecars, decide, start what may start."""
         now = time.time() if now is None else now
         await self._refresh_gpus(now)
-        self._account(now)
+        snapshot.account(self.jobs.values(), max(now - self._last_account, 0.0))
+        self._last_account = now
         await self._find_lost(now)
         if decide:
             await self._decide(now)
@@ -336,10 +347,8 @@ class SchedulerService(LoggingConfigurable):
                 changed = True
             if changed:
                 await self.lifecycle.save(job)
-        if changed:
-            await self._changed_now()
-        elif fresh:  # new progress only: watchers of /updates and the websocket see it now
-            await self._changed_now()
+        if changed or fresh:  # watchers of /updates and the websocket see it now; and what
+            await self._changed_now()  # the job shows is decided again with it
             self.poke()
         return leases.published(job, self.jobs.values())
 
@@ -350,30 +359,23 @@ class SchedulerService(LoggingConfigurable):
             open_jobs = [j for j in self.jobs.values() if not j.final]
             if not open_jobs:
                 return
-            snap = snapshot.build(
-                open_jobs,
-                self.gpu_infos(),
-                self.external(),
-                self.default_resize_cost,
-                self.user_gpu_cap,
-            )
-            decision = decide(self.decider, snap, now)
+            decision = decide(self.decider, self.core_snapshot(), now)
             for job in open_jobs:
                 target = list(decision.allocations.get(job.id, ()))
-                reason = decision.reasons.get(job.id, job.reason)
-                if reason != job.reason:
+                why = decision.reasons.get(job.id, job.reason)
+                starts = job.state == JobState.QUEUED and bool(target)
+                moves = job.state in (JobState.STARTING, JobState.RUNNING, JobState.RESIZING)
+                if starts or (moves and set(target) != set(job.desired.gpus)):
                     undo.keep(job)
-                    job.reason = reason
+                    job.reason = why  # the event of the move tells the policy's why
+                    await (self.lifecycle.start if starts else self.lifecycle.change)(
+                        job, target, now
+                    )
                     changed.add(job.id)
-                if job.state == JobState.QUEUED and target:
-                    await self.lifecycle.start(job, target, now)
-                    changed.add(job.id)
-                elif job.state in (
-                    JobState.STARTING,
-                    JobState.RUNNING,
-                    JobState.RESIZING,
-                ) and set(target) != set(job.desired.gpus):
-                    await self.lifecycle.change(job, target, now)
+                shown = snapshot.shown_reason(job, why)
+                if shown != job.reason:
+                    undo.keep(job)
+                    job.reason = shown
                     changed.add(job.id)
             queued = {j.id for j in open_jobs if j.state == JobState.QUEUED}
             positions = queue_positions(decision, among=queued)
@@ -389,6 +391,16 @@ class SchedulerService(LoggingConfigurable):
                     await self.lifecycle.save(job)
         if changed:
             await self._changed_now()
+
+    def core_snapshot(self) -> Snapshot:
+        """The open jobs and the GPUs as the policy sees them."""
+        return snapshot.build(
+            self.jobs.values(),
+            self.gpu_infos(),
+            self.external(),
+            self.default_resize_cost,
+            self.user_gpu_cap,
+        )
 
     # -- starting sidecars ----------------------------------------------------------------
     def _launch_request(self, job: JobRecord, secret: str) -> LaunchRequest:
@@ -466,15 +478,6 @@ class SchedulerService(LoggingConfigurable):
             await self._changed_now()
 
     # -- bookkeeping ------------------------------------------------------------------------
-    def _account(self, now: float) -> None:
-        dt = max(now - self._last_account, 0.0)
-        self._last_account = now
-        for job in self.jobs.values():
-            if job.state.active:
-                job.attained_gpu_s += dt * len(job.held_gpus)
-            elif job.state == JobState.QUEUED:
-                job.queued_s += dt
-
     def gpu_infos(self) -> list[Any]:
         """The last inventory snapshot (refreshed off the event loop by ``step``: NVML can
         block for seconds on a sick GPU)."""

@@ -1,4 +1,5 @@
-"""The snapshot the live service gives the policy: its jobs and GPUs as ``core`` sees them.
+"""The snapshot the live service gives the policy: its jobs and GPUs as ``core`` sees them,
+and the policy's reasons as the service's jobs show them.
 
 Everything a decision depends on is turned into ``core`` values here, and nowhere else: a
 job's size and progress, its speed model, its resize cost, and which GPUs are usable. The
@@ -13,6 +14,7 @@ from typing import Any
 from elastic_gpu_sidecar.protocol import JobKind, JobState
 
 from ..core.model import Gpu, Job, Snapshot
+from ..core.policies.base import plural
 from ..core.speed import SpeedModel
 from .jobs import JobRecord
 
@@ -68,6 +70,16 @@ def core_job(job: JobRecord, default_resize_cost_s: float) -> Job:
     )
 
 
+def account(jobs: Iterable[JobRecord], dt: float) -> None:
+    """Count ``dt`` more seconds: GPU-seconds attained by the jobs that hold GPUs, waiting time
+    of the queued ones (what LAS policies and aging decide on)."""
+    for job in jobs:
+        if job.state.active:
+            job.attained_gpu_s += dt * len(job.held_gpus)
+        elif job.state == JobState.QUEUED:
+            job.queued_s += dt
+
+
 def build(
     jobs: Iterable[JobRecord],
     infos: Sequence[Any],
@@ -80,3 +92,23 @@ def build(
     gpus = tuple(Gpu(g.id, g.node, healthy=not external.get(g.id)) for g in infos)
     jobs = tuple(core_job(j, default_resize_cost_s) for j in jobs if not j.final)
     return Snapshot(gpus, jobs, user_gpu_cap)
+
+
+def shown_reason(job: JobRecord, why: str) -> str:
+    """The reason ``job`` shows after a decision whose policy said ``why``.
+
+    ``core`` sees a job starting, resizing or stopping only as a lease mid-change, which it
+    keeps as it is ("kept as is because its resize is in progress"); only the service knows
+    which change is under way, so the job's state says it instead. A stopping job keeps the
+    reason of the cancel or suspension that stops it.
+    """
+    n = plural(len(job.desired.gpus), "GPU")
+    if job.state == JobState.STARTING:
+        if job.started_at is not None:
+            return f"resuming on {n} from its checkpoint"
+        return f"starting on {n}"
+    if job.state == JobState.RESIZING:
+        return f"resizing to {n}: checkpoint, then restart on them"
+    if job.state == JobState.STOPPING:
+        return job.reason
+    return why

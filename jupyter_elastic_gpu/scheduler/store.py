@@ -81,6 +81,13 @@ MIGRATIONS: tuple[str, ...] = (
         id, user, state, submitted_at, finished_at, data
     );
     """,
+    # 4: a job's spec may name the notebook that submitted it (spec.notebook, in the JSON of
+    # its row: no table changes). An older version would set every such row aside as
+    # unreadable (quarantine); at this schema version it refuses the database instead, and
+    # says to upgrade.
+    """
+    -- spec.notebook
+    """,
 )
 
 FINAL_STATES = tuple(sorted(s.value for s in FINAL_JOB_STATES))

@@ -27,6 +27,7 @@ from ..models import (
     StatusJob,
     StatusProgress,
 )
+from ..sim.forecast import Forecast
 from .jobs import JobRecord
 from .principal import Principal
 
@@ -87,6 +88,7 @@ def job_view(job: JobRecord) -> JobView:
         batch_policy=job.spec.batch_policy,
         priority=job.spec.priority,
         notes=job.notes,
+        notebook=job.spec.notebook,
     )
 
 
@@ -107,10 +109,23 @@ def _by_submission(jobs: Iterable[JobRecord]) -> list[JobRecord]:
     return sorted(jobs, key=lambda j: (j.submitted_at, j.id))
 
 
-def job_list(jobs: Iterable[JobRecord], who: Principal) -> JobList:
-    return JobList(
-        jobs=[job_view(j) if who.may_see(j) else public_job(j) for j in _by_submission(jobs)]
-    )
+def recent(jobs: Iterable[JobRecord], finished_per_user: int) -> list[JobRecord]:
+    """The open jobs, and the ``finished_per_user`` most recently finished of each user."""
+    kept, finished = [], []
+    for job in jobs:
+        (finished if job.final else kept).append(job)
+    count: dict[str, int] = {}
+    for job in sorted(finished, key=lambda j: (j.finished_at or 0.0, j.id), reverse=True):
+        count[job.user] = count.get(job.user, 0) + 1
+        if count[job.user] <= finished_per_user:
+            kept.append(job)
+    return kept
+
+
+def job_list(jobs: Iterable[JobRecord], who: Principal, finished_per_user: int) -> JobList:
+    """Open jobs and recently finished ones (``recent``), oldest submission first."""
+    listed = _by_submission(recent(jobs, finished_per_user))
+    return JobList(jobs=[job_view(j) if who.may_see(j) else public_job(j) for j in listed])
 
 
 def _public_reason(job: JobRecord) -> str:
@@ -119,15 +134,23 @@ def _public_reason(job: JobRecord) -> str:
     return f"{job.state} on {len(job.held_gpus)} GPUs"
 
 
-def queue(jobs: Iterable[JobRecord], who: Principal) -> Queue:
-    """Open jobs in the policy's order (the last decision's), new ones last."""
+def _when(t: float | None) -> float | None:
+    """An estimate to the second: finer would only churn the panel's updates."""
+    return None if t is None else float(round(t))
+
+
+def queue(jobs: Iterable[JobRecord], who: Principal, forecast: Forecast | None = None) -> Queue:
+    """Open jobs in the policy's order (the last decision's), new ones last, with the
+    estimates of ``forecast`` for the caller's own."""
     waiting = sorted(
         (j for j in jobs if not j.final),
         key=lambda j: (j.rank is None, j.rank or 0, j.submitted_at, j.id),
     )
+    estimates = forecast.estimates if forecast else {}
     entries = []
     for j in waiting:
         mine = who.may_see(j)
+        guess = estimates.get(j.id) if mine else None
         entries.append(
             QueueEntry(
                 id=j.id,
@@ -139,6 +162,8 @@ def queue(jobs: Iterable[JobRecord], who: Principal) -> Queue:
                 position=j.position,
                 reason=j.reason if mine else _public_reason(j),
                 name=j.name if mine else None,
+                estimated_start=_when(guess.start) if guess else None,
+                estimated_end=_when(guess.end) if guess else None,
             )
         )
     return Queue(queue=entries)
@@ -166,6 +191,7 @@ def status(
                 max_gpus=j.max_gpus,
                 progress=StatusProgress(
                     epoch=p.epoch if p else None,
+                    epochs=p.epochs if p else None,
                     step=p.step_in_epoch if p else None,
                     replicas=p.replicas if p else None,
                 ),

@@ -29,6 +29,7 @@ from tornado.websocket import WebSocketClosedError, WebSocketHandler
 from ..errors import BadRequest, ElasticGPUError, NotFound, TooLarge, Unauthorized
 from ..models.base import load_json
 from ..scheduler.principal import Principal
+from . import panel
 
 #: Where the API lives under a server's base_url (the embedded and the shared scheduler alike).
 API_PREFIX = "elastic-gpu/api"
@@ -41,6 +42,14 @@ MAX_SMALL_BODY_BYTES = 1024 * 1024
 SECRET_PARAMS = ("token", "auth", "key", "secret", "xsrf", "code", "state")
 #: Longest a long poll of ``updates`` may wait.
 MAX_POLL_S = 60.0
+#: What the websocket ``ws`` sends (``?view=``): the status document, or the panel's channel.
+WS_VIEWS = ("status", "panel")
+#: The name of a websocket's pump task (one per open socket).
+WS_PUMP = "elastic-gpu-ws-pump"
+#: Seconds between two looks at the GPUs of a panel's socket while nothing else changes.
+PANEL_GPU_S = 5.0
+#: Fewest seconds between two messages of a panel's socket.
+PANEL_MIN_INTERVAL_S = 0.25
 
 
 def scrub_query(uri: str) -> str:
@@ -80,7 +89,11 @@ class ElasticAPIHandler(_ElasticHandler, APIHandler):
     max_body_bytes = MAX_SMALL_BODY_BYTES
 
     async def prepare(self) -> None:
-        await super().prepare()
+        try:
+            await super().prepare()
+        except web.HTTPError as e:  # ServerApp.allow_unauthenticated_access=False: a bare 403
+            if e.status_code != 403 or not self._lacks_credentials():
+                raise
         self._require_user()
         if len(self.request.body) > self.max_body_bytes:
             limit = f"{self.max_body_bytes / 2**20:g} MB"
@@ -94,6 +107,10 @@ class ElasticAPIHandler(_ElasticHandler, APIHandler):
     def _require_user(self) -> None:
         if self.require_user and self._jupyter_current_user is None:
             raise web.HTTPError(401, self.extensionapp.how_to_authenticate)
+
+    def _lacks_credentials(self) -> bool:
+        """Refused only for want of a user (not for its host): the answer is our 401."""
+        return self.require_user and self.current_user is None and self.check_host()
 
     def reply(self, result: Any, status: int = 200) -> None:
         if isinstance(result, BaseModel):
@@ -254,35 +271,83 @@ class HeartbeatHandler(ElasticAPIHandler):
 
 
 class UpdatesSocket(_ElasticHandler, WebSocketMixin, WebSocketHandler, JupyterHandler):
-    """Pushes the status document on every change (the sidebar and widgets listen here)."""
+    """Pushes the status document on every change (``?view=status``, the default), or the
+    panel's GPUs, queue and jobs as a snapshot and then deltas (``?view=panel``)."""
 
     def set_default_headers(self) -> None:
         """No JupyterHandler headers on a websocket upgrade."""
 
+    async def prepare(self, *args: Any, **kwargs: Any) -> None:
+        """No credentials: 401 with the JSON message every route gives (Jupyter says 403)."""
+        try:
+            await super().prepare(*args, **kwargs)
+        except web.HTTPError as e:  # ServerApp.allow_unauthenticated_access=False
+            if e.status_code != 403 or self.current_user is not None or not self.check_host():
+                raise
+        if self.current_user is None:
+            raise web.HTTPError(401, self.extensionapp.how_to_authenticate)
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        """Refusals before the upgrade are JSON, as on every other route."""
+        error = kwargs.get("exc_info", (None, None))[1]
+        message = getattr(error, "log_message", None) or f"websocket refused ({status_code})"
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps({"message": message, "reason": getattr(error, "reason", None)}))
+
     @ws_authenticated
     async def get(self, *args: Any, **kwargs: Any) -> None:
+        self._view = self.get_query_argument("view", "status")
+        if self._view not in WS_VIEWS:
+            raise web.HTTPError(
+                400, f"unknown view {self._view[:40]!r}: choose {' or '.join(WS_VIEWS)}"
+            )
         self._who = await self.principal()
         await super().get(*args, **kwargs)
 
     def open(self, *args: Any, **kwargs: Any) -> None:
         super().open()
-        self._pump_task = asyncio.ensure_future(self._pump())
+        pump = self._pump_panel if self._view == "panel" else self._pump_status
+        self._pump_task = asyncio.create_task(self._guarded(pump()), name=WS_PUMP)
 
-    async def _pump(self) -> None:
-        version = -1
+    async def _guarded(self, pump: Awaitable[None]) -> None:
+        """Run a pump until the socket closes; a backend error is said, then the socket closes."""
         try:
-            while True:
-                status = (await self.backend.status(self._who)).model_dump(mode="json")
-                self.write_message(
-                    json.dumps({"type": "update", "version": version, "status": status})
-                )
-                version = (await self.backend.wait_updates(self._who, version, 25.0)).version
+            await pump
         except (WebSocketClosedError, asyncio.CancelledError):
             pass
         except ElasticGPUError as e:
             with contextlib.suppress(WebSocketClosedError):
-                self.write_message(json.dumps({"type": "error", "message": e.message}))
+                self.write_message(
+                    json.dumps({"type": "error", "message": e.message, "reason": e.reason})
+                )
             self.close()
+
+    async def _pump_status(self) -> None:
+        version = -1
+        while True:
+            status = (await self.backend.status(self._who)).model_dump(mode="json")
+            self.write_message(json.dumps({"type": "update", "version": version, "status": status}))
+            version = (await self.backend.wait_updates(self._who, version, 25.0)).version
+
+    async def _pump_panel(self) -> None:
+        """A snapshot, then deltas (``panel.py``). The GPUs are looked at again every
+        ``PANEL_GPU_S`` without a change of state too: their utilisation moves by itself."""
+        who, clock = self._who, asyncio.get_running_loop().time
+        version = (await self.backend.wait_updates(who, -1, 0.0)).version
+        docs = await panel.documents(self.backend, who)
+        await self.write_message(json.dumps(panel.snapshot(version, docs)))
+        while True:
+            since, pushed = version, clock()
+            version = (await self.backend.wait_updates(who, version, PANEL_GPU_S)).version
+            # At most one push every PANEL_MIN_INTERVAL_S: changes that come together (500
+            # jobs' heartbeats) go out as one delta.
+            await asyncio.sleep(max(0.0, pushed + PANEL_MIN_INTERVAL_S - clock()))
+            keys = panel.DOCUMENTS if version != since else ("gpus",)
+            fresh = {**docs, **await panel.documents(self.backend, who, keys)}
+            message = panel.delta(version, docs, fresh)
+            if message:
+                await self.write_message(json.dumps(message))
+                docs = fresh
 
     def on_message(self, message: Any) -> None:
         """Clients only listen."""

@@ -85,6 +85,7 @@ MODELS = {
     "PublicJob": M.PublicJob,
     "JobList": M.JobList,
     "QueueEntry": M.QueueEntry,
+    "Queue": M.Queue,
     "StatusJob": M.StatusJob,
     "StatusDocument": M.Status,
     "Event": M.Event,

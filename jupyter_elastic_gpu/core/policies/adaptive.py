@@ -242,9 +242,8 @@ class AdaptivePolicy:
     def _reason(plan: _Plan, free: int, admitted: list[Job]) -> str:
         job, n = plan.job, plan.count
         if n == 0:
-            return queued_reason(
-                job, job.min_gpus, free, admitted, "that are shorter or waited longer"
-            )
+            why = ("that is shorter or has waited longer", "that are shorter or have waited longer")
+            return queued_reason(job, job.min_gpus, free, admitted, why)
         if plan.frozen and n == len(job.gpus):
             return f"running on {plural(n, 'GPU')}: kept as is because {plan.frozen}"
         if n >= job.max_gpus:

@@ -33,7 +33,14 @@ def plural(n: int, word: str) -> str:
     return f"{n} {word}{'' if n == 1 else 's'}"
 
 
-def queued_reason(job: Job, needed: int, free: int, ahead: Sequence[Job], why_ahead: str) -> str:
+#: Why the jobs that hold the GPUs come first: one phrase that agrees with any number of them
+#: ("submitted earlier"), or the phrase for one job and the phrase for several.
+WhyAhead = str | tuple[str, str]
+
+
+def queued_reason(
+    job: Job, needed: int, free: int, ahead: Sequence[Job], why_ahead: WhyAhead
+) -> str:
     """The sentence a user reads while waiting: what is needed and who holds the GPUs.
 
     ``ahead`` are the jobs that hold GPUs in this decision (the waiting job is not one of them).
@@ -42,6 +49,8 @@ def queued_reason(job: Job, needed: int, free: int, ahead: Sequence[Job], why_ah
     verb = "suspended" if job.started else "queued"
     if not held:
         return f"{verb}: needs {plural(needed, 'GPU')}, {free} free"
+    if not isinstance(why_ahead, str):
+        why_ahead = why_ahead[0] if held == 1 else why_ahead[1]
     return (
         f"{verb}: needs {plural(needed, 'GPU')}, {free} free; "
         f"GPUs held by {plural(held, 'job')} {why_ahead}"
@@ -60,7 +69,7 @@ def fixed_size_decision(
     snapshot: Snapshot,
     order: Iterable[Job],
     size: dict[str, int],
-    why_ahead: str,
+    why_ahead: WhyAhead,
     keep_running: bool,
 ) -> Decision:
     """Admit jobs at a fixed size each, in ``order``, skipping those that do not fit (backfill).

@@ -1,0 +1,214 @@
+"""When each open job will start and end: the policy run forward on the current snapshot.
+
+The live scheduler's snapshot (``scheduler/snapshot.py``) is played forward on a virtual
+clock, with no arrivals, through the same ``core.schedule.decide`` (policy and per-user cap)
+the scheduler calls: each job's speed model is taken as its true speed, its measured resize
+cost as the pause of every start and resize, and its progress as where it stands. A decision
+is made now, when a job finishes, and at every tick while someone waits or could grow (the
+policy's aging and cool-downs depend on time). What the forward run says is an estimate: it
+knows nothing of jobs still to come or of speeds not measured yet.
+
+The work is bounded whatever the snapshot: at most ``max_decisions`` decisions within
+``horizon_s`` simulated seconds. A long queue spaces its decisions: two are at least a gap
+apart that lets the run cover twice the jobs' lower bound of time (their GPU-time over every
+usable GPU) within the decisions allowed, so GPUs a job frees wait that long at most for the
+next decision (for a few jobs the gap is nothing: estimates are exact where the answer is
+known), and ticks are never closer than the gap. A job the run leaves unstarted or unfinished
+within those bounds (one that can never fit, or whose start lies past them) has no estimate:
+None, never a guess. Pure: no I/O, no clock; the same snapshot and time give the same forecast.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+
+from ..core.model import Job, Snapshot
+from ..core.policies import Policy
+from ..core.schedule import decide
+
+#: Seconds between two decisions of the forward run while someone waits (at least).
+TICK_S = 60.0
+#: The most decisions one forecast makes: each costs about one live decision.
+MAX_DECISIONS = 400
+#: How far ahead a forecast looks (simulated seconds).
+HORIZON_S = 30 * 24 * 3600.0
+_EPS = 1e-6  # seconds: a job this close to its end is done (times are ~1.7e9)
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """``start``: when a job that holds no GPUs now gets them (epoch seconds; None for a job
+    that holds GPUs now, or when the run could not say); ``end``: when it finishes (None
+    when the run could not say)."""
+
+    start: float | None
+    end: float | None
+
+
+@dataclass(frozen=True)
+class Forecast:
+    """Estimates by job id, made at ``at``; ``decisions`` the forward run made; ``complete``:
+    every job finished within the bounds."""
+
+    at: float
+    estimates: Mapping[str, Estimate]
+    decisions: int = 0
+    complete: bool = True
+
+
+class _Run:
+    """One job in the forward run: where it stands at the run's clock."""
+
+    __slots__ = (
+        "attained",
+        "end",
+        "gpus",
+        "job",
+        "last_change",
+        "pause_until",
+        "queued",
+        "resizes",
+        "speed",
+        "start",
+        "work_done",
+    )
+
+    def __init__(self, job: Job, now: float) -> None:
+        self.job = job
+        self.work_done, self.gpus = job.work_done, job.gpus
+        self.queued, self.attained, self.resizes = job.queued_s, job.attained_gpu_s, job.resizes
+        self.last_change = job.last_change
+        self.speed = job.speed.throughput(len(job.gpus))
+        # A lease mid-change (a start or a resize) pauses from its change for one resize cost.
+        since = job.last_change if job.last_change is not None else now
+        self.pause_until = max(now, since + job.resize_cost) if job.pinned else now
+        self.start: float | None = None
+        self.end: float | None = None
+
+    def finish_time(self, t: float) -> float:
+        if not self.gpus or self.speed <= 0:
+            return math.inf
+        left = max(self.job.total_work - self.work_done, 0.0)
+        return max(t, self.pause_until) + left / self.speed
+
+    def as_job(self, t: float) -> Job:
+        """The job as the policy sees it at ``t``."""
+        return replace(
+            self.job,
+            work_done=self.work_done,
+            gpus=self.gpus,
+            started=self.job.started or self.start is not None,
+            queued_s=self.queued,
+            attained_gpu_s=self.attained,
+            resizes=self.resizes,
+            last_change=self.last_change,
+            pinned=bool(self.gpus) and t < self.pause_until,
+        )
+
+    def move(self, gpus: tuple[str, ...], t: float) -> None:
+        """Carry out a new lease: a start or a resize pauses it for its resize cost."""
+        if self.gpus:
+            self.resizes += 1
+        elif gpus and self.start is None and not self.job.gpus:
+            self.start = t
+        self.gpus, self.last_change = gpus, t
+        self.speed = self.job.speed.throughput(len(gpus))
+        self.pause_until = t + self.job.resize_cost if gpus else t
+
+
+def forecast(
+    policy: Policy,
+    snapshot: Snapshot,
+    now: float,
+    *,
+    tick_s: float = TICK_S,
+    max_decisions: int = MAX_DECISIONS,
+    horizon_s: float = HORIZON_S,
+) -> Forecast:
+    """Play ``snapshot`` forward from ``now`` under ``policy``; an estimate for every job."""
+    runs = {job.id: _Run(job, now) for job in snapshot.jobs}
+    if not runs:
+        return Forecast(now, {})
+    # Decisions at least ``gap`` apart: room for a run twice as long as the jobs' lower bound
+    # (GPUs a job frees wait for the next decision, as long as ``gap`` at most).
+    gap = 2 * _span(snapshot) / max(max_decisions, 1)
+    tick = max(tick_s, gap)
+    open_ = dict(runs)
+    t = last = now
+    _decide(policy, snapshot, open_, t)
+    decisions, pending = 1, False  # pending: a job finished since the last decision
+    while open_ and decisions < max_decisions:
+        due = min(r.finish_time(t) for r in open_.values())
+        if pending:
+            due = min(due, last + gap)
+        if not _quiet(policy, open_):
+            due = min(due, last + tick)
+        if due == math.inf or due - now > horizon_s:
+            break
+        if not pending and not any(r.gpus for r in open_.values()):
+            break  # nothing runs: nothing will change any more
+        due = max(due, t)
+        _advance(open_, t, due)
+        t = due
+        pending = _take_finished(open_, t) or pending
+        if open_ and (t >= last + gap or not pending) and (pending or t >= last + tick):
+            _decide(policy, snapshot, open_, t)
+            decisions, last, pending = decisions + 1, t, False
+    estimates = {job_id: Estimate(r.start, r.end) for job_id, r in runs.items()}
+    return Forecast(now, estimates, decisions, complete=not open_)
+
+
+def _span(snapshot: Snapshot) -> float:
+    """A lower bound of how long the open jobs take: their GPU-time at their minimum spread
+    over every usable GPU (what the ticks stretch to)."""
+    usable = max(len(snapshot.usable_gpus), 1)
+    total = 0.0
+    for job in snapshot.jobs:
+        r = job.remaining_time(job.min_gpus)
+        total += job.min_gpus * r if math.isfinite(r) else 0.0
+    return total / usable
+
+
+def _take_finished(open_: dict[str, _Run], t: float) -> bool:
+    """Take out the jobs done by ``t`` (their GPUs are free for the next decision); True if
+    any."""
+    done = [job_id for job_id, r in open_.items() if r.finish_time(t) <= t + _EPS]
+    for job_id in done:
+        r = open_.pop(job_id)
+        r.end, r.gpus, r.speed = t, (), 0.0
+    return bool(done)
+
+
+def _advance(open_: dict[str, _Run], t: float, until: float) -> None:
+    dt = until - t
+    for r in open_.values():
+        if not r.gpus:
+            r.queued += dt
+            continue
+        r.attained += dt * len(r.gpus)
+        productive = until - max(t, r.pause_until)
+        if productive > 0:
+            r.work_done = min(r.job.total_work, r.work_done + productive * r.speed)
+
+
+def _quiet(policy: Policy, open_: dict[str, _Run]) -> bool:
+    """Nobody waits and nobody could grow: no tick can change anything."""
+    for r in open_.values():
+        if not r.gpus or (policy.elastic and len(r.gpus) < r.job.max_gpus):
+            return False
+    return True
+
+
+def _decide(policy: Policy, snapshot: Snapshot, open_: dict[str, _Run], t: float) -> None:
+    """One decision at ``t`` on the open jobs as they stand, carried out."""
+    jobs = tuple(r.as_job(t) for r in open_.values())
+    decision = decide(policy, replace(snapshot, jobs=jobs), t)
+    for job_id, gpus in decision.allocations.items():
+        r = open_[job_id]
+        if set(gpus) != set(r.gpus):
+            r.move(tuple(gpus), t)
+
+
+__all__ = ["HORIZON_S", "MAX_DECISIONS", "TICK_S", "Estimate", "Forecast", "forecast"]
