@@ -12,6 +12,12 @@ def _jupyter_server_extension_points() -> list[dict]:
     return [{"module": "jupyter_elastic_gpu", "app": ElasticGPUApp}]
 
 
+def _jupyter_labextension_paths() -> list[dict]:
+    """The prebuilt JupyterLab extension (the sidebar), for ``jupyter labextension develop``;
+    an installed wheel ships it in ``share/jupyter/labextensions`` already."""
+    return [{"src": "labextension", "dest": "jupyter-elastic-gpu"}]
+
+
 def load_ipython_extension(ipython) -> None:
     """``%load_ext jupyter_elastic_gpu``: the %%elastic_train magic and its friends."""
     from .notebook.magics import ElasticMagics

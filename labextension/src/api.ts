@@ -1,0 +1,147 @@
+/**
+ * The typed client of the REST API (docs/api.md). Every URL is built from the page's
+ * `ServerConnection` settings, so the panel works under any base URL (`/user/alice/`,
+ * `/a%40b/`) and sends the page's token and XSRF cookie like JupyterLab's own requests.
+ */
+import { URLExt } from '@jupyterlab/coreutils';
+import { ServerConnection } from '@jupyterlab/services';
+
+import {
+  IGpuInventory,
+  IJob,
+  ILogs,
+  IProgressRecord,
+  IQueueEntry,
+  IWhoami,
+  PanelProblem
+} from './types';
+
+/** Where the API lives under the server's base URL. */
+export const API_PATH = 'elastic-gpu/api';
+
+/** An answer other than 2xx, or no answer at all, with what the panel should say. */
+export class ApiError extends Error {
+  constructor(
+    message: string,
+    readonly status: number,
+    readonly reason: string | null = null
+  ) {
+    super(message);
+    this.name = 'ApiError';
+  }
+
+  /** The panel-wide message this error stands for, or null for a per-request failure. */
+  get problem(): PanelProblem | null {
+    return problemOf(this.status);
+  }
+}
+
+/** 404 on a collection route: the server extension is not enabled on this server. */
+export function problemOf(status: number): PanelProblem | null {
+  if (status === 404) {
+    return 'not-enabled';
+  }
+  if (status === 401 || status === 403) {
+    return 'unauthorized';
+  }
+  if (status === 0 || status === 502 || status === 503 || status === 504) {
+    return 'unavailable';
+  }
+  return null;
+}
+
+export class ElasticGpuApi {
+  constructor(readonly settings: ServerConnection.ISettings = ServerConnection.makeSettings()) {}
+
+  /** The URL of an API route; `parts` are path segments, each encoded. */
+  url(...parts: string[]): string {
+    return URLExt.join(this.settings.baseUrl, API_PATH, ...parts.map(encodeURIComponent));
+  }
+
+  /** The websocket URL (`ws?view=panel`), with the token where the page appends it. */
+  wsUrl(query: Record<string, string> = {}): string {
+    const params: Record<string, string> = { ...query };
+    if (this.settings.appendToken && this.settings.token) {
+      params.token = this.settings.token;
+    }
+    const url = URLExt.join(this.settings.wsUrl, API_PATH, 'ws');
+    return url + URLExt.objectToQueryString(params);
+  }
+
+  whoami(): Promise<IWhoami> {
+    return this.request('GET', ['whoami']);
+  }
+
+  gpus(): Promise<IGpuInventory> {
+    return this.request('GET', ['gpus']);
+  }
+
+  /** The scheduler's state version now (a long poll that answers at once). */
+  updates(): Promise<{ version: number }> {
+    return this.request('GET', ['updates'], { since: '-1', timeout: '0' });
+  }
+
+  async queue(): Promise<IQueueEntry[]> {
+    return (await this.request<{ queue: IQueueEntry[] }>('GET', ['queue'])).queue;
+  }
+
+  async jobs(): Promise<IJob[]> {
+    return (await this.request<{ jobs: IJob[] }>('GET', ['jobs'])).jobs;
+  }
+
+  job(id: string): Promise<IJob> {
+    return this.request('GET', ['jobs', id]);
+  }
+
+  cancel(id: string): Promise<IJob> {
+    return this.request('POST', ['jobs', id, 'cancel']);
+  }
+
+  logs(id: string, tail: number): Promise<ILogs> {
+    return this.request('GET', ['jobs', id, 'logs'], { tail: String(tail) });
+  }
+
+  async progress(id: string, since?: number): Promise<IProgressRecord[]> {
+    const query: Record<string, string> = since === undefined ? {} : { since: String(since) };
+    const answer = await this.request<{ progress: IProgressRecord[] }>(
+      'GET',
+      ['jobs', id, 'progress'],
+      query
+    );
+    return answer.progress;
+  }
+
+  /** Open the push channel; the caller owns the socket. */
+  connect(query: Record<string, string>): WebSocket {
+    return new this.settings.WebSocket(this.wsUrl(query));
+  }
+
+  private async request<T>(
+    method: 'GET' | 'POST',
+    parts: string[],
+    query: Record<string, string> = {}
+  ): Promise<T> {
+    const url = this.url(...parts) + URLExt.objectToQueryString(query);
+    let response: Response;
+    try {
+      response = await ServerConnection.makeRequest(url, { method }, this.settings);
+    } catch (error) {
+      throw new ApiError('The Jupyter server cannot be reached: check that it still runs.', 0);
+    }
+    const text = await response.text();
+    let body: any = null;
+    try {
+      body = text ? JSON.parse(text) : null;
+    } catch {
+      body = null; // an HTML error page: the route does not exist on this server
+    }
+    if (!response.ok) {
+      const message =
+        body && typeof body.message === 'string' && body.message
+          ? body.message
+          : `${response.status} ${response.statusText}`.trim();
+      throw new ApiError(message, response.status, body?.reason ?? null);
+    }
+    return body as T;
+  }
+}

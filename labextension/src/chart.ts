@@ -1,0 +1,187 @@
+/**
+ * Two small SVG charts, no chart library: a GPU's recent utilisation (a sparkline over a
+ * fixed time window) and a job's loss curve with axes, where every resize is marked at the
+ * step it happened. Colours come from the theme through CSS classes (style/base.css).
+ */
+import { IProgressRecord } from './types';
+
+const SVG = 'http://www.w3.org/2000/svg';
+
+function svg<K extends keyof SVGElementTagNameMap>(
+  tag: K,
+  attrs: Record<string, string | number> = {},
+  text?: string
+): SVGElementTagNameMap[K] {
+  const el = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    el.setAttribute(k, String(v));
+  }
+  if (text !== undefined) {
+    el.textContent = text;
+  }
+  return el;
+}
+
+/** Utilisation samples (0..1) over the last `windowMs`, right-aligned at `now`. */
+export function sparkline(
+  samples: readonly { t: number; u: number }[],
+  windowMs: number,
+  now: number,
+  label: string
+): SVGSVGElement {
+  const width = 100;
+  const height = 24;
+  const root = svg('svg', {
+    class: 'jp-ElasticGpu-sparkline',
+    viewBox: `0 0 ${width} ${height}`,
+    preserveAspectRatio: 'none',
+    role: 'img'
+  });
+  root.appendChild(svg('title', {}, label));
+  const points = samples
+    .filter(s => s.t >= now - windowMs)
+    .map(s => {
+      const x = width - ((now - s.t) / windowMs) * width;
+      const y = height - Math.max(0, Math.min(1, s.u)) * (height - 2) - 1;
+      return `${x.toFixed(1)},${y.toFixed(1)}`;
+    });
+  if (points.length) {
+    // The newest sample is the value now: hold it to the right edge.
+    points.push(`${width},${points[points.length - 1].split(',')[1]}`);
+  }
+  if (points.length) {
+    const area = `0,${height} ${points.join(' ')} ${width},${height}`;
+    root.appendChild(svg('polygon', { class: 'jp-ElasticGpu-sparkline-area', points: area }));
+    root.appendChild(
+      svg('polyline', { class: 'jp-ElasticGpu-sparkline-line', points: points.join(' ') })
+    );
+  }
+  return root;
+}
+
+/** Round tick values covering [lo, hi]. */
+export function ticks(lo: number, hi: number, count = 4): number[] {
+  if (!(hi > lo)) {
+    return [lo];
+  }
+  const raw = (hi - lo) / count;
+  const mag = Math.pow(10, Math.floor(Math.log10(raw)));
+  const step = [1, 2, 5, 10].map(m => m * mag).find(s => s >= raw) ?? raw;
+  const out: number[] = [];
+  for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) {
+    out.push(Number(v.toPrecision(12)));
+  }
+  return out;
+}
+
+/** A resize as the chart marks it: the first step on the new GPU count. */
+export interface IResizeMark {
+  step: number;
+  from: number;
+  to: number;
+}
+
+/** Where the replica count changed between consecutive progress records. */
+export function resizeMarks(records: readonly IProgressRecord[]): IResizeMark[] {
+  const marks: IResizeMark[] = [];
+  let last: number | null = null;
+  for (const r of records) {
+    if (typeof r.replicas !== 'number' || typeof r.global_step !== 'number') {
+      continue;
+    }
+    if (last !== null && r.replicas !== last) {
+      marks.push({ step: r.global_step, from: last, to: r.replicas });
+    }
+    last = r.replicas;
+  }
+  return marks;
+}
+
+function short(v: number): string {
+  if (v !== 0 && (Math.abs(v) >= 1e4 || Math.abs(v) < 1e-2)) {
+    return v.toExponential(0);
+  }
+  return String(Number(v.toPrecision(3)));
+}
+
+/** The loss over global steps with axes and labelled resize marks; null without data. */
+export function lossChart(records: readonly IProgressRecord[]): SVGSVGElement | null {
+  const pts = records.filter(
+    r => typeof r.global_step === 'number' && typeof r.loss === 'number' && Number.isFinite(r.loss)
+  ) as { global_step: number; loss: number }[];
+  if (pts.length < 2) {
+    return null;
+  }
+  const W = 320;
+  const H = 150;
+  const m = { left: 44, right: 8, top: 14, bottom: 30 };
+  const x0 = pts[0].global_step;
+  const x1 = Math.max(pts[pts.length - 1].global_step, x0 + 1);
+  let y0 = Math.min(...pts.map(p => p.loss));
+  let y1 = Math.max(...pts.map(p => p.loss));
+  if (y1 - y0 < 1e-12) {
+    y0 -= 0.5;
+    y1 += 0.5;
+  }
+  const sx = (v: number): number => m.left + ((v - x0) / (x1 - x0)) * (W - m.left - m.right);
+  const sy = (v: number): number => H - m.bottom - ((v - y0) / (y1 - y0)) * (H - m.top - m.bottom);
+
+  const root = svg('svg', {
+    class: 'jp-ElasticGpu-lossChart',
+    viewBox: `0 0 ${W} ${H}`,
+    role: 'img'
+  });
+  root.appendChild(svg('title', {}, 'Loss per training step; dashed lines mark resizes'));
+  const axes = svg('g', { class: 'jp-ElasticGpu-axis' });
+  axes.appendChild(
+    svg('path', {
+      d: `M${m.left},${m.top} V${H - m.bottom} H${W - m.right}`,
+      fill: 'none'
+    })
+  );
+  for (const v of ticks(x0, x1)) {
+    const x = sx(v);
+    axes.appendChild(svg('path', { d: `M${x},${H - m.bottom} v4`, fill: 'none' }));
+    axes.appendChild(svg('text', { x, y: H - m.bottom + 14, 'text-anchor': 'middle' }, short(v)));
+  }
+  for (const v of ticks(y0, y1)) {
+    const y = sy(v);
+    axes.appendChild(svg('path', { d: `M${m.left - 4},${y} h4`, fill: 'none' }));
+    axes.appendChild(svg('text', { x: m.left - 6, y: y + 3, 'text-anchor': 'end' }, short(v)));
+  }
+  axes.appendChild(
+    svg('text', { x: (m.left + W - m.right) / 2, y: H - 2, 'text-anchor': 'middle' }, 'step')
+  );
+  axes.appendChild(
+    svg(
+      'text',
+      {
+        x: 10,
+        y: (m.top + H - m.bottom) / 2,
+        'text-anchor': 'middle',
+        transform: `rotate(-90 10 ${(m.top + H - m.bottom) / 2})`
+      },
+      'loss'
+    )
+  );
+  root.appendChild(axes);
+
+  for (const mark of resizeMarks(records)) {
+    if (mark.step < x0 || mark.step > x1) {
+      continue;
+    }
+    const x = sx(mark.step);
+    const g = svg('g', { class: 'jp-ElasticGpu-resizeMark' });
+    g.appendChild(
+      svg('title', {}, `resized from ${mark.from} to ${mark.to} GPUs at step ${mark.step}`)
+    );
+    g.appendChild(svg('path', { d: `M${x},${m.top} V${H - m.bottom}`, fill: 'none' }));
+    g.appendChild(svg('text', { x: x + 2, y: m.top - 3 }, `${mark.from}\u2192${mark.to}`));
+    root.appendChild(g);
+  }
+  const line = pts.map(p => `${sx(p.global_step).toFixed(1)},${sy(p.loss).toFixed(1)}`).join(' ');
+  root.appendChild(
+    svg('polyline', { class: 'jp-ElasticGpu-lossLine', points: line, fill: 'none' })
+  );
+  return root;
+}

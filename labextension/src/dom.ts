@@ -1,0 +1,51 @@
+/**
+ * A tiny element builder. Text always goes in as text (never as HTML): job names, reasons and
+ * logs come from users.
+ */
+export type Child = Node | string | null | undefined | false;
+
+export function h<K extends keyof HTMLElementTagNameMap>(
+  tag: K,
+  attrs: Record<string, string | number | boolean | undefined | null> = {},
+  ...children: Child[]
+): HTMLElementTagNameMap[K] {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (v === undefined || v === null || v === false) {
+      continue;
+    }
+    if (k === 'class') {
+      el.className = String(v);
+    } else {
+      el.setAttribute(k, v === true ? '' : String(v));
+    }
+  }
+  append(el, children);
+  return el;
+}
+
+export function append(parent: Node, children: Child[]): void {
+  for (const c of children) {
+    if (c === null || c === undefined || c === false) {
+      continue;
+    }
+    parent.appendChild(typeof c === 'string' ? document.createTextNode(c) : c);
+  }
+}
+
+/** Make `parent`'s children exactly `nodes`, in order, moving only what is out of place. */
+export function reorder(parent: HTMLElement, nodes: readonly HTMLElement[]): void {
+  let cursor = parent.firstChild;
+  for (const node of nodes) {
+    if (node === cursor) {
+      cursor = cursor.nextSibling;
+    } else {
+      parent.insertBefore(node, cursor);
+    }
+  }
+  while (cursor) {
+    const next = cursor.nextSibling;
+    parent.removeChild(cursor);
+    cursor = next;
+  }
+}

@@ -1,0 +1,122 @@
+/**
+ * One GPU in the sidebar: node, model, memory, utilisation with its recent history, and who
+ * holds it (free, a job, or a process the scheduler did not start).
+ */
+import { sparkline } from './chart';
+import { h } from './dom';
+import { memory, percent } from './format';
+import { IUtilSample } from './model';
+import { IGpu, IWhoami } from './types';
+
+/** `data-gpu-state` values (docs/sidebar.md). */
+export type GpuState = 'free' | 'held' | 'busy';
+
+export function gpuState(gpu: IGpu): GpuState {
+  if (gpu.holder) {
+    return 'held';
+  }
+  if ((gpu.external_processes ?? []).length || gpu.healthy === false) {
+    return 'busy';
+  }
+  return 'free';
+}
+
+export function holderText(gpu: IGpu, me: IWhoami | null): string {
+  if (gpu.holder) {
+    const owner = gpu.holder_user ?? 'another user';
+    const mine = me !== null && gpu.holder_user === me.user;
+    if (gpu.holder_name) {
+      return `${gpu.holder_name} (${mine ? 'you' : owner})`;
+    }
+    return mine ? `your job ${gpu.holder}` : `a job of ${owner}`;
+  }
+  const others = gpu.external_processes ?? [];
+  if (others.length) {
+    const owners = [...new Set(others.map(p => p.user ?? 'an unknown user'))];
+    const what = others.length === 1 ? 'a process' : `${others.length} processes`;
+    return `busy: ${what} of ${owners.join(', ')} outside the scheduler`;
+  }
+  if (gpu.healthy === false) {
+    return 'busy outside the scheduler';
+  }
+  return 'free';
+}
+
+export class GpuTile {
+  readonly node: HTMLElement = h('div', { class: 'jp-ElasticGpu-gpu' });
+
+  update(
+    gpu: IGpu,
+    samples: readonly IUtilSample[],
+    windowMs: number,
+    now: number,
+    me: IWhoami | null
+  ): void {
+    const last = samples[samples.length - 1];
+    if (gpu === this._gpu && last === this._last && me === this._me) {
+      return;
+    }
+    this._gpu = gpu;
+    this._last = last;
+    this._me = me;
+    const state = gpuState(gpu);
+    this.node.dataset.gpuIndex = String(gpu.index);
+    this.node.dataset.gpuState = state;
+    this.node.dataset.gpuId = gpu.id;
+    const used = gpu.memory_used_mb;
+    const total = gpu.memory_total_mb;
+    const util = gpu.utilization;
+    const stats: HTMLElement[] = [];
+    if (typeof util === 'number') {
+      stats.push(
+        h('span', { class: 'jp-ElasticGpu-gpuUtil', title: 'utilisation' }, percent(util))
+      );
+      if (samples.length) {
+        const minutes = Math.round(windowMs / 60000);
+        stats.push(
+          sparkline(
+            samples,
+            windowMs,
+            now,
+            `GPU ${gpu.index} utilisation, last ${minutes} min`
+          ) as any
+        );
+      }
+    }
+    if (typeof used === 'number' && typeof total === 'number' && total > 0) {
+      stats.push(
+        h(
+          'span',
+          { class: 'jp-ElasticGpu-gpuMemory', title: 'memory used / total' },
+          `${memory(used)} / ${memory(total)}`
+        )
+      );
+    }
+    this.node.title = [`GPU ${gpu.index}`, gpu.name, gpu.node, gpu.uuid]
+      .filter(Boolean)
+      .join(' \u00b7 ');
+    this.node.replaceChildren(
+      h(
+        'div',
+        { class: 'jp-ElasticGpu-gpuHead' },
+        h('span', { class: 'jp-ElasticGpu-gpuIndex' }, `GPU ${gpu.index}`),
+        h('span', { class: 'jp-ElasticGpu-gpuHolder', 'data-holder': state }, holderText(gpu, me)),
+        h('span', { class: 'jp-ElasticGpu-gpuNode' }, gpu.node ?? '')
+      ),
+      h(
+        'div',
+        { class: 'jp-ElasticGpu-gpuStats' },
+        h('span', { class: 'jp-ElasticGpu-gpuModel' }, gpu.name ?? ''),
+        ...stats
+      )
+    );
+  }
+
+  dispose(): void {
+    this.node.remove();
+  }
+
+  private _gpu: IGpu | null = null;
+  private _last: IUtilSample | undefined = undefined;
+  private _me: IWhoami | null = null;
+}

@@ -1,0 +1,317 @@
+/**
+ * The job card: the one view of a job, used by the sidebar's queue and recent list and by
+ * the notebook's job output (renderer.ts). It shows only what the API gave for the job (for
+ * another user's job: owner, size, state, place), and redraws only when its inputs changed.
+ */
+import { lossChart } from './chart';
+import { append, Child, h } from './dom';
+import {
+  clock,
+  duration,
+  epochText,
+  gpuList,
+  gpuRange,
+  percent,
+  plural,
+  reasonAfterState,
+  relative
+} from './format';
+import { IJob, ILeaseChange, IProgressRecord, IWhoami, isFinal } from './types';
+
+/** What a card's buttons do (`data-action` values of the DOM contract, docs/sidebar.md). */
+export type JobAction = 'cancel' | 'logs' | 'open-notebook';
+
+export interface ICardContext {
+  /** Who is looking (null until known: no actions then). */
+  me: IWhoami | null;
+  /** Whether a notebook can be opened here (a document manager is present). */
+  canOpenNotebook: boolean;
+  /** The job's progress records, for the loss curve of a full card. */
+  progress?: readonly IProgressRecord[];
+  /** Now, in ms (relative times). */
+  now: number;
+}
+
+export interface IJobCardOptions {
+  /** `compact` in the sidebar; `full` (loss curve, whole history) in a notebook. */
+  detail: 'compact' | 'full';
+  onAction: (action: JobAction, job: IJob) => void;
+}
+
+/** How often relative times ("in 6 min") are recomputed, in ms. */
+export const RELATIVE_TIME_STEP = 30000;
+
+export class JobCard {
+  readonly node: HTMLElement;
+
+  constructor(private readonly options: IJobCardOptions) {
+    this.node = h('article', {
+      class: `jp-ElasticGpu-job jp-ElasticGpu-job-${options.detail}`
+    });
+    this.node.addEventListener('click', this._onClick);
+  }
+
+  get job(): IJob | null {
+    return this._job;
+  }
+
+  /** Redraw for `job`; a no-op when nothing the card shows changed. */
+  update(job: IJob, ctx: ICardContext): void {
+    const key = [
+      ctx.me?.user,
+      ctx.me?.admin,
+      ctx.canOpenNotebook,
+      ctx.progress?.length ?? 0,
+      Math.floor(ctx.now / RELATIVE_TIME_STEP)
+    ].join('|');
+    if (job === this._job && key === this._key) {
+      return;
+    }
+    if (job !== this._job) {
+      this._pending.clear();
+    }
+    this._job = job;
+    this._key = key;
+    this.node.dataset.jobId = job.id;
+    this.node.dataset.jobState = job.state;
+    this.node.replaceChildren();
+    append(this.node, this._render(job, ctx));
+  }
+
+  dispose(): void {
+    this.node.removeEventListener('click', this._onClick);
+    this.node.remove();
+  }
+
+  private _render(job: IJob, ctx: ICardContext): Child[] {
+    const full = this.options.detail === 'full';
+    const mine = ctx.me !== null && job.user === ctx.me.user;
+    const mayAct = ctx.me !== null && (mine || ctx.me.admin);
+    const title = job.name ?? (mine ? job.id : `a job of ${job.user}`);
+    return [
+      h(
+        'div',
+        { class: 'jp-ElasticGpu-jobHead' },
+        h('span', { class: 'jp-ElasticGpu-state', 'data-state': job.state }, job.state),
+        h('span', { class: 'jp-ElasticGpu-jobName', title: `${title} (${job.id})` }, title)
+      ),
+      h('div', { class: 'jp-ElasticGpu-jobMeta' }, metaLine(job)),
+      progressLine(job),
+      reasonLine(job),
+      mayAct ? forecastLine(job, ctx.now) : null,
+      errorBlock(job),
+      full ? this._chart(ctx) : null,
+      resizeBlock(job, full, ctx.now),
+      full && job.state === 'done' && job.model_path
+        ? h('div', { class: 'jp-ElasticGpu-note' }, `Model saved to ${job.model_path}`)
+        : null,
+      this._actions(job, ctx, mayAct)
+    ];
+  }
+
+  private _actions(job: IJob, ctx: ICardContext, mayAct: boolean): Child {
+    const box = h('div', { class: 'jp-ElasticGpu-actions' });
+    const button = (action: JobAction, label: string, title: string): HTMLElement =>
+      h(
+        'button',
+        {
+          class: 'jp-ElasticGpu-button',
+          'data-action': action,
+          title,
+          disabled: this._pending.has(action)
+        },
+        label
+      );
+    if (mayAct) {
+      box.appendChild(button('logs', 'Log', 'Open the live log of this job'));
+    }
+    if (ctx.canOpenNotebook && job.notebook) {
+      box.appendChild(
+        button('open-notebook', 'Notebook', `Open ${job.notebook}, which submitted this job`)
+      );
+    }
+    if (mayAct && !isFinal(job.state)) {
+      box.appendChild(
+        button('cancel', 'Cancel', 'Checkpoint and stop this job (it cannot be resumed)')
+      );
+    }
+    return box.childElementCount ? box : null;
+  }
+
+  private _chart(ctx: ICardContext): Child {
+    const chart = lossChart(ctx.progress ?? []);
+    if (!chart) {
+      return null;
+    }
+    return h('figure', { class: 'jp-ElasticGpu-chart' }, chart);
+  }
+
+  private _onClick = (event: MouseEvent): void => {
+    const target = (event.target as HTMLElement).closest('[data-action]') as HTMLElement | null;
+    if (!target || !this._job || !this.node.contains(target)) {
+      return;
+    }
+    const action = target.dataset.action as JobAction;
+    if (action === 'cancel') {
+      this._pending.add(action);
+      (target as HTMLButtonElement).disabled = true;
+    }
+    this.options.onAction(action, this._job);
+  };
+
+  /** Re-enable a button whose action failed. */
+  settle(action: JobAction): void {
+    this._pending.delete(action);
+    this._key = '';
+    const button = this.node.querySelector(`[data-action="${action}"]`) as HTMLButtonElement;
+    if (button) {
+      button.disabled = false;
+    }
+  }
+
+  private _job: IJob | null = null;
+  private _key = '';
+  private _pending = new Set<JobAction>();
+}
+
+function reasonLine(job: IJob): Child {
+  const text = reasonAfterState(job.state, job.reason);
+  return text ? h('div', { class: 'jp-ElasticGpu-reason' }, text) : null;
+}
+
+function metaLine(job: IJob): string {
+  const parts = [job.user];
+  if (job.gpus && job.gpus.length) {
+    parts.push(`holds ${plural(job.gpus.length, 'GPU')} (${gpuList(job.gpus)})`);
+  }
+  const range = gpuRange(job);
+  if (range) {
+    parts.push(`asks ${range}`);
+  }
+  if (job.state === 'queued' && typeof job.position === 'number') {
+    parts.push(`#${job.position} in the queue`);
+  }
+  return parts.join(' \u00b7 ');
+}
+
+function progressLine(job: IJob): Child {
+  const p = job.progress;
+  if (!p) {
+    return null;
+  }
+  const parts: string[] = [];
+  const fraction = job.state === 'done' ? 1 : p.fraction;
+  if (typeof fraction === 'number') {
+    parts.push(percent(fraction));
+  }
+  const epoch = epochText(job);
+  if (epoch) {
+    parts.push(epoch);
+  }
+  if (typeof p.loss === 'number') {
+    parts.push(`loss ${Number(p.loss.toPrecision(3))}`);
+  }
+  if (typeof p.samples_per_s === 'number' && !isFinal(job.state)) {
+    parts.push(`${Math.round(p.samples_per_s)} samples/s`);
+  }
+  if (typeof job.eta_s === 'number' && !isFinal(job.state) && !job.estimated_end) {
+    parts.push(`about ${duration(job.eta_s)} left`);
+  }
+  return h(
+    'div',
+    { class: 'jp-ElasticGpu-progress' },
+    typeof fraction === 'number'
+      ? h(
+          'div',
+          {
+            class: 'jp-ElasticGpu-bar',
+            role: 'progressbar',
+            'aria-valuemin': 0,
+            'aria-valuemax': 100,
+            'aria-valuenow': Math.round(fraction * 100)
+          },
+          h('div', {
+            class: 'jp-ElasticGpu-barFill',
+            style: `width: ${Math.round(Math.min(1, Math.max(0, fraction)) * 100)}%`
+          })
+        )
+      : null,
+    h('span', {}, parts.join(' \u00b7 '))
+  );
+}
+
+/** When the scheduler expects the job to start and to end (the API gives owners these). */
+function forecastLine(job: IJob, now: number): Child {
+  if (isFinal(job.state)) {
+    return null;
+  }
+  const at = (t: number): string => `about ${clock(t, now)} (${relative(t, now)})`;
+  const parts: string[] = [];
+  if (job.state === 'queued' && job.estimated_start !== undefined) {
+    parts.push(
+      job.estimated_start === null
+        ? 'No start time can be estimated yet.'
+        : `Starts ${at(job.estimated_start)}.`
+    );
+  }
+  if (typeof job.estimated_end === 'number') {
+    parts.push(`Ends ${at(job.estimated_end)}.`);
+  }
+  return parts.length ? h('div', { class: 'jp-ElasticGpu-start' }, parts.join(' ')) : null;
+}
+
+function errorBlock(job: IJob): Child {
+  if (!job.error) {
+    return null;
+  }
+  return h(
+    'div',
+    { class: 'jp-ElasticGpu-error' },
+    `${job.error.type}: ${job.error.message}`,
+    job.error.hint ? h('div', { class: 'jp-ElasticGpu-hint' }, job.error.hint) : null
+  );
+}
+
+/** A lease change as people say it: started on, resized from/to, released. */
+function changeText(history: readonly ILeaseChange[], i: number, now: number): string {
+  const c = history[i];
+  const before = i > 0 ? history[i - 1].gpus.length : 0;
+  const after = c.gpus.length;
+  let what: string;
+  if (after === 0) {
+    what = 'released its GPUs';
+  } else if (before === 0) {
+    what = `started on ${plural(after, 'GPU')} (${gpuList(c.gpus)})`;
+  } else if (before === after) {
+    what = `moved to GPUs ${gpuList(c.gpus)}`;
+  } else {
+    what = `resized from ${before} to ${plural(after, 'GPU')} (${gpuList(c.gpus)})`;
+  }
+  return `${clock(c.t, now)}: ${what}: ${c.why}`;
+}
+
+/** The lease changes: every one in a full card; in the sidebar the last, once it resized. */
+function resizeBlock(job: IJob, full: boolean, now: number): Child {
+  const history = job.history ?? [];
+  const resizes = job.resizes ?? 0;
+  const all = history.map((_, i) => changeText(history, i, now));
+  if (!full) {
+    if (!resizes || !history.length) {
+      return null;
+    }
+    return h(
+      'div',
+      { class: 'jp-ElasticGpu-resizes', title: all.join('\n') },
+      `${plural(resizes, 'resize')}; last ${all[all.length - 1]}`
+    );
+  }
+  if (!history.length) {
+    return null;
+  }
+  return h(
+    'details',
+    { class: 'jp-ElasticGpu-resizes' },
+    h('summary', {}, `${plural(resizes, 'resize')}, ${plural(history.length, 'lease change')}`),
+    h('ol', {}, ...all.map(text => h('li', {}, text)))
+  );
+}
