@@ -8,19 +8,25 @@ TF := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 
 	&& echo cuda || echo cpu)
 PORT ?= 8888
 
-.PHONY: start test simulate lint
+.PHONY: start test simulate lint node
 
 ## Install and start JupyterLab with the scheduler embedded (this machine's GPUs, or simulated
 ## GPUs where there are none; SQLite in the Jupyter data dir), on the demo notebook.
-start:
+start: node
 	$(PIP) install -q -e ".[$(TF)]"
 	$(PYTHON) -m jupyter lab --ip=127.0.0.1 --port=$(PORT) examples/elastic-training.ipynb
 
 ## Install everything the tests need and run them all (slow suites included).
-test:
+test: node
 	bash .ci/install-test-deps
 	$(PIP) install -q -e ".[test]"
 	$(PYTHON) -m pytest
+
+## Node.js builds the JupyterLab extension from a checkout (a wheel needs none): from Debian's
+## packages where it is missing.
+node:
+	@command -v node >/dev/null 2>&1 || { SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+		$$SUDO apt-get update -q && $$SUDO apt-get install -y -q nodejs npm; }
 
 ## Replay a generated lab workload through the policies side by side (no GPUs needed).
 simulate:
