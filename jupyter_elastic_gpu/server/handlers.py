@@ -342,9 +342,13 @@ class UpdatesSocket(_ElasticHandler, WebSocketMixin, WebSocketHandler, JupyterHa
             # At most one push every PANEL_MIN_INTERVAL_S: changes that come together (500
             # jobs' heartbeats) go out as one delta.
             await asyncio.sleep(max(0.0, pushed + PANEL_MIN_INTERVAL_S - clock()))
+            if version != since:  # the documents read next are at least this new
+                version = (await self.backend.wait_updates(who, -1, 0.0)).version
             keys = panel.DOCUMENTS if version != since else ("gpus",)
             fresh = {**docs, **await panel.documents(self.backend, who, keys)}
             message = panel.delta(version, docs, fresh)
+            if message is None and version != since:
+                message = {"type": "delta", "version": version}  # nothing new for this caller
             if message:
                 await self.write_message(json.dumps(message))
                 docs = fresh

@@ -9,11 +9,12 @@ policy's aging and cool-downs depend on time). What the forward run says is an e
 knows nothing of jobs still to come or of speeds not measured yet.
 
 The work is bounded whatever the snapshot: at most ``max_decisions`` decisions within
-``horizon_s`` simulated seconds. A long queue spaces its decisions: two are at least a gap
-apart that lets the run cover twice the jobs' lower bound of time (their GPU-time over every
-usable GPU) within the decisions allowed, so GPUs a job frees wait that long at most for the
-next decision (for a few jobs the gap is nothing: estimates are exact where the answer is
-known), and ticks are never closer than the gap. A job the run leaves unstarted or unfinished
+``horizon_s`` simulated seconds. The first half of them are made at every finish, as the
+scheduler would: the head of the queue, whose users wait soonest, is estimated exactly. If the
+run needs more, the rest are spaced: two at least a gap apart that lets them cover twice what
+is left of the jobs' lower bound of time (their GPU-time over every usable GPU), so GPUs a job
+frees wait that long at most for the next decision, and ticks are never closer than the gap:
+the far tail is estimated coarsely rather than not at all. A job the run leaves unstarted or unfinished
 within those bounds (one that can never fit, or whose start lies past them) has no estimate:
 None, never a guess. Pure: no I/O, no clock; the same snapshot and time give the same forecast.
 """
@@ -21,7 +22,7 @@ None, never a guess. Pure: no I/O, no clock; the same snapshot and time give the
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 
 from ..core.model import Job, Snapshot
@@ -131,15 +132,20 @@ def forecast(
     runs = {job.id: _Run(job, now) for job in snapshot.jobs}
     if not runs:
         return Forecast(now, {})
-    # Decisions at least ``gap`` apart: room for a run twice as long as the jobs' lower bound
-    # (GPUs a job frees wait for the next decision, as long as ``gap`` at most).
-    gap = 2 * _span(snapshot) / max(max_decisions, 1)
-    tick = max(tick_s, gap)
+    # Decisions at every finish for the first half of the budget; then at least ``gap``
+    # apart: room for a run twice as long as what is left of the jobs' lower bound (GPUs a
+    # job frees wait for the next decision, as long as ``gap`` at most).
+    gap, tick = 0.0, tick_s
     open_ = dict(runs)
     t = last = now
     _decide(policy, snapshot, open_, t)
     decisions, pending = 1, False  # pending: a job finished since the last decision
+    usable = max(len(snapshot.usable_gpus), 1)
     while open_ and decisions < max_decisions:
+        if not gap and decisions >= max_decisions // 2:
+            gap = 2 * _span(r.as_job(t) for r in open_.values()) / usable
+            gap /= max(max_decisions - decisions, 1)
+            tick = max(tick_s, gap)
         due = min(r.finish_time(t) for r in open_.values())
         if pending:
             due = min(due, last + gap)
@@ -160,15 +166,14 @@ def forecast(
     return Forecast(now, estimates, decisions, complete=not open_)
 
 
-def _span(snapshot: Snapshot) -> float:
-    """A lower bound of how long the open jobs take: their GPU-time at their minimum spread
-    over every usable GPU (what the ticks stretch to)."""
-    usable = max(len(snapshot.usable_gpus), 1)
+def _span(jobs: Iterable[Job]) -> float:
+    """The GPU-seconds the jobs still need at their minimum (over the usable GPUs: a lower
+    bound of how long they take)."""
     total = 0.0
-    for job in snapshot.jobs:
+    for job in jobs:
         r = job.remaining_time(job.min_gpus)
         total += job.min_gpus * r if math.isfinite(r) else 0.0
-    return total / usable
+    return total
 
 
 def _take_finished(open_: dict[str, _Run], t: float) -> bool:

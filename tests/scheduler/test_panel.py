@@ -150,3 +150,26 @@ async def test_the_status_view_is_unchanged_and_an_unknown_view_is_refused(jp_fe
     with pytest.raises(HTTPClientError) as refused:
         await jp_ws_fetch("elastic-gpu", "api", "ws", params={"view": "everything"})
     assert refused.value.code == 400
+
+
+async def test_the_panel_reaches_the_version_the_scheduler_is_at(jp_fetch, jp_ws_fetch):
+    """Changes that land while a delta is being made are not left behind: the last message
+    carries the scheduler's current version (a delta with no document when nothing this caller
+    sees changed), so a panel never stays one version behind."""
+
+    async def rest(*path, **kw):
+        return json.loads((await jp_fetch("elastic-gpu", "api", *path, **kw)).body)
+
+    ws = await jp_ws_fetch("elastic-gpu", "api", "ws", params={"view": "panel"})
+    await next_message(ws)
+    jobs = [
+        await rest("jobs", method="POST", body=json.dumps({**SYNTHETIC, "name": f"j{i}"}))
+        for i in range(6)
+    ]
+    for job in jobs[:3]:
+        await rest("jobs", job["id"], "cancel", method="POST", body="{}")
+    current = (await rest("updates", params={"since": -1, "timeout": 0}))["version"]
+    await until(ws, lambda m: m["version"] >= current, 30, f"version {current}")
+    for job in jobs[3:]:
+        await rest("jobs", job["id"], "cancel", method="POST", body="{}")
+    ws.close()

@@ -131,3 +131,16 @@ def test_a_tight_bound_leaves_the_rest_unknown_rather_than_guessed():
     assert f.decisions <= 3 and not f.complete
     unknown = [e for e in f.estimates.values() if e.end is None]
     assert unknown
+
+
+def test_the_head_of_a_long_queue_is_estimated_as_an_unbounded_run_would():
+    """The jobs that start soonest get the estimate a run without a decision budget gives:
+    only the far tail of a long queue is estimated coarsely."""
+    snap = big_snapshot(500)
+    bounded = forecast(make_policy("adaptive"), snap, NOW)
+    exact = forecast(make_policy("adaptive"), snap, NOW, max_decisions=100_000)
+    assert exact.complete
+    queued = [j.id for j in snap.jobs if not j.gpus]
+    head = sorted(queued, key=lambda i: exact.estimates[i].start)[:10]
+    for job_id in head:
+        assert bounded.estimates[job_id].start == pytest.approx(exact.estimates[job_id].start)
