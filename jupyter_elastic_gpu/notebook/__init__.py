@@ -1,1 +1,2 @@
-"""Notebook front ends: the %%elastic_train magic, its widgets, and the REST client they share."""
+"""Notebook front ends: the %%elastic_train magic, the job handle and its output, and the REST
+client they share."""

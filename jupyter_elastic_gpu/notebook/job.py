@@ -2,7 +2,12 @@
 
 ``job = _`` after a ``%%elastic_train`` cell (or ``--as job``) gives ``job.status()``,
 ``job.wait()``, ``job.logs()``, ``job.cancel()``, ``job.load_model()`` and ``job.history``.
-Displaying the handle shows the live widget in a notebook and a text summary elsewhere.
+
+Displaying the handle (or ``job.show()``) emits one output of the job MIME type: the lab
+extension draws it as the sidebar's job card, which the page's push channel keeps current, so
+the kernel does nothing to follow the job. The same output carries the job's text view for
+nbconvert, consoles and front ends without the extension; ``wait()`` rewrites that text once
+when the job ends, so that a saved notebook shows how it ended.
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ from .text import FINAL, describe_job
 
 #: Longest a wait asks the server to hold one long poll.
 LONG_POLL_S = 25.0
+#: The MIME type of a job's output; its data is ``{"job_id": ...}`` (docs/notebook.md).
+JOB_MIME_TYPE = "application/vnd.jupyter-elastic-gpu.job+json"
 
 
 class JobFailed(RuntimeError):
@@ -33,7 +40,7 @@ class Logs(str):
 
 
 def in_kernel() -> bool:
-    """True inside a Jupyter kernel (where widgets can be shown), False in a terminal."""
+    """True inside a Jupyter kernel (a front end keeps its outputs), False in a terminal."""
     try:
         from IPython import get_ipython
     except ImportError:
@@ -43,16 +50,15 @@ def in_kernel() -> bool:
 
 
 class ElasticJob:
-    def __init__(
-        self,
-        client: SchedulerClient,
-        job_id: str,
-        name: str | None = None,
-        submitted: dict[str, Any] | None = None,
-    ) -> None:
+    """A job of the scheduler, asked and acted on through its REST API."""
+
+    def __init__(self, client: SchedulerClient, job_id: str, name: str | None = None) -> None:
         self.client, self.id, self.name = client, job_id, name or job_id
-        #: The scheduler's answer to the submission: the first thing a new view shows.
-        self.submitted = submitted
+        #: One display id for every output of this job, so that one update reaches them all.
+        self.display_id = f"elastic-gpu-{job_id}"
+        #: Whether this handle has outputs in a kernel's front end that wait() has not yet
+        #: given the job's final text.
+        self._shown = False
         self._skip_display = False
 
     # -- asking -------------------------------------------------------------------------------
@@ -92,7 +98,8 @@ class ElasticJob:
         """Block until the job ends; returns its final status. Raises JobFailed if it failed.
 
         ``until="training"`` returns as soon as the job trains (it has reported progress)
-        instead. ``progress`` prints text progress (default: when not in a notebook kernel).
+        instead. ``progress`` prints text progress (default: when not in a notebook kernel,
+        where the job's card shows it). At the end, this job's outputs get their final text.
         """
         if until not in ("end", "training"):
             raise ValueError(f"until must be 'end' or 'training', got {until!r}")
@@ -100,7 +107,7 @@ class ElasticJob:
         deadline = None if timeout is None else time.monotonic() + timeout
         bar = None
         if show:
-            from tqdm.auto import tqdm
+            from tqdm import tqdm  # text, even in a kernel: no widget
 
             bar = tqdm(
                 total=1000,
@@ -130,6 +137,7 @@ class ElasticJob:
         finally:
             if bar is not None:
                 bar.close()
+        self._show_end(job)
         if job["state"] == JobState.FAILED:
             err = job.get("error") or {}
             raise JobFailed(
@@ -156,28 +164,45 @@ class ElasticJob:
         return keras.models.load_model(path, **kwargs)
 
     # -- showing ------------------------------------------------------------------------------
-    def view(self):
-        """A new live widget for this job."""
-        from .widget import JobView
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        """The job's output: its id for the lab extension's card, its text view for the rest.
+        Nothing else: JupyterLab shows the richest type it knows, and must pick the card."""
+        return self._bundle(self._text())
 
-        return JobView(self).start()
+    def _bundle(self, text: str) -> dict[str, Any]:
+        return {JOB_MIME_TYPE: {"job_id": self.id}, "text/plain": text}
+
+    def _text(self) -> str:
+        try:
+            return describe_job(self.status())
+        except SchedulerError as e:
+            return f"{self!r}: {e.message}"
 
     def show(self) -> None:
-        """Display the live widget (in a kernel) or a text summary (elsewhere)."""
-        if in_kernel():
-            view = self.view()
-            view.show()
-        else:
-            print(describe_job(self.status()))
+        """Display the job: its card where the lab extension runs, its text view elsewhere."""
+        from IPython import get_ipython
+        from IPython.display import display
+
+        if get_ipython() is None:  # plain Python: nothing renders a display
+            print(self._text())
+            return
+        # A display, not the cell's result, so that it has an id for wait() to update.
+        display(self._repr_mimebundle_(), raw=True, display_id=self.display_id)
+        self._shown = self._shown or in_kernel()
+
+    def _show_end(self, job: dict[str, Any]) -> None:
+        """Once the job has ended, its outputs say how in their text (the card knows already)."""
+        if self._shown and job["state"] in FINAL:
+            from IPython.display import update_display
+
+            update_display(self._bundle(describe_job(job)), raw=True, display_id=self.display_id)
+            self._shown = False
 
     def _ipython_display_(self) -> None:
         if self._skip_display:  # the magic already showed it while waiting
             self._skip_display = False
             return
-        try:
-            self.show()
-        except SchedulerError as e:
-            print(f"{self!r}: {e.message}")
+        self.show()
 
     def __repr__(self) -> str:
         return f"<ElasticJob {self.id} {self.name!r}>"

@@ -3,7 +3,7 @@
 ``%load_ext jupyter_elastic_gpu`` registers them. The magic finds the scheduler of the Jupyter
 server that started the kernel (or the environment's, or the box's shared daemon) without any
 setting, checks the options and the cell before anything is submitted, and returns a job
-handle that shows the live widget.
+handle, whose output is the job's card in JupyterLab and its text view elsewhere.
 """
 
 from __future__ import annotations
@@ -94,9 +94,9 @@ class ElasticMagics(Magics):
         The cell becomes a job: it runs in its own process under a sidecar, on as many GPUs as
         the scheduler gives it between --min-gpus and --max-gpus, and is resized while it
         trains without losing work. The kernel stays free (unless --wait); the cell's output is
-        a live view of the job, and `job = _` keeps a handle: job.status(), job.wait(),
-        job.logs(), job.cancel(), job.load_model(), job.history. The options are those of
-        `jupyter elastic-gpu submit`.
+        the job's live card (its text where the lab extension is not installed), and `job = _`
+        keeps a handle: job.status(), job.wait(), job.logs(), job.cancel(), job.load_model(),
+        job.history. The options are those of `jupyter elastic-gpu submit`.
         """
         args = parse_argstring(self.elastic_train, line)
         if not cell.strip():
@@ -118,19 +118,22 @@ class ElasticMagics(Magics):
         job = self._call(self.client.submit, request.model_dump(mode="json", exclude_none=True))
         for note in job.get("notes") or []:
             print(f"note: {as_flags(note)}")
-        handle = ElasticJob(self.client, job["id"], job["name"], submitted=job)
+        handle = ElasticJob(self.client, job["id"], job["name"])
         if args.as_var:
             user_ns[args.as_var] = handle
+        # Waiting in a notebook: the card shows while the kernel is busy, and is the cell's one
+        # output (in a terminal, wait() prints progress and the result prints the end).
+        shown = args.wait and in_kernel()
+        if shown:
+            handle.show()
         if args.wait:
-            if in_kernel():
-                handle.show()
-                handle._skip_display = True
             try:
                 handle.wait()
             except KeyboardInterrupt:
                 print(
                     f"stopped waiting; the job goes on (cancel it with %elastic_cancel {handle.id})"
                 )
+        handle._skip_display = shown
         return handle
 
     @line_magic

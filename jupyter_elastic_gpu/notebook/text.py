@@ -1,4 +1,5 @@
-"""Plain-text views of jobs, for terminals, nbconvert and the widget's fallback."""
+"""Plain-text views of jobs: the CLI, terminals, and the text of a job's notebook output, which
+nbconvert, consoles and front ends without the lab extension show instead of its card."""
 
 from __future__ import annotations
 
@@ -8,16 +9,6 @@ from typing import Any
 from elastic_gpu_sidecar.protocol import FINAL_JOB_STATES, JobState
 
 FINAL = frozenset(s.value for s in FINAL_JOB_STATES)
-STATE_COLOURS = {
-    JobState.QUEUED: "#888",
-    JobState.STARTING: "#1f77b4",
-    JobState.RUNNING: "#2ca02c",
-    JobState.RESIZING: "#ff7f0e",
-    JobState.STOPPING: "#9467bd",
-    JobState.DONE: "#17becf",
-    JobState.FAILED: "#d62728",
-    JobState.CANCELLED: "#7f7f7f",
-}
 
 
 def eta_text(seconds: float | None) -> str | None:
@@ -32,9 +23,9 @@ def eta_text(seconds: float | None) -> str | None:
 
 
 def epoch_text(progress: Mapping[str, Any] | None, state: str | None = None) -> str | None:
-    """The only way an epoch is shown (the CLI, the text view, the widget): "epoch N/M",
-    1-based as Keras' own log counts, N never above M; "epoch N" while the total is unknown;
-    None before anything is known. ``progress`` is a job's (``epoch``: the 0-based epoch in
+    """The only way an epoch is shown (the CLI, the text view; the card's ``epochText`` says
+    the same): "epoch N/M", 1-based as Keras' own log counts, N never above M; "epoch N"
+    while the total is unknown; None before anything is known. ``progress`` is a job's (``epoch``: the 0-based epoch in
     progress; ``epochs``: the total)."""
     p = progress or {}
     epoch, total = p.get("epoch"), p.get("epochs")
@@ -44,18 +35,8 @@ def epoch_text(progress: Mapping[str, Any] | None, state: str | None = None) -> 
     return None if epoch is None else f"epoch {epoch + 1}"
 
 
-def reason_after_state(state: str, reason: str | None) -> str:
-    """A reason shown right after its state: a reason is a sentence of its own that opens
-    with the state ("queued: needs 2 GPUs", "done"), which said twice reads "done done"."""
-    text = (reason or "").strip()
-    for sep in (": ", " "):
-        if text.startswith(state + sep):
-            return text[len(state) + len(sep) :]
-    return "" if text == state else text
-
-
 def describe_job(job: dict[str, Any]) -> str:
-    """One or two lines: what the job is doing now."""
+    """A few lines: what the job is doing now, and the GPU counts it has had."""
     p = job.get("progress") or {}
     head = f"{job['name']} ({job['id']}): {job['state']}"
     if job.get("position"):
@@ -70,7 +51,7 @@ def describe_job(job: dict[str, Any]) -> str:
         parts.append(f"step {p.get('step') or 0}/{p['steps_per_epoch']}")
     if p.get("loss") is not None:
         parts.append(f"loss {p['loss']:.4g}")
-    if p.get("samples_per_s"):
+    if p.get("samples_per_s") and job["state"] not in FINAL:
         parts.append(f"{p['samples_per_s']:,.0f} samples/s")
     eta = (
         eta_text(job.get("eta_s"))
@@ -79,14 +60,18 @@ def describe_job(job: dict[str, Any]) -> str:
     )
     if eta:
         parts.append(eta)
-    line = head + (" | " + ", ".join(parts) if parts else "")
+    lines = [head + (" | " + ", ".join(parts) if parts else "")]
+    counts = [len(h["gpus"]) for h in job.get("history") or []]
+    if len(counts) > 1:  # resized: the story a saved notebook keeps
+        lines.append("GPU counts so far: " + " → ".join(map(str, counts)))
     if job["state"] == JobState.DONE and job.get("model_path"):
-        return line + f"\nmodel: {job['model_path']} (load it: model = job.load_model())"
-    if job["state"] == JobState.FAILED and job.get("error"):
+        lines.append(f"model: {job['model_path']} (load it: model = job.load_model())")
+    elif job["state"] == JobState.FAILED and job.get("error"):
         err = job["error"]
-        return line + f"\n{err.get('type')}: {err.get('message')}\n{err.get('hint') or ''}".rstrip()
-    reason = job.get("reason")
-    return line + (f"\n{reason}" if reason and job["state"] not in FINAL else "")
+        lines.append(f"{err.get('type')}: {err.get('message')}\n{err.get('hint') or ''}".rstrip())
+    elif job.get("reason") and job["state"] not in FINAL:
+        lines.append(job["reason"])
+    return "\n".join(lines)
 
 
 def jobs_table(jobs: list[dict[str, Any]]) -> str:

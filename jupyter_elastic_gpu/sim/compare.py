@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from tqdm.auto import tqdm
+from tqdm import tqdm  # text bars: in a kernel too (ipywidgets is not a dependency)
 
 from ..core.mechanism import MECHANISMS, PRESETS, Mechanism, sidecar, termination
 from ..core.policies import POLICIES, make_policy

@@ -1,6 +1,6 @@
 """What a sidecar says about a job that ended: the error a user reads, and ``result.json``.
 
-Both are read by people (the widget, ``status``, the CLI) long after the processes are gone, so
+Both are read by people (the job card, ``status``, the CLI) long after the processes are gone, so
 each error says what happened and where to look.
 """
 

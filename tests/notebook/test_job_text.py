@@ -1,14 +1,13 @@
-"""How a job reads in every view: one epoch text (1-based "epoch N/M", as Keras' own log
-counts, N never above M) in the CLI, the text view and the widget, and a state never said
-twice."""
+"""How a job reads as text: one epoch text (1-based "epoch N/M", as Keras' own log counts, N
+never above M) in the CLI and the text view, a state never said twice, and the GPU counts a
+resized job has had (the story a saved notebook keeps)."""
 
 from __future__ import annotations
 
 import pytest
 
 from jupyter_elastic_gpu.commands import format_status
-from jupyter_elastic_gpu.notebook.text import describe_job, epoch_text, reason_after_state
-from jupyter_elastic_gpu.notebook.widget import JobView
+from jupyter_elastic_gpu.notebook.text import describe_job, epoch_text
 
 
 @pytest.mark.parametrize(
@@ -46,7 +45,7 @@ JOB = {
 }
 
 
-def test_the_cli_the_text_view_and_the_widget_show_the_same_epoch():
+def test_the_cli_and_the_text_view_show_the_same_epoch():
     doc = {
         "gpus": [],
         "jobs": [
@@ -61,31 +60,19 @@ def test_the_cli_the_text_view_and_the_widget_show_the_same_epoch():
     assert "epoch 400/400" in format_status(doc)
     assert "399/128" not in format_status(doc)
     assert "epoch 400/400" in describe_job(JOB)
-    view = JobView(None)
-    view._render(JOB)
-    assert view.epoch_label.value == "epoch 400/400"
-
-
-@pytest.mark.parametrize(
-    ("state", "reason", "shown"),
-    [
-        ("done", "done", ""),
-        ("cancelled", "cancelled", ""),
-        ("cancelled", "cancelled by ann", "by ann"),
-        ("failed", "failed: ValueError: boom", "ValueError: boom"),
-        ("queued", "queued: needs 2 GPUs, 0 free", "needs 2 GPUs, 0 free"),
-        ("queued", "suspended: needs 2 GPUs, 0 free", "suspended: needs 2 GPUs, 0 free"),
-        ("running", "running on 2 GPUs (its maximum)", "on 2 GPUs (its maximum)"),
-        ("starting", "starting on 2 GPUs", "on 2 GPUs"),
-        ("running", "", ""),
-    ],
-)
-def test_a_reason_next_to_its_state_does_not_repeat_it(state, reason, shown):
-    assert reason_after_state(state, reason) == shown
 
 
 def test_a_done_job_does_not_say_done_done():
-    view = JobView(None)
-    view._render({**JOB, "state": "done", "reason": "done", "model_path": None})
-    line = view.state.value
-    assert line.count("done") == 1, line
+    text = describe_job({**JOB, "state": "done", "reason": "done", "model_path": "/m.keras"})
+    assert text.count("done") == 1, text
+    assert "load_model" in text
+
+
+def test_a_resized_job_says_its_gpu_counts():
+    history = [{"t": 1.0, "gpus": ["0", "1", "2", "3"], "why": "admitted"}]
+    assert "GPU counts" not in describe_job({**JOB, "history": history})
+    history += [
+        {"t": 2.0, "gpus": ["0", "1"], "why": "shrunk for j-2"},
+        {"t": 3.0, "gpus": ["0", "1", "2", "3"], "why": "grown back"},
+    ]
+    assert "GPU counts so far: 4 → 2 → 4" in describe_job({**JOB, "history": history, "resizes": 2})

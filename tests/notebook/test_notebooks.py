@@ -1,4 +1,9 @@
-"""Real notebooks, executed with nbclient against a real Jupyter server with the extension."""
+"""Real notebooks, executed with nbclient against a real Jupyter server with the extension.
+
+Each training cell's output is the job MIME type (the lab extension draws the card; nothing in
+the kernel follows the job) with the job's text beside it, which is what this saved notebook
+shows: the final state once ``job.wait()`` has seen the end.
+"""
 
 from __future__ import annotations
 
@@ -12,9 +17,11 @@ from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell, new_notebook
 from servers import free_port
 
+from jupyter_elastic_gpu.notebook.job import JOB_MIME_TYPE
+
 pytestmark = pytest.mark.slow
 
-BADGE = re.compile(r">(queued|starting|running|resizing|stopping|done|failed|cancelled)</span>")
+JOB_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 DATA = """\
 import numpy as np
@@ -32,28 +39,8 @@ model.fit(x, y, batch_size=32, epochs=3, verbose=0)
 """
 
 
-class RecordingClient(NotebookClient):
-    """Keeps every widget message the kernel sends (the widget's live updates)."""
-
-    def __init__(self, *args, **kwargs):
-        super().__init__(*args, **kwargs)
-        self.comm_msgs: list[dict] = []
-
-    def handle_comm_msg(self, outs, msg, cell_index):
-        self.comm_msgs.append(msg)
-        return super().handle_comm_msg(outs, msg, cell_index)
-
-    def widget_values(self) -> list[str]:
-        out = []
-        for msg in self.comm_msgs:
-            state = msg["content"].get("data", {}).get("state", {})
-            if isinstance(state.get("value"), str):
-                out.append(state["value"])
-        return out
-
-
-def run(nb, server, tmp_path, allow_errors=False) -> RecordingClient:
-    client = RecordingClient(
+def run(nb, server, tmp_path, allow_errors=False) -> None:
+    client = NotebookClient(
         nb,
         timeout=600,
         kernel_name="python3",
@@ -62,7 +49,19 @@ def run(nb, server, tmp_path, allow_errors=False) -> RecordingClient:
     )
     env = {**os.environ, "ELASTIC_GPU_URL": server.api_url, "ELASTIC_GPU_TOKEN": server.token}
     client.execute(env=env)
-    return client
+
+
+def job_output(cell) -> tuple[str, str]:
+    """(job id, text) of a training cell's one rich output: the job MIME type and its text,
+    nothing else (no widget model that JupyterLab would prefer to the card)."""
+    rich = [o for o in cell.outputs if o.output_type in ("display_data", "execute_result")]
+    assert len(rich) == 1, rich
+    data = rich[0]["data"]
+    assert set(data) == {JOB_MIME_TYPE, "text/plain"}, data
+    assert set(data[JOB_MIME_TYPE]) == {"job_id"} and JOB_ID.fullmatch(
+        data[JOB_MIME_TYPE]["job_id"]
+    )
+    return data[JOB_MIME_TYPE]["job_id"], data["text/plain"]
 
 
 def text_of(cell) -> str:
@@ -89,33 +88,21 @@ def test_train_wait_load_and_predict(server_process, tmp_path):
             new_code_cell(
                 "job = _\nmodel = job.load_model()\n"
                 "print('prediction', model.predict(x[:4], verbose=0).shape)\n"
-                "print('steps', job.history[-1]['global_step'])"
+                "print('steps', job.history[-1]['global_step'])\nprint('id', job.id)"
             ),
         ]
     )
-    client = run(nb, server, tmp_path)
+    run(nb, server, tmp_path)
     out = text_of(nb.cells[3])
     assert "prediction (4, 1)" in out
     assert "steps 192" in out  # 3 epochs x 64 batches: nothing lost, nothing repeated
-    # The widget followed the job forward from its submission to its end (a state shorter than
-    # one refresh of the widget may pass unseen: this job trains for about a second).
-    states = [m.group(1) for v in client.widget_values() for m in BADGE.finditer(v)]
-    collapsed = [s for i, s in enumerate(states) if i == 0 or states[i - 1] != s]
-    assert collapsed[0] == "queued" and collapsed[-1] == "done"
-    life = ["queued", "starting", "running", "done"]
-    assert [life.index(s) for s in collapsed] == sorted(life.index(s) for s in collapsed)
-    progress_values = [
-        m["content"]["data"]["state"]["value"]
-        for m in client.comm_msgs
-        if isinstance(m["content"].get("data", {}).get("state", {}).get("value"), int)
-    ]
-    assert len(set(progress_values)) >= 3
-    # Where widgets cannot render (this saved notebook), the text summary says the same.
-    summary = text_of(nb.cells[2])
-    assert "demo" in summary and "done" in summary and "load_model" in summary
+    # --wait: the card showed while the kernel waited; its text was rewritten at the end.
+    job_id, text = job_output(nb.cells[2])
+    assert f"id {job_id}" in out
+    assert text.startswith(f"demo ({job_id}): done") and "load_model" in text, text
 
 
-def test_resize_shows_in_the_widget_and_bad_input_gets_clear_messages(server_process, tmp_path):
+def test_resize_shows_in_the_text_and_bad_input_gets_clear_messages(server_process, tmp_path):
     server = server_process(port=free_port())
     nb = new_notebook(
         cells=[
@@ -134,7 +121,8 @@ def test_resize_shows_in_the_widget_and_bad_input_gets_clear_messages(server_pro
             ),
             # small held 2 GPUs, so big had shrunk before small ran
             new_code_cell(
-                "print('sizes', [len(h['gpus']) for h in big.status()['history']])\nbig.cancel()"
+                "print('sizes', [len(h['gpus']) for h in big.status()['history']])\n"
+                "big.cancel()\nfinal = big.wait()"
             ),
             new_code_cell("%%elastic_train --min-gpus 3 --max-gpus 2\nprint('never')"),
             new_code_cell("%%elastic_train --bogus 1\nprint('never')"),
@@ -144,11 +132,14 @@ def test_resize_shows_in_the_widget_and_bad_input_gets_clear_messages(server_pro
             new_code_cell("print(capped.status()['max_gpus'])\ncapped.cancel()"),
         ]
     )
-    client = run(nb, server, tmp_path, allow_errors=True)
+    run(nb, server, tmp_path, allow_errors=True)
     sizes = text_of(nb.cells[5])
     assert "sizes [4, 2" in sizes, sizes
-    # The first job's widget showed the resize while it happened.
-    assert any("4 → 2" in v for v in client.widget_values())
+    # The first job's output ends with how it ended and the GPU counts it had.
+    _, big = job_output(nb.cells[2])
+    assert ": cancelled" in big.splitlines()[0] and "GPU counts so far: 4 → 2" in big, big
+    _, small = job_output(nb.cells[4])
+    assert small.startswith("small (") and ": done" in small, small
     errors = [text_of(nb.cells[i]) for i in range(6, 10)]
     assert "UsageError: --min-gpus (3) is above --max-gpus (2)" in errors[0]
     assert "UsageError" in errors[1] and "unrecognized arguments: --bogus" in errors[1]
@@ -161,6 +152,10 @@ def test_resize_shows_in_the_widget_and_bad_input_gets_clear_messages(server_pro
     assert all(len(e.strip().splitlines()) == 1 for e in errors)
     # A maximum above the server's GPUs is lowered, as the CLI and the REST API do, and said.
     assert "note: --max-gpus 64 lowered to the 4 GPUs of this server" in text_of(nb.cells[10])
+    job_output(nb.cells[10])
+    assert all(
+        JOB_MIME_TYPE not in o.get("data", {}) for i in range(6, 10) for o in nb.cells[i].outputs
+    )
     assert text_of(nb.cells[11]).startswith("4")
 
 
@@ -182,6 +177,9 @@ def test_an_undefined_name_fails_once_with_its_traceback_and_a_hint(server_proce
     assert "NameError" in out and "undefined_thing" in out
     assert "own process" in out  # the hint
     assert "restarts 0" in out
+    # wait() gave the cell's output the failure, as the card shows it
+    _, text = job_output(nb.cells[1])
+    assert ": failed" in text.splitlines()[0] and "NameError" in text and "own process" in text
 
 
 def test_the_demo_notebook_runs_top_to_bottom(server_process, tmp_path):
@@ -202,3 +200,8 @@ def test_the_demo_notebook_runs_top_to_bottom(server_process, tmp_path):
     assert counts[0] == 4 and 2 in counts and counts[-1] == 4, story
     assert "prediction error:" in outputs
     assert "resize -" in outputs and "done - done" in outputs
+    # Each training cell's output is the job's card, with its final text saved beside it.
+    training = [c for c in nb.cells if c.cell_type == "code" and c.source.startswith("%%elastic")]
+    texts = [job_output(c)[1] for c in training]
+    assert len(texts) == 2 and all(": done" in t.splitlines()[0] for t in texts), texts
+    assert "GPU counts so far: 4 → 2" in texts[0], texts[0]
