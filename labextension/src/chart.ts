@@ -59,17 +59,42 @@ export function sparkline(
   return root;
 }
 
-/** Round tick values covering [lo, hi]. */
+/** The fewest ticks an axis labels when its range allows: one or two say nothing about scale. */
+const MIN_TICKS = 3;
+
+/** Round tick values covering [lo, hi], about `count` of them and at least MIN_TICKS. */
 export function ticks(lo: number, hi: number, count = 4): number[] {
   if (!(hi > lo)) {
     return [lo];
   }
+  // Nice steps are 1, 2 or 5 x 10^k: start at the smallest one not below (hi - lo) / count and
+  // take the next smaller one while it labels too few values (0.5 labels only 0.5 in 0.03..0.9).
   const raw = (hi - lo) / count;
-  const mag = Math.pow(10, Math.floor(Math.log10(raw)));
-  const step = [1, 2, 5, 10].map(m => m * mag).find(s => s >= raw) ?? raw;
-  const out: number[] = [];
-  for (let v = Math.ceil(lo / step) * step; v <= hi + step * 1e-9; v += step) {
-    out.push(Number(v.toPrecision(12)));
+  let mag = Math.pow(10, Math.floor(Math.log10(raw)));
+  const nice = [1, 2, 5];
+  let i = nice.findIndex(m => m * mag >= raw * (1 - 1e-9));
+  if (i < 0) {
+    i = 0;
+    mag *= 10;
+  }
+  // Two steps down divide the step by at least 4, enough for MIN_TICKS over 4 x raw.
+  let out: number[] = [];
+  for (let tries = 0; tries < 3; tries++) {
+    const step = nice[i] * mag;
+    out = [];
+    // The length bound stops a step below the float resolution of v from looping forever.
+    const first = Math.ceil(lo / step - 1e-9) * step;
+    for (let v = first; v <= hi + step * 1e-9 && out.length <= 10 * count; v += step) {
+      out.push(Number(v.toPrecision(12)));
+    }
+    if (out.length >= MIN_TICKS) {
+      break;
+    }
+    i -= 1;
+    if (i < 0) {
+      i = nice.length - 1;
+      mag /= 10;
+    }
   }
   return out;
 }
@@ -96,6 +121,9 @@ export function resizeMarks(records: readonly IProgressRecord[]): IResizeMark[] 
   }
   return marks;
 }
+
+/** A generous width of one character of a chart label (9 px, style/base.css), in viewBox units. */
+const LABEL_CHAR_WIDTH = 7;
 
 function short(v: number): string {
   if (v !== 0 && (Math.abs(v) >= 1e4 || Math.abs(v) < 1e-2)) {
@@ -176,7 +204,17 @@ export function lossChart(records: readonly IProgressRecord[]): SVGSVGElement | 
       svg('title', {}, `resized from ${mark.from} to ${mark.to} GPUs at step ${mark.step}`)
     );
     g.appendChild(svg('path', { d: `M${x},${m.top} V${H - m.bottom}`, fill: 'none' }));
-    g.appendChild(svg('text', { x: x + 2, y: m.top - 3 }, `${mark.from}\u2192${mark.to}`));
+    // Without layout the label's width is an estimate; one that would pass the right edge
+    // ends at its line instead of starting there.
+    const label = `${mark.from}\u2192${mark.to}`;
+    const fits = x + 2 + label.length * LABEL_CHAR_WIDTH <= W;
+    g.appendChild(
+      svg(
+        'text',
+        fits ? { x: x + 2, y: m.top - 3 } : { x: x - 2, y: m.top - 3, 'text-anchor': 'end' },
+        label
+      )
+    );
     root.appendChild(g);
   }
   const line = pts.map(p => `${sx(p.global_step).toFixed(1)},${sy(p.loss).toFixed(1)}`).join(' ');

@@ -74,8 +74,10 @@ export class JobCard {
     this._key = key;
     this.node.dataset.jobId = job.id;
     this.node.dataset.jobState = job.state;
+    // A rebuild must not close the lease changes a person opened to read.
+    const opened = this.node.querySelector<HTMLDetailsElement>('details.jp-ElasticGpu-resizes');
     this.node.replaceChildren();
-    append(this.node, this._render(job, ctx));
+    append(this.node, this._render(job, ctx, opened?.open ?? false));
   }
 
   dispose(): void {
@@ -83,7 +85,7 @@ export class JobCard {
     this.node.remove();
   }
 
-  private _render(job: IJob, ctx: ICardContext): Child[] {
+  private _render(job: IJob, ctx: ICardContext, resizesOpen: boolean): Child[] {
     const full = this.options.detail === 'full';
     const mine = ctx.me !== null && job.user === ctx.me.user;
     const mayAct = ctx.me !== null && (mine || ctx.me.admin);
@@ -101,7 +103,7 @@ export class JobCard {
       mayAct ? forecastLine(job, ctx.now) : null,
       errorBlock(job),
       full ? this._chart(ctx) : null,
-      resizeBlock(job, full, ctx.now),
+      resizeBlock(job, full, ctx.now, resizesOpen),
       full && job.state === 'done' && job.model_path
         ? h('div', { class: 'jp-ElasticGpu-note' }, `Model saved to ${job.model_path}`)
         : null,
@@ -290,8 +292,8 @@ function changeText(history: readonly ILeaseChange[], i: number, now: number): s
   return `${clock(c.t, now)}: ${what}: ${c.why}`;
 }
 
-/** The lease changes: every one in a full card; in the sidebar the last, once it resized. */
-function resizeBlock(job: IJob, full: boolean, now: number): Child {
+/** The lease changes: all in a full card (`open` as left); the last in the sidebar, if resized. */
+function resizeBlock(job: IJob, full: boolean, now: number, open: boolean): Child {
   const history = job.history ?? [];
   const resizes = job.resizes ?? 0;
   const all = history.map((_, i) => changeText(history, i, now));
@@ -310,7 +312,7 @@ function resizeBlock(job: IJob, full: boolean, now: number): Child {
   }
   return h(
     'details',
-    { class: 'jp-ElasticGpu-resizes' },
+    { class: 'jp-ElasticGpu-resizes', open },
     h('summary', {}, `${plural(resizes, 'resize')}, ${plural(history.length, 'lease change')}`),
     h('ol', {}, ...all.map(text => h('li', {}, text)))
   );

@@ -1,0 +1,98 @@
+/**
+ * @jest-environment jsdom
+ *
+ * What a person meets on a job card that updates while they read it: the lease changes they
+ * opened, the resize labels at the chart's edge, and a readable loss axis.
+ */
+import { lossChart, ticks } from '../src/chart';
+import { JobCard } from '../src/jobcard';
+import { JOB } from './fakes-data';
+
+jest.mock('../src/icon', () => ({ gpuIcon: undefined }));
+
+const me = { user: 'ann', admin: false };
+
+const records = (n: number) =>
+  Array.from({ length: n }, (_, i) => ({
+    t: i,
+    global_step: i * 10,
+    loss: 2 / (i + 1),
+    replicas: 4
+  }));
+
+describe('the lease changes of a full card', () => {
+  const job = (epoch: number) =>
+    JOB('j-1', {
+      state: 'running',
+      progress: { epoch, epochs: 20, fraction: epoch / 20, loss: 0.5 },
+      history: [
+        { t: 1, gpus: ['0', '1', '2', '3'], why: 'admitted' },
+        { t: 2, gpus: ['0', '1'], why: 'a shorter job arrived' }
+      ],
+      resizes: 1
+    }) as any;
+
+  it('stay open across progress updates once a person opened them', () => {
+    const card = new JobCard({ detail: 'full', onAction: jest.fn() });
+    card.update(job(1), { me, canOpenNotebook: false, progress: records(2), now: 0 });
+    const details = () =>
+      card.node.querySelector('details.jp-ElasticGpu-resizes') as HTMLDetailsElement;
+    expect(details().open).toBe(false);
+    details().open = true;
+    card.update(job(2), { me, canOpenNotebook: false, progress: records(3), now: 0 });
+    expect(details().open).toBe(true);
+    details().open = false;
+    card.update(job(3), { me, canOpenNotebook: false, progress: records(4), now: 0 });
+    expect(details().open).toBe(false);
+  });
+});
+
+describe('the loss chart', () => {
+  it('keeps a resize label at the last step inside the chart', () => {
+    const data = records(10);
+    data[data.length - 1].replicas = 2;
+    const chart = lossChart(data)!;
+    const width = Number(chart.getAttribute('viewBox')!.split(' ')[2]);
+    const label = chart.querySelector('.jp-ElasticGpu-resizeMark text')!;
+    expect(label.textContent).toBe('4\u21922');
+    // Without layout in jsdom, bound the label by a generous 7 px per character at 9 px.
+    const x = Number(label.getAttribute('x'));
+    const right = label.getAttribute('text-anchor') === 'end' ? x : x + 7 * 4;
+    expect(right).toBeLessThanOrEqual(width);
+  });
+
+  it('keeps a resize label in the middle to the right of its line', () => {
+    const data = records(10);
+    data[5].replicas = data[6].replicas = data[7].replicas = 2;
+    const label = lossChart(data)!.querySelector('.jp-ElasticGpu-resizeMark text')!;
+    expect(label.getAttribute('text-anchor')).toBeNull();
+  });
+
+  it.each([
+    [0.03, 0.9],
+    [0.031, 0.93],
+    [0, 1],
+    [0.3, 0.5],
+    [0, 0.71],
+    [1, 6],
+    [0, 300],
+    [2.4, 2.5],
+    [0.11, 0.35]
+  ])('labels at least 3 ticks from %p to %p, at a step of 1, 2 or 5 x 10^k', (lo, hi) => {
+    const out = ticks(lo, hi);
+    expect(out.length).toBeGreaterThanOrEqual(3);
+    expect(out.every(v => v >= lo - 1e-12 && v <= hi + 1e-12)).toBe(true);
+    const step = out[1] - out[0];
+    const mantissa = Number((step / Math.pow(10, Math.floor(Math.log10(step)))).toPrecision(6));
+    expect([1, 2, 5]).toContain(mantissa);
+  });
+
+  it('gives the loss axis 3 labels when the loss spans 0.03 to 0.9', () => {
+    const data = records(2);
+    data[0].loss = 0.9;
+    data[1].loss = 0.03;
+    const chart = lossChart(data)!;
+    const yLabels = [...chart.querySelectorAll('.jp-ElasticGpu-axis text[text-anchor="end"]')];
+    expect(yLabels.map(t => t.textContent)).toEqual(['0.2', '0.4', '0.6', '0.8']);
+  });
+});
