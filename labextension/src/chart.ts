@@ -125,11 +125,14 @@ export function resizeMarks(records: readonly IProgressRecord[]): IResizeMark[] 
 /** A generous width of one character of a chart label (9 px, style/base.css), in viewBox units. */
 const LABEL_CHAR_WIDTH = 7;
 
+/** Large tick values read as people write them (10k, 1.5M), tiny ones in exponent form. */
+const COMPACT = new Intl.NumberFormat('en', { notation: 'compact', maximumSignificantDigits: 3 });
+
 function short(v: number): string {
-  if (v !== 0 && (Math.abs(v) >= 1e4 || Math.abs(v) < 1e-2)) {
+  if (v !== 0 && Math.abs(v) < 1e-2) {
     return v.toExponential(0);
   }
-  return String(Number(v.toPrecision(3)));
+  return Math.abs(v) >= 1e4 ? COMPACT.format(v) : String(Number(v.toPrecision(3)));
 }
 
 /** The loss over global steps with axes and labelled resize marks; null without data. */

@@ -87,6 +87,15 @@ describe('the loss chart', () => {
     expect([1, 2, 5]).toContain(mantissa);
   });
 
+  it('writes large step counts as people do (10K, not 1e+4)', () => {
+    const data = records(3).map((r, i) => ({ ...r, global_step: i * 12_000 }));
+    const chart = lossChart(data)!;
+    const xLabels = [...chart.querySelectorAll('.jp-ElasticGpu-axis text[text-anchor="middle"]')];
+    const texts = xLabels.map(t => t.textContent);
+    expect(texts).toContain('10K');
+    expect(texts.some(t => /e\+/.test(t ?? ''))).toBe(false);
+  });
+
   it('gives the loss axis 3 labels when the loss spans 0.03 to 0.9', () => {
     const data = records(2);
     data[0].loss = 0.9;
