@@ -5,12 +5,11 @@
  */
 import { MainAreaWidget } from '@jupyterlab/apputils';
 import { IDisposable } from '@lumino/disposable';
-import { Message } from '@lumino/messaging';
 import { Poll } from '@lumino/polling';
-import { Widget } from '@lumino/widgets';
 
 import { ApiError } from './api';
 import { h } from './dom';
+import { OnScreenWidget } from './onscreen';
 import { gpuIcon } from './icon';
 import { ElasticGpuModel } from './model';
 import { IJob, isFinal } from './types';
@@ -18,7 +17,7 @@ import { IJob, isFinal } from './types';
 /** Lines of each log fetched per refresh. */
 export const LOG_TAIL = 1000;
 
-export class LogView extends Widget {
+export class LogView extends OnScreenWidget {
   constructor(
     private readonly model: ElasticGpuModel,
     readonly jobId: string
@@ -50,32 +49,14 @@ export class LogView extends Widget {
     super.dispose();
   }
 
-  protected onAfterShow(msg: Message): void {
-    this._hold();
-  }
-
-  protected onAfterAttach(msg: Message): void {
-    if (this.isVisible) {
-      this._hold();
-    }
-  }
-
-  protected onBeforeHide(msg: Message): void {
-    this._release();
-  }
-
-  protected onBeforeDetach(msg: Message): void {
-    this._release();
-  }
-
   /** While visible: the job's state (to know when it ended) and its log. */
-  private _hold(): void {
+  protected onScreen(): void {
     this._lease = this._lease ?? this.model.acquire();
     void this._poll.start();
     void this._poll.refresh();
   }
 
-  private _release(): void {
+  protected offScreen(): void {
     this._lease?.dispose();
     this._lease = null;
   }

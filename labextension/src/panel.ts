@@ -4,11 +4,10 @@
  * and redraws at most once per animation frame, touching only the GPUs and jobs that changed.
  * The element names and attributes it renders are a contract (docs/sidebar.md).
  */
-import { Message } from '@lumino/messaging';
-import { Widget } from '@lumino/widgets';
 import { IDisposable } from '@lumino/disposable';
 
 import { h, reorder } from './dom';
+import { OnScreenWidget } from './onscreen';
 import { GpuTile } from './gpuview';
 import { ICardContext, JobAction, JobCard, RELATIVE_TIME_STEP } from './jobcard';
 import { ElasticGpuModel } from './model';
@@ -31,7 +30,7 @@ export interface IJobActionHandler {
   readonly canOpenNotebook: boolean;
 }
 
-export class QueuePanel extends Widget {
+export class QueuePanel extends OnScreenWidget {
   constructor(
     private readonly model: ElasticGpuModel,
     private readonly actions: IJobActionHandler
@@ -64,7 +63,7 @@ export class QueuePanel extends Widget {
     if (this.isDisposed) {
       return;
     }
-    this._release();
+    this.offScreen();
     this.model.changed.disconnect(this._schedule, this);
     super.dispose();
   }
@@ -105,25 +104,7 @@ export class QueuePanel extends Widget {
     this.node.dataset.renderMs = (performance.now() - started).toFixed(2);
   }
 
-  protected onAfterShow(msg: Message): void {
-    this._hold();
-  }
-
-  protected onBeforeHide(msg: Message): void {
-    this._release();
-  }
-
-  protected onAfterAttach(msg: Message): void {
-    if (this.isVisible) {
-      this._hold();
-    }
-  }
-
-  protected onBeforeDetach(msg: Message): void {
-    this._release();
-  }
-
-  private _hold(): void {
+  protected onScreen(): void {
     if (!this._lease) {
       this._lease = this.model.acquire();
       this._ticker = setInterval(() => this._schedule(), RELATIVE_TIME_STEP);
@@ -131,7 +112,7 @@ export class QueuePanel extends Widget {
     this.render();
   }
 
-  private _release(): void {
+  protected offScreen(): void {
     this._lease?.dispose();
     this._lease = null;
     if (this._ticker !== null) {

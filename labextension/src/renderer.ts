@@ -6,9 +6,9 @@
 import { IRenderMime } from '@jupyterlab/rendermime-interfaces';
 import { IDisposable } from '@lumino/disposable';
 import { Message } from '@lumino/messaging';
-import { Widget } from '@lumino/widgets';
 
 import { h } from './dom';
+import { OnScreenWidget } from './onscreen';
 import { JobCard } from './jobcard';
 import { ElasticGpuModel } from './model';
 import { IJobActionHandler } from './panel';
@@ -18,7 +18,7 @@ export const JOB_MIME_TYPE = 'application/vnd.jupyter-elastic-gpu.job+json';
 /** A job id as the API spells one. */
 const JOB_ID = /^[A-Za-z0-9_-]{1,64}$/;
 
-export class JobRenderer extends Widget implements IRenderMime.IRenderer {
+export class JobRenderer extends OnScreenWidget implements IRenderMime.IRenderer {
   constructor(
     private readonly model: ElasticGpuModel,
     private readonly actions: IJobActionHandler
@@ -48,33 +48,19 @@ export class JobRenderer extends Widget implements IRenderMime.IRenderer {
     if (this.isDisposed) {
       return;
     }
-    this._release();
+    this.offScreen();
     this.model.changed.disconnect(this._render, this);
     this._card.dispose();
     super.dispose();
   }
 
   protected onAfterAttach(msg: Message): void {
-    if (this.isVisible) {
-      this._hold();
-    }
+    super.onAfterAttach(msg);
     this._render();
   }
 
-  protected onAfterShow(msg: Message): void {
-    this._hold();
-  }
-
-  protected onBeforeHide(msg: Message): void {
-    this._release();
-  }
-
-  protected onBeforeDetach(msg: Message): void {
-    this._release();
-  }
-
   /** While the card is on screen (its notebook's tab shown), the page's model stays live. */
-  private _hold(): void {
+  protected onScreen(): void {
     this._lease = this._lease ?? this.model.acquire();
     if (this._jobId && !this._watch) {
       this._watch = this.model.watchProgress(this._jobId);
@@ -82,7 +68,7 @@ export class JobRenderer extends Widget implements IRenderMime.IRenderer {
     this._render();
   }
 
-  private _release(): void {
+  protected offScreen(): void {
     this._watch?.dispose();
     this._watch = null;
     this._lease?.dispose();
