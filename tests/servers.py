@@ -17,6 +17,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
+from jupyter_elastic_gpu.scheduler.launcher import BaseLauncher
+
 
 def free_port() -> int:
     with socket.socket() as s:
@@ -384,3 +386,19 @@ def sidecar_python(recorder: HeartbeatRecorder, folder: Path) -> str:
     )
     wrapper.chmod(0o755)
     return str(wrapper)
+
+
+class RecordingLauncher(BaseLauncher):
+    """A launcher that starts nothing and records each launch: the job ids in order, and each
+    launch's secret, so that a test can heartbeat as the sidecar would. For tests of the
+    service itself (which lease is published when, what it says), not of processes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.launched: list[str] = []
+        self.secrets: dict[str, str] = {}
+
+    async def launch(self, request):
+        self.launched.append(request.job_id)
+        self.secrets[request.job_id] = request.secret
+        return {}

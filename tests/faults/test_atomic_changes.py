@@ -17,12 +17,12 @@ import time
 import pytest
 from elastic_gpu_sidecar.protocol import JobState
 from faultkit import write_locked
+from servers import RecordingLauncher
 
 from jupyter_elastic_gpu.errors import StorageUnavailable
 from jupyter_elastic_gpu.models import SubmitRequest, parse
 from jupyter_elastic_gpu.scheduler.inventory import SimulatedInventory
 from jupyter_elastic_gpu.scheduler.jobs import hash_secret
-from jupyter_elastic_gpu.scheduler.launcher import BaseLauncher
 from jupyter_elastic_gpu.scheduler.principal import Principal
 from jupyter_elastic_gpu.scheduler.service import SchedulerService
 from jupyter_elastic_gpu.scheduler.store import Store
@@ -34,16 +34,6 @@ BODY = {
     "max_gpus": 2,
     "synthetic": {"work": 1e6, "throughput": {"1": 10, "2": 19}},
 }
-
-
-class RecordingLauncher(BaseLauncher):
-    def __init__(self) -> None:
-        super().__init__()
-        self.launched: list[str] = []
-
-    async def launch(self, request):
-        self.launched.append(request.job_id)
-        return {}
 
 
 @contextlib.asynccontextmanager

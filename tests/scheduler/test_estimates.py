@@ -7,11 +7,11 @@ import time
 
 import pytest
 from elastic_gpu_sidecar.protocol import JobState
+from servers import RecordingLauncher
 
 from jupyter_elastic_gpu.models import SubmitRequest, parse
 from jupyter_elastic_gpu.scheduler.backends import LocalBackend
 from jupyter_elastic_gpu.scheduler.inventory import SimulatedInventory
-from jupyter_elastic_gpu.scheduler.launcher import BaseLauncher
 from jupyter_elastic_gpu.scheduler.principal import Principal
 from jupyter_elastic_gpu.scheduler.service import SchedulerService
 from jupyter_elastic_gpu.scheduler.store import Store
@@ -19,22 +19,10 @@ from jupyter_elastic_gpu.scheduler.store import Store
 ANN, BOB = Principal("ann"), Principal("bob")
 
 
-class SecretKeeper(BaseLauncher):
-    """Starts nothing; keeps each launch's secret, so the test can heartbeat as its sidecar."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.secrets: dict[str, str] = {}
-
-    async def launch(self, request):
-        self.secrets[request.job_id] = request.secret
-        return {}
-
-
 @contextlib.asynccontextmanager
 async def service(tmp_path, gpus: int = 1):
     store = await Store.open(":memory:")
-    launcher = SecretKeeper()
+    launcher = RecordingLauncher()
     svc = SchedulerService(
         store, SimulatedInventory(gpus), launcher, lambda j: "", job_root=str(tmp_path)
     )

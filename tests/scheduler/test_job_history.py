@@ -9,6 +9,7 @@ import time
 
 import pytest
 from elastic_gpu_sidecar.protocol import JobState
+from servers import RecordingLauncher
 from tornado.httpclient import HTTPClientError
 
 from jupyter_elastic_gpu.errors import BadRequest
@@ -16,17 +17,11 @@ from jupyter_elastic_gpu.models import Heartbeat, PublicJob, SubmitRequest, pars
 from jupyter_elastic_gpu.scheduler import views
 from jupyter_elastic_gpu.scheduler.inventory import SimulatedInventory
 from jupyter_elastic_gpu.scheduler.jobs import JobRecord
-from jupyter_elastic_gpu.scheduler.launcher import BaseLauncher
 from jupyter_elastic_gpu.scheduler.principal import Principal
 from jupyter_elastic_gpu.scheduler.service import SchedulerService
 from jupyter_elastic_gpu.scheduler.store import MIGRATIONS, Store, migration_scripts
 
 ANN, BOB = Principal("ann"), Principal("bob")
-
-
-class RecordingLauncher(BaseLauncher):
-    async def launch(self, request):
-        return {}
 
 
 @contextlib.asynccontextmanager

@@ -6,25 +6,18 @@ import contextlib
 import time
 
 from elastic_gpu_sidecar.protocol import JobState
+from servers import RecordingLauncher
 
 from jupyter_elastic_gpu.core import Gpu, Job, Snapshot, SpeedModel
 from jupyter_elastic_gpu.core.policies import make_policy
 from jupyter_elastic_gpu.core.schedule import decide
 from jupyter_elastic_gpu.models import SubmitRequest, parse
 from jupyter_elastic_gpu.scheduler.inventory import SimulatedInventory
-from jupyter_elastic_gpu.scheduler.launcher import BaseLauncher
 from jupyter_elastic_gpu.scheduler.principal import Principal
 from jupyter_elastic_gpu.scheduler.service import SchedulerService
 from jupyter_elastic_gpu.scheduler.store import Store
 
 ANN = Principal("ann")
-
-
-class RecordingLauncher(BaseLauncher):
-    """Starts nothing: these tests are about what the service says, not processes."""
-
-    async def launch(self, request):
-        return {}
 
 
 @contextlib.asynccontextmanager

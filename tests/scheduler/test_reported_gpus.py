@@ -20,13 +20,12 @@ from pathlib import Path
 import pytest
 from elastic_gpu_sidecar import protocol as P
 from elastic_gpu_sidecar.protocol import JobState, Lease
-from servers import call, free_port, get_json, wait_for
+from servers import RecordingLauncher, call, free_port, get_json, wait_for
 
 from jupyter_elastic_gpu.models import Heartbeat, SubmitRequest, parse
 from jupyter_elastic_gpu.scheduler import leases
 from jupyter_elastic_gpu.scheduler.inventory import SimulatedInventory
 from jupyter_elastic_gpu.scheduler.jobs import JobRecord, hash_secret
-from jupyter_elastic_gpu.scheduler.launcher import BaseLauncher
 from jupyter_elastic_gpu.scheduler.principal import Principal
 from jupyter_elastic_gpu.scheduler.service import SchedulerService
 from jupyter_elastic_gpu.scheduler.store import Store
@@ -43,22 +42,10 @@ def synthetic(min_gpus: int, max_gpus: int, work: float = 1e9) -> dict:
     }
 
 
-class SecretKeepingLauncher(BaseLauncher):
-    """Starts nothing; keeps each launch's secret, as the sidecar it would start would."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.secrets: dict[str, str] = {}
-
-    async def launch(self, request):
-        self.secrets[request.job_id] = request.secret
-        return {}
-
-
 @contextlib.asynccontextmanager
 async def service(tmp_path):
     store = await Store.open(":memory:")
-    launcher = SecretKeepingLauncher()
+    launcher = RecordingLauncher()
     svc = SchedulerService(
         store, SimulatedInventory(4), launcher, lambda j: "", job_root=str(tmp_path)
     )

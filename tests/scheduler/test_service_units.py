@@ -9,13 +9,13 @@ import time
 
 import pytest
 from elastic_gpu_sidecar.protocol import JobState, Lease
+from servers import RecordingLauncher
 
 from jupyter_elastic_gpu.errors import BadRequest
 from jupyter_elastic_gpu.models import EventKind, Heartbeat, SubmitRequest, parse
 from jupyter_elastic_gpu.scheduler import views
 from jupyter_elastic_gpu.scheduler.inventory import SimulatedInventory
 from jupyter_elastic_gpu.scheduler.jobs import hash_secret
-from jupyter_elastic_gpu.scheduler.launcher import BaseLauncher
 from jupyter_elastic_gpu.scheduler.principal import Principal
 from jupyter_elastic_gpu.scheduler.service import SchedulerService
 from jupyter_elastic_gpu.scheduler.store import MIGRATIONS, Store
@@ -62,18 +62,6 @@ async def test_reopening_an_existing_database_keeps_the_jobs(tmp_path):
     store = await Store.open(path)  # migrations run again: nothing is dropped
     assert [j["id"] for j in await store.load_jobs()] == ["j1"]
     await store.close()
-
-
-class RecordingLauncher(BaseLauncher):
-    """Starts nothing: these tests are about which lease is published when, not processes."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.launched: list[str] = []
-
-    async def launch(self, request):
-        self.launched.append(request.job_id)
-        return {}
 
 
 @contextlib.asynccontextmanager
