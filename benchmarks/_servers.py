@@ -8,8 +8,10 @@ cleanly, which is what the benchmarks read afterwards.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -19,6 +21,19 @@ import urllib.error
 import urllib.request
 from pathlib import Path
 from typing import Any
+
+
+def finish(server: JupyterServer, sleepers: list[int], root: Path, keep: bool) -> None:
+    """Stop the server and the stand-in sidecars a run started (their ``sleep``), then remove
+    the run's folder unless ``keep`` (``--keep``)."""
+    server.stop()
+    for pid in sleepers:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGTERM)
+    if keep:
+        print(f"\nkept {root}")
+    else:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def free_port() -> int:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import json
 import os
 import random
@@ -39,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from _common import command_line
-from _servers import JupyterServer
+from _servers import JupyterServer, finish
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 
 HERE = Path(__file__).resolve().parent
@@ -317,14 +316,7 @@ def main() -> int:
         server.start()
         return asyncio.run(run(args, server, launches_dir, sleepers))
     finally:
-        server.stop()
-        for pid in sleepers:  # the stand-in sidecars this run started (their `sleep`)
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
-        if args.keep:
-            print(f"\nkept {root}")
-        else:
-            shutil.rmtree(root, ignore_errors=True)
+        finish(server, sleepers, root, args.keep)
 
 
 async def run(args, server: JupyterServer, launches_dir: Path, sleepers: list[int]) -> int:

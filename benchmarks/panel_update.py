@@ -36,12 +36,10 @@ change can show.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import random
 import shutil
-import signal
 import statistics
 import sys
 import tempfile
@@ -51,7 +49,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from _common import command_line
-from _servers import JupyterServer
+from _servers import JupyterServer, finish
 from api_load import Launch, SyntheticSidecar, quantile
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import sync_playwright
@@ -399,14 +397,7 @@ def main() -> int:
         report(args, updates, first, snapshot_poll, info)
         return 0
     finally:
-        server.stop()
-        for pid in sleepers:  # the stand-in sidecars this run started (their `sleep`)
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(pid, signal.SIGTERM)
-        if args.keep:
-            print(f"\nkept {root}")
-        else:
-            shutil.rmtree(root, ignore_errors=True)
+        finish(server, sleepers, root, args.keep)
 
 
 if __name__ == "__main__":
