@@ -258,20 +258,25 @@ class SchedulerService(LoggingConfigurable):
         return job
 
     async def cancel(self, who: Principal, job_id: str) -> JobRecord:
-        job = self.get(who, job_id)
+        job = self.get(who, job_id, change=True)
         if not job.final:
             await self.lifecycle.cancel(job, who.user, time.time())
             await self._changed_now()
             self.poke()
         return job
 
-    def get(self, who: Principal, job_id: str) -> JobRecord:
+    def get(self, who: Principal, job_id: str, change: bool = False) -> JobRecord:
+        """The job ``who`` may see (``change``: may change), or NotFound / Forbidden."""
         job = self.jobs.get(job_id)
         if job is None:
             raise NotFound(f"no job {job_id!r}")
         if not who.may_see(job):
             raise Forbidden(
                 f"job {job_id} belongs to {job.user}: you can see its size and state in the queue only"
+            )
+        if change and not who.may_change(job):
+            raise Forbidden(
+                f"job {job_id} belongs to {job.user}: only they or an admin may change it"
             )
         return job
 
