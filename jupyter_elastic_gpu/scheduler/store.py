@@ -88,6 +88,21 @@ MIGRATIONS: tuple[str, ...] = (
     """
     -- spec.notebook
     """,
+    # 5: settings an admin changes while the scheduler runs (group weights, drained GPUs), as
+    # JSON per key; and each user's GPU usage for fair share, decayed, as of ``at``.
+    """
+    CREATE TABLE settings (
+        key TEXT PRIMARY KEY,
+        value TEXT NOT NULL,
+        updated_at REAL NOT NULL,
+        updated_by TEXT
+    );
+    CREATE TABLE usage (
+        user TEXT PRIMARY KEY,
+        gpu_s REAL NOT NULL,
+        at REAL NOT NULL
+    );
+    """,
 )
 
 FINAL_STATES = tuple(sorted(s.value for s in FINAL_JOB_STATES))
@@ -401,6 +416,39 @@ class Store:
             "message": message,
             "data": data,
         }
+
+    # -- settings and usage -----------------------------------------------------------------
+    @_reading
+    async def settings(self) -> dict[str, Any]:
+        """{key: value} of every setting an admin changed (values are JSON documents)."""
+        async with self.db.execute("SELECT key, value FROM settings") as cur:
+            rows = [(row["key"], _json_or_none(row["value"])) async for row in cur]
+        return {key: value for key, value in rows if value is not None}
+
+    async def set_setting(self, key: str, value: Any, by: str | None = None) -> None:
+        async with self.transaction():
+            await self._write(
+                "INSERT INTO settings (key, value, updated_at, updated_by) VALUES (?, ?, ?, ?) "
+                "ON CONFLICT(key) DO UPDATE SET value = excluded.value, "
+                "updated_at = excluded.updated_at, updated_by = excluded.updated_by",
+                (key, json.dumps(value, allow_nan=False), time.time(), by),
+            )
+
+    @_reading
+    async def usage(self) -> dict[str, tuple[float, float]]:
+        """{user: (decayed GPU-seconds, as of when)}."""
+        async with self.db.execute("SELECT user, gpu_s, at FROM usage") as cur:
+            return {row["user"]: (row["gpu_s"], row["at"]) async for row in cur}
+
+    async def save_usage(self, usage: dict[str, float], at: float) -> None:
+        """Replace each listed user's decayed usage, as of ``at``."""
+        async with self.transaction():
+            await self._write(
+                "INSERT INTO usage (user, gpu_s, at) VALUES (?, ?, ?) ON CONFLICT(user) DO "
+                "UPDATE SET gpu_s = excluded.gpu_s, at = excluded.at",
+                [(user, float(gpu_s), at) for user, gpu_s in usage.items()],
+                many=True,
+            )
 
     @_reading
     async def events(self, job_id: str | None = None, limit: int = 1000) -> list[dict[str, Any]]:
