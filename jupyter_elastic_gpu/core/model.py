@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from .fairshare import FairShare
 from .speed import SpeedModel
 
 
@@ -90,13 +91,15 @@ class Job:
 class Snapshot:
     """GPUs and the active (queued or running) jobs at one instant, and the rules they share.
 
-    ``user_gpu_cap`` is the most GPUs one user's jobs may hold at a time (0: no cap). Policies
-    do not read it: ``core.schedule.decide`` applies it around any policy.
+    ``user_gpu_cap`` is the most GPUs one user's jobs may hold at a time (0: no cap);
+    ``fair_share`` the weights and usage that share the GPUs between users (None: off).
+    Policies read neither: ``core.schedule.decide`` applies both around any policy.
     """
 
     gpus: tuple[Gpu, ...]
     jobs: tuple[Job, ...]
     user_gpu_cap: int = 0
+    fair_share: FairShare | None = None
 
     def __post_init__(self) -> None:
         cap = self.user_gpu_cap

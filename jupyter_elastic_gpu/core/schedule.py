@@ -39,24 +39,105 @@ the policy's priority order (``Decision.order``): the order in which the policy 
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 
+from .fairshare import FairShare, entitlements, share_reason
 from .model import Decision, Job, Snapshot
 from .placement import place
 from .policies.base import Policy, plural
 
 
 def decide(policy: Policy, snapshot: Snapshot, now: float) -> Decision:
-    """The decision every driver carries out: ``policy``'s, within the snapshot's per-user cap.
+    """The decision every driver carries out: ``policy``'s, within the snapshot's per-user cap
+    and fair share.
 
-    Without a cap (``snapshot.user_gpu_cap == 0``) this is ``policy.decide(snapshot, now)``
-    itself. ``Decision.order`` is always the policy's order of every job in the snapshot.
+    Without either (``snapshot.user_gpu_cap == 0``, ``snapshot.fair_share is None``) this is
+    ``policy.decide(snapshot, now)`` itself. ``Decision.order`` is always the policy's order of
+    every job in the snapshot.
     """
     decision = policy.decide(snapshot, now)
-    if not snapshot.user_gpu_cap:
+    cap = snapshot.user_gpu_cap
+    users = {job.user for job in snapshot.jobs}
+    if snapshot.fair_share is not None and len(users) > 1:
+        return _fair(policy, snapshot, now, decision, snapshot.fair_share)
+    if not cap:
         return decision
-    return _within_cap(policy, snapshot, now, decision)
+    caps = dict.fromkeys(users, cap)
+    return _within_caps(
+        policy, snapshot, now, decision, caps, lambda job, n, top: cap_reason(job, cap, n, top)
+    )
+
+
+#: Lending rounds at most: GPUs the shares leave idle go to users who can use them, and the
+#: policy decides again (one round lends all it can; a second catches what the first moved).
+LEND_ROUNDS = 3
+
+
+def _fair(
+    policy: Policy, snapshot: Snapshot, now: float, first: Decision, fair: FairShare
+) -> Decision:
+    """``first`` within each user's fair share (and the cap), the idle part of a share lent."""
+    total = len(snapshot.usable_gpus)
+    demand: dict[str, int] = {}
+    smallest: dict[str, int] = {}
+    holding: dict[str, int] = {}
+    for job in snapshot.jobs:
+        u = job.user
+        demand[u] = demand.get(u, 0) + _top(policy, job)
+        smallest[u] = min(smallest.get(u, job.min_gpus), job.min_gpus)
+        holding[u] = holding.get(u, 0) + len(job.gpus)
+    ent = entitlements(fair, total, demand, smallest, holding)
+    cap = snapshot.user_gpu_cap
+    caps = {u: min(n, cap) if cap else n for u, n in ent.gpus.items()}
+
+    def why(job: Job, n: int, top: int) -> str:
+        if cap and cap <= ent.gpus[job.user]:
+            return cap_reason(job, cap, n, top)
+        return held_reason(job, share_reason(job.user, fair, ent, demand), n, top)
+
+    decision = _within_caps(policy, snapshot, now, first, caps, why)
+    for _ in range(LEND_ROUNDS):
+        if not _lend(policy, snapshot, decision, caps, ent.order):
+            break
+        decision = _within_caps(policy, snapshot, now, first, caps, why)
+    return decision
+
+
+def _top(policy: Policy, job: Job) -> int:
+    """The most GPUs the policy would give ``job``."""
+    return job.max_gpus if policy.elastic else job.requested_gpus
+
+
+def _lend(
+    policy: Policy,
+    snapshot: Snapshot,
+    decision: Decision,
+    caps: dict[str, int],
+    order: tuple[str, ...],
+) -> bool:
+    """Raise the caps of users whose cap keeps them from GPUs that ``decision`` leaves idle,
+    in fair-share priority order; True if any was raised (decide again)."""
+    taken = {g for lease in decision.allocations.values() for g in lease}
+    free = sum(1 for g in snapshot.usable_gpus if g.id not in taken)
+    if free <= 0:
+        return False
+    held: dict[str, int] = {}
+    wants: dict[str, int] = {}
+    for job in snapshot.jobs:
+        n = len(decision.allocations.get(job.id, ()))
+        held[job.user] = held.get(job.user, 0) + n
+        wants[job.user] = wants.get(job.user, 0) + max(_top(policy, job) - n, 0)
+    cap = snapshot.user_gpu_cap
+    lent = False
+    for user in order:
+        limit = cap or held[user] + wants[user]
+        give = min(free, held[user] + wants[user] - caps[user], limit - caps[user])
+        if give > 0:
+            caps[user] += give
+            free -= give
+            lent = True
+    return lent
 
 
 def queue_positions(decision: Decision, among: Collection[str] | None = None) -> dict[str, int]:
@@ -84,14 +165,28 @@ def queue_positions(decision: Decision, among: Collection[str] | None = None) ->
 def cap_reason(job: Job, cap: int, gpus: int = 0, top: int = 0) -> str:
     """What a job the cap holds back reads: waiting (``gpus`` 0) or running on ``gpus`` of up
     to ``top``."""
-    why = f"{job.user} may hold at most {plural(cap, 'GPU')} at a time"
+    return held_reason(
+        job, f"{job.user} may hold at most {plural(cap, 'GPU')} at a time", gpus, top
+    )
+
+
+def held_reason(job: Job, why: str, gpus: int = 0, top: int = 0) -> str:
+    """What a job a per-user limit holds back reads, ``why`` being the limit in words."""
     if gpus:
         return f"running on {gpus} of up to {top} GPUs: {why}"
     return f"{'suspended' if job.started else 'queued'}: {why}"
 
 
-def _within_cap(policy: Policy, snapshot: Snapshot, now: float, first: Decision) -> Decision:
-    cap = snapshot.user_gpu_cap
+def _within_caps(
+    policy: Policy,
+    snapshot: Snapshot,
+    now: float,
+    first: Decision,
+    caps: Mapping[str, int],
+    why: Callable[[Job, int, int], str],
+) -> Decision:
+    """``first`` with no user above ``caps[user]`` (the module's steps 2-4); ``why(job, gpus,
+    top)`` is the reason of a job a cap holds back (``gpus`` 0: waiting)."""
     # Each job as the policy is asked about it: as given, or held back by the cap.
     seen = {job.id: job for job in snapshot.jobs}
     by_user: dict[str, list[str]] = {}
@@ -101,9 +196,9 @@ def _within_cap(policy: Policy, snapshot: Snapshot, now: float, first: Decision)
     let_back: set[str] = set()  # waiting jobs given a second chance (once each)
     decision = first
     while True:
-        while _hold_back(policy, snapshot, decision, by_user, seen, waiting):
+        while _hold_back(policy, snapshot, decision, by_user, seen, waiting, caps):
             decision = _decide_bounded(policy, snapshot, now, seen, waiting)
-        if not _let_back(snapshot, first, decision, seen, waiting, let_back):
+        if not _let_back(snapshot, first, decision, seen, waiting, let_back, caps):
             break
         decision = _decide_bounded(policy, snapshot, now, seen, waiting)
 
@@ -119,15 +214,15 @@ def _within_cap(policy: Policy, snapshot: Snapshot, now: float, first: Decision)
         n = len(allocations.get(job.id, ()))
         if not n:
             # Kept out by the cap, or no room left under it whatever else happens.
-            if job.id in waiting or cap - held[job.user] < job.min_gpus:
-                reasons[job.id] = cap_reason(job, cap)
+            if job.id in waiting or caps[job.user] - held[job.user] < job.min_gpus:
+                reasons[job.id] = why(job, 0, 0)
             continue
         top = job.max_gpus if policy.elastic else job.requested_gpus
         asked = seen[job.id]
         if asked.pinned and not job.pinned:  # shrunk by the cap itself
-            reasons[job.id] = cap_reason(job, cap, n, max(top, len(job.gpus)))
+            reasons[job.id] = why(job, n, max(top, len(job.gpus)))
         elif n == asked.max_gpus < top:
-            reasons[job.id] = cap_reason(job, cap, n, top)
+            reasons[job.id] = why(job, n, top)
     if decision is first and reasons == first.reasons:
         return first
     return Decision(allocations, reasons, first.order)
@@ -147,24 +242,24 @@ def _let_back(
     seen: dict[str, Job],
     waiting: set[str],
     let_back: set[str],
+    caps: Mapping[str, int],
 ) -> bool:
     """Step 4: a job the cap made wait in an earlier round, whose user has room for it again
     in this one (the user's other jobs got less since), competes again, once, bounded to that
     room; True if any does."""
     if not waiting:
         return False
-    cap = snapshot.user_gpu_cap
     room: dict[str, int] = {}
     for job in snapshot.jobs:
         if job.id not in waiting:
             n = len(decision.allocations.get(job.id, ()))
-            room[job.user] = room.get(job.user, cap) - n
+            room[job.user] = room.get(job.user, caps[job.user]) - n
     rank = {job_id: i for i, job_id in enumerate(first.order)}
     back = False
     for job in sorted(snapshot.jobs, key=lambda j: rank.get(j.id, len(rank))):
         if job.id not in waiting or job.id in let_back:
             continue
-        left = room.get(job.user, cap)
+        left = room.get(job.user, caps[job.user])
         if left >= job.min_gpus:
             waiting.discard(job.id)
             let_back.add(job.id)
@@ -184,14 +279,16 @@ def _hold_back(
     by_user: dict[str, list[str]],
     seen: dict[str, Job],
     waiting: set[str],
+    caps: Mapping[str, int],
 ) -> bool:
-    """Hold back the jobs of every user ``decision`` puts over the cap (step 2 of the module's
-    docstring), updating ``seen`` and ``waiting``; True if the policy must decide again."""
-    cap = snapshot.user_gpu_cap
+    """Hold back the jobs of every user ``decision`` puts over their cap (step 2 of the
+    module's docstring), updating ``seen`` and ``waiting``; True if the policy must decide
+    again."""
     allocations = decision.allocations
     rank: dict[str, int] | None = None
     changed = False
-    for ids in by_user.values():
+    for user, ids in by_user.items():
+        cap = caps[user]
         counts = {i: len(allocations.get(i, ())) for i in ids if i not in waiting}
         if sum(counts.values()) <= cap:
             continue
@@ -242,4 +339,4 @@ def _hold_back(
     return changed
 
 
-__all__ = ["cap_reason", "decide", "queue_positions"]
+__all__ = ["cap_reason", "decide", "held_reason", "queue_positions"]

@@ -16,10 +16,12 @@ speed model made of what the job has measured so far with the trace's profile as
 
 from __future__ import annotations
 
+import itertools
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from ..core.fairshare import DEFAULT_HALF_LIFE_S, FairShare, decayed
 from ..core.mechanism import Mechanism
 from ..core.model import Gpu, Job, Snapshot
 from ..core.placement import nodes_spanned
@@ -53,6 +55,13 @@ class SimConfig:
     #: The most GPUs one user's jobs may hold at a time (0: no cap), as the live scheduler's
     #: ``user_gpu_cap``; jobs belong to the workload's ``user``.
     user_gpu_cap: int = 0
+    #: Share the GPUs between users by weight and decayed usage (``core.fairshare``), as the
+    #: live scheduler's ``fair_share``.
+    fair_share: bool = False
+    #: Seconds after which past usage counts half, as the live ``fair_share_half_life``.
+    fair_share_half_life: float = DEFAULT_HALF_LIFE_S
+    #: {user: weight} (users not named: 1); the live scheduler takes them from groups.
+    user_weights: Mapping[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.nodes < 1 or self.gpus_per_node < 1:
@@ -62,6 +71,14 @@ class SimConfig:
         cap = self.user_gpu_cap
         if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0:
             raise ValueError(f"the per-user GPU cap must be 0 (none) or more, got {cap!r}")
+        # A bad half-life or weight fails here, not mid-run.
+        FairShare(dict(self.user_weights), {}, self.fair_share_half_life)
+
+    def fair_rules(self, usage: Mapping[str, float]) -> FairShare | None:
+        """The fair-share rules of a snapshot with this usage (None: fair share off)."""
+        if not self.fair_share:
+            return None
+        return FairShare(dict(self.user_weights), dict(usage), self.fair_share_half_life)
 
     def gpus(self) -> tuple[Gpu, ...]:
         return tuple(
@@ -116,6 +133,30 @@ class SimResult:
     decisions: int
     #: The most GPUs each user's jobs held at once (after any decision).
     user_peak_gpus: dict[str, int] = field(default_factory=dict)
+    #: (time, {user: GPUs held}) at every change: each user's share over time.
+    user_timeline: list[tuple[float, dict[str, int]]] = field(default_factory=list)
+
+    def user_shares(self, buckets: int = 10) -> dict:
+        """Each user's mean share of the GPUs in ``buckets`` equal slices of the run:
+        {"times": [slice start, s], "users": {user: [fraction of all GPUs, ...]}}."""
+        start = min(j["submit_s"] for j in self.jobs)
+        end = max(j["finish_s"] for j in self.jobs)
+        users = sorted({j["user"] for j in self.jobs})
+        width = (end - start) / buckets if end > start else 1.0
+        acc = {u: [0.0] * buckets for u in users}
+        points = [*self.user_timeline, (end, {})]
+        for (t0, held), (t1, _) in itertools.pairwise(points):
+            for b in range(buckets):
+                lo, hi = start + b * width, start + (b + 1) * width
+                overlap = min(t1, hi) - max(t0, lo)
+                if overlap > 0:
+                    for u, n in held.items():
+                        acc[u][b] += overlap * n
+        scale = width * self.total_gpus
+        return {
+            "times": [start + b * width for b in range(buckets)],
+            "users": {u: [x / scale for x in acc[u]] for u in users},
+        }
 
     def users(self) -> dict[str, dict]:
         """Per user: GPU-seconds held (pauses included) and the most GPUs held at once."""
@@ -148,6 +189,7 @@ class SimResult:
             "lost_gpu_s": self.lost_gpu_s,
             "decisions": self.decisions,
             "users": self.users(),
+            "user_shares": self.user_shares(),
             "jobs": self.jobs,
         }
 
@@ -195,12 +237,20 @@ class Simulation:
         self.timeline: list[tuple[float, int]] = [(0.0, 0)]
         self.decisions = 0
         self.user_peak: dict[str, int] = {}
+        self.user_timeline: list[tuple[float, dict[str, int]]] = []
+        self.usage: dict[str, float] = {}  # decayed GPU-seconds per user (fair share)
 
     # -- time -----------------------------------------------------------------------------
     def _advance(self, until: float) -> None:
         dt = until - self.now
         if dt <= 0:
             return
+        if self.config.fair_share:
+            held: dict[str, int] = dict.fromkeys(self.usage, 0)
+            for job in self.active:
+                held[job.spec.user] = held.get(job.spec.user, 0) + len(job.gpus)
+            h = self.config.fair_share_half_life
+            self.usage = {u: decayed(self.usage.get(u, 0.0), n, dt, h) for u, n in held.items()}
         for job in self.active:
             if job.finish is not None:
                 continue
@@ -302,7 +352,8 @@ class Simulation:
                     pinned=bool(j.gpus) and self.now < j.pause_until,
                 )
             )
-        return Snapshot(self.gpus, tuple(jobs), self.config.user_gpu_cap)
+        cfg = self.config
+        return Snapshot(self.gpus, tuple(jobs), cfg.user_gpu_cap, cfg.fair_rules(self.usage))
 
     def _decide(self) -> None:
         # Finished jobs give their GPUs back before anyone else is placed.
@@ -334,6 +385,11 @@ class Simulation:
         for user, n in held.items():
             if n > peak.get(user, 0):
                 peak[user] = n
+        line = self.user_timeline
+        if line and line[-1][0] == self.now:
+            line[-1] = (self.now, held)
+        elif not line or line[-1][1] != held:
+            line.append((self.now, held))
         if self.timeline[-1][0] == self.now:
             self.timeline[-1] = (self.now, used)
         elif self.timeline[-1][1] != used:
@@ -425,6 +481,7 @@ class Simulation:
             lost_gpu_s=sum(j.lost_gpu_s for j in self.jobs),
             decisions=self.decisions,
             user_peak_gpus=dict(sorted(self.user_peak.items())),
+            user_timeline=self.user_timeline,
         )
 
 
