@@ -42,7 +42,7 @@ from __future__ import annotations
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
 
-from .fairshare import FairShare, entitlements, share_reason
+from .fairshare import Entitlement, FairShare, entitlements, share_reason
 from .model import Decision, Job, Snapshot
 from .placement import place
 from .policies.base import Policy, plural
@@ -74,11 +74,9 @@ def decide(policy: Policy, snapshot: Snapshot, now: float) -> Decision:
 LEND_ROUNDS = 3
 
 
-def _fair(
-    policy: Policy, snapshot: Snapshot, now: float, first: Decision, fair: FairShare
-) -> Decision:
-    """``first`` within each user's fair share (and the cap), the idle part of a share lent."""
-    total = len(snapshot.usable_gpus)
+def entitlement(policy: Policy, snapshot: Snapshot, fair: FairShare) -> Entitlement:
+    """The GPUs fair share gives each user with open jobs in ``snapshot`` under ``policy``
+    (what a user's jobs can use: their maxima under an elastic policy, else their requests)."""
     demand: dict[str, int] = {}
     smallest: dict[str, int] = {}
     holding: dict[str, int] = {}
@@ -87,7 +85,15 @@ def _fair(
         demand[u] = demand.get(u, 0) + _top(policy, job)
         smallest[u] = min(smallest.get(u, job.min_gpus), job.min_gpus)
         holding[u] = holding.get(u, 0) + len(job.gpus)
-    ent = entitlements(fair, total, demand, smallest, holding)
+    return entitlements(fair, len(snapshot.usable_gpus), demand, smallest, holding)
+
+
+def _fair(
+    policy: Policy, snapshot: Snapshot, now: float, first: Decision, fair: FairShare
+) -> Decision:
+    """``first`` within each user's fair share (and the cap), the idle part of a share lent."""
+    ent = entitlement(policy, snapshot, fair)
+    demand = ent.gpus
     cap = snapshot.user_gpu_cap
     caps = {u: min(n, cap) if cap else n for u, n in ent.gpus.items()}
 
@@ -339,4 +345,4 @@ def _hold_back(
     return changed
 
 
-__all__ = ["cap_reason", "decide", "held_reason", "queue_positions"]
+__all__ = ["cap_reason", "decide", "entitlement", "held_reason", "queue_positions"]

@@ -266,3 +266,9 @@ class LaunchRequest(Strict):
     secret: str
     mechanism: Mechanism = Mechanism.SIDECAR
     checkpoint_interval: Seconds
+
+
+class GroupWeightRequest(Strict):
+    """``PUT admin/groups/{group}/weight``: a group's fair-share weight (default 1)."""
+
+    weight: Annotated[float, Field(gt=0, le=1000, allow_inf_nan=False, strict=True)]

@@ -244,3 +244,36 @@ class Updates(Strict):
 
 class Launches(Strict):
     launches: list[LaunchRequest]
+
+
+class ShareUser(Strict):
+    """One user's fair share (``GET admin/shares``): ``share`` is the fraction of the GPUs due
+    to them now, ``ratio`` their decayed usage fraction over their weight's fraction (3.0: they
+    used three times their share)."""
+
+    user: str
+    groups: list[str]
+    weight: float
+    share: float
+    entitled_gpus: int
+    gpus: int
+    usage_gpu_s: float
+    usage_fraction: float
+    ratio: float
+
+
+class ShareGroup(Strict):
+    group: str
+    weight: float
+    users: list[str]
+    gpus: int
+    usage_fraction: float
+
+
+class Shares(Strict):
+    """Fair share between users and groups, for admins (docs/policies.md, Fair share)."""
+
+    half_life_s: float
+    gpus: int
+    users: list[ShareUser]
+    groups: list[ShareGroup]

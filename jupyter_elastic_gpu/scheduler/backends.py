@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 import json
 from typing import Any, Literal, TypeVar
-from urllib.parse import urlencode
+from urllib.parse import quote, urlencode
 
 from pydantic import BaseModel, ValidationError
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
@@ -22,6 +22,7 @@ from ..models import (
     Event,
     Events,
     Gpus,
+    GroupWeightRequest,
     JobList,
     JobView,
     Launches,
@@ -29,6 +30,7 @@ from ..models import (
     Logs,
     ProgressList,
     Queue,
+    Shares,
     Status,
     SubmitRequest,
     Updates,
@@ -38,6 +40,7 @@ from ..models import (
 from . import jobdirs, views
 from .principal import Principal
 from .service import SchedulerService
+from .shares import check_group
 
 M = TypeVar("M", bound=BaseModel)
 
@@ -98,6 +101,12 @@ class LocalBackend:
 
     async def heartbeat(self, job_id: str, secret: str, body: Any) -> LeaseView:
         return await self.service.heartbeat(job_id, secret, body)
+
+    async def shares(self, who: Principal) -> Shares:
+        return Shares.model_validate(self.service.share_report(who))
+
+    async def set_group_weight(self, who: Principal, group: str, body: Any) -> Shares:
+        return Shares.model_validate(await self.service.set_group_weight(who, group, body))
 
 
 class RemoteBackend:
@@ -208,3 +217,12 @@ class RemoteBackend:
 
     async def heartbeat(self, job_id: str, secret: str, body: Any) -> LeaseView:
         raise Relayed(404, "sidecars of a shared scheduler heartbeat to the scheduler itself")
+
+    async def shares(self, who: Principal) -> Shares:
+        return await self._call(Shares, "GET", "admin/shares")
+
+    async def set_group_weight(self, who: Principal, group: str, body: Any) -> Shares:
+        check_group(group)
+        weight = parse(GroupWeightRequest, body, "group weight").weight
+        path = f"admin/groups/{quote(group, safe='')}/weight"
+        return await self._call(Shares, "PUT", path, {"weight": weight})

@@ -86,6 +86,7 @@ class JobRecord:
     model_path: str | None = None
     history: list[dict[str, Any]] = field(default_factory=list)  # lease changes, for the UI
     notes: list[str] = field(default_factory=list)  # what the scheduler changed in the request
+    groups: list[str] = field(default_factory=list)  # the owner's groups at submit (fair share)
 
     # -- facts ------------------------------------------------------------------------------
     @property

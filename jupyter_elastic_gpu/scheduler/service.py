@@ -23,9 +23,10 @@ from typing import Any
 
 from elastic_gpu_sidecar import protocol as P
 from elastic_gpu_sidecar.protocol import JobKind, JobState, LeaseAction, SidecarState
-from traitlets import Dict, Enum, Float, Int, Unicode, default, validate
+from traitlets import Bool, Dict, Enum, Float, Int, Unicode, default, validate
 from traitlets.config import LoggingConfigurable
 
+from ..core.fairshare import DEFAULT_HALF_LIFE_S
 from ..core.model import Snapshot
 from ..core.policies import Policy
 from ..core.schedule import decide, queue_positions
@@ -33,6 +34,7 @@ from ..errors import Forbidden, NotFound, StorageUnavailable, Unauthorized
 from ..models import (
     ErrorInfo,
     EventKind,
+    GroupWeightRequest,
     Heartbeat,
     LaunchRequest,
     LeaseView,
@@ -48,6 +50,7 @@ from .jobs import JobRecord, new_secret, secret_matches
 from .launcher import BaseLauncher
 from .lifecycle import Lifecycle
 from .principal import Principal
+from .shares import ShareLedger, check_group, check_weight
 from .store import Store
 
 
@@ -95,6 +98,43 @@ class SchedulerService(LoggingConfigurable):
         help="Most GPUs one user's jobs may hold at a time (0: no cap). The GPUs it keeps from "
         "a user go to other users' jobs in the same decision.",
     )
+    fair_share = Bool(
+        True,
+        config=True,
+        help="Share the GPUs between users by weight and recent usage (docs/policies.md, Fair "
+        "share): each user with jobs is due a share of the GPUs in proportion to their weight; "
+        "what a user leaves idle is lent to others and taken back by shrinking their elastic "
+        "jobs as soon as its owner submits. With one user it changes nothing.",
+    )
+    fair_share_half_life = Float(
+        DEFAULT_HALF_LIFE_S,
+        config=True,
+        help="Seconds after which a user's past GPU usage counts half when fair share decides "
+        "who goes first (default 7 days).",
+    )
+    group_weights = Dict(
+        value_trait=Float(),
+        config=True,
+        help="Fair-share weight of each group, e.g. {'staff': 2, 'students': 1} (groups not "
+        "listed: 1). A user's weight is the largest of their groups' weights (JupyterHub "
+        "groups). Weights an admin sets on the admin page override these.",
+    )
+
+    @validate("fair_share_half_life")
+    def _check_half_life(self, proposal: Any) -> float:
+        if not proposal["value"] > 0:
+            raise ValueError("fair_share_half_life must be a positive number of seconds")
+        return proposal["value"]
+
+    @validate("group_weights")
+    def _check_group_weights(self, proposal: Any) -> dict:
+        for group, weight in proposal["value"].items():
+            try:
+                check_weight(weight)
+            except ValueError as e:
+                raise ValueError(f"group_weights[{group!r}]: {e}") from None
+        return proposal["value"]
+
     default_resize_cost = Float(
         6.0,
         config=True,
@@ -154,6 +194,9 @@ class SchedulerService(LoggingConfigurable):
         self.faults = FaultLog(self.log)  # the loop's storage faults, said once each
         self.lifecycle = Lifecycle(store, self.poke, reads_job_dirs=launcher.starts_processes)
         self.estimates = Estimates(self)  # the queue's estimated starts and ends
+        self.shares = ShareLedger(
+            store, self.fair_share_half_life, self.group_weights, enabled=self.fair_share
+        )
 
     @property
     def simulated(self) -> bool:
@@ -177,6 +220,7 @@ class SchedulerService(LoggingConfigurable):
                 f"{active} to re-adopt from their heartbeats",
             )
         self._last_account = now
+        await self.shares.load(self.jobs.values(), now)
         self._task = asyncio.create_task(self._loop(), name="elastic-gpu-scheduler")
 
     async def stop(self) -> None:
@@ -186,6 +230,10 @@ class SchedulerService(LoggingConfigurable):
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
+            try:
+                await self.shares.save(time.time())
+            except StorageUnavailable as e:  # usage since the last save is lost, nothing else
+                self.log.warning("elastic-gpu: fair-share usage not saved: %s", e)
 
     def poke(self) -> None:
         """Something changed: decide again soon."""
@@ -220,6 +268,8 @@ class SchedulerService(LoggingConfigurable):
         await self._refresh_gpus(now)
         snapshot.account(self.jobs.values(), max(now - self._last_account, 0.0))
         self._last_account = now
+        self.shares.account(self.jobs.values(), now)
+        await self.shares.save_if_due(now)
         await self._find_lost(now)
         if decide:
             await self._decide(now)
@@ -239,6 +289,7 @@ class SchedulerService(LoggingConfigurable):
             spec=spec,
             job_dir=str(jobdirs.job_root(self.job_root, who.user) / job_id),
             notes=notes,
+            groups=sorted(set(who.groups)),
         )
         if synthetic:
             job.total_work = spec.synthetic.work
@@ -253,6 +304,7 @@ class SchedulerService(LoggingConfigurable):
                 + "".join(f"; {n}" for n in notes),
             )
         self.jobs[job_id] = job  # only now can a decision see it: 'submitted' comes first
+        self.shares.note_groups(who.user, who.groups)
         await self._changed_now()
         self.poke()
         return job
@@ -398,14 +450,38 @@ class SchedulerService(LoggingConfigurable):
             await self._changed_now()
 
     def core_snapshot(self) -> Snapshot:
-        """The open jobs and the GPUs as the policy sees them."""
-        return snapshot.build(
-            self.jobs.values(),
-            self.gpu_infos(),
-            self.external(),
-            self.default_resize_cost,
-            self.user_gpu_cap,
+        """The open jobs and the GPUs as the policy sees them, under the per-user cap and fair
+        share."""
+        return self.shares.for_decision(
+            snapshot.build(
+                self.jobs.values(),
+                self.gpu_infos(),
+                self.external(),
+                self.default_resize_cost,
+                self.user_gpu_cap,
+            )
         )
+
+    # -- fair share (admin) -------------------------------------------------------------------
+    def share_report(self, who: Principal) -> dict[str, Any]:
+        """``GET admin/shares``: every user's share against usage (admins and readers of all)."""
+        if not (who.admin or who.reads_all):
+            raise Forbidden("the fair-share report is for admins and readers of every job only")
+        self.shares.account(self.jobs.values(), time.time())
+        return self.shares.report(self.decider, self.core_snapshot())
+
+    async def set_group_weight(self, who: Principal, group: str, body: object) -> dict[str, Any]:
+        """``PUT admin/groups/{group}/weight`` (admins only): persisted, decided on at once."""
+        if not who.admin:
+            raise Forbidden(
+                "only an admin may set a group's fair-share weight (JupyterHub scope "
+                "custom:elastic-gpu:admin)"
+            )
+        check_group(group)
+        weight = parse(GroupWeightRequest, body, "group weight").weight
+        await self.shares.set_group_weight(group, weight, who.user)
+        self.poke()
+        return self.share_report(who)
 
     # -- starting sidecars ----------------------------------------------------------------
     def _launch_request(self, job: JobRecord, secret: str) -> LaunchRequest:

@@ -34,6 +34,8 @@ from . import panel
 #: Where the API lives under a server's base_url (the embedded and the shared scheduler alike).
 API_PREFIX = "elastic-gpu/api"
 JOB_ID = r"(?P<job_id>[A-Za-z0-9_\-]{1,64})"
+#: A group name in a path (checked further by the backend).
+GROUP = r"(?P<group>[^/]{1,1024})"
 #: Largest request body of a submission (a job's passed variables are the big ones).
 MAX_BODY_BYTES = 256 * 1024 * 1024
 #: Largest request body of every other route (a heartbeat is a few kB).
@@ -362,6 +364,21 @@ class UpdatesSocket(_ElasticHandler, WebSocketMixin, WebSocketHandler, JupyterHa
             task.cancel()
 
 
+class SharesHandler(ElasticAPIHandler):
+    async def get(self) -> None:
+        await self._call("shares")
+
+
+class GroupWeightHandler(ElasticAPIHandler):
+    async def put(self, group: str) -> None:
+        try:
+            body = self.json_body()
+        except ElasticGPUError as e:
+            self.fail(e)
+            return
+        await self._call("set_group_weight", group, body)
+
+
 class NoRouteHandler(ElasticAPIHandler):
     """Any other path under the API root, with any method and any credentials: a JSON 404
     (not the Jupyter server's HTML page or redirect)."""
@@ -393,6 +410,8 @@ ROUTES: list[tuple[str, type]] = [
     ("launches", LaunchesHandler),
     (f"sidecar/{JOB_ID}/heartbeat", HeartbeatHandler),
     ("ws", UpdatesSocket),
+    ("admin/shares", SharesHandler),
+    (f"admin/groups/{GROUP}/weight", GroupWeightHandler),
 ]
 
 

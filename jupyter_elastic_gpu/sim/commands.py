@@ -6,6 +6,7 @@ import argparse
 import os
 import sys
 
+from ..core.fairshare import DEFAULT_HALF_LIFE_S
 from . import data
 from .compare import Costs, compare, parse_run
 from .engine import SimConfig
@@ -87,6 +88,26 @@ def add_simulate(sub: argparse._SubParsersAction) -> None:
         "user_gpu_cap (default 0: no cap). Users come from the native trace's user column; "
         "Philly jobs belong to their virtual cluster; Pollux traces have no users, so all their "
         "jobs are one user ('default') and a cap bounds them together",
+    )
+    cl.add_argument(
+        "--fair-share",
+        action="store_true",
+        help="share the GPUs between users by weight and decayed usage, as the live "
+        "scheduler's fair_share (users as for --user-gpu-cap); the report adds each user's "
+        "share over time",
+    )
+    cl.add_argument(
+        "--fair-share-half-life",
+        type=float,
+        default=DEFAULT_HALF_LIFE_S,
+        metavar="SECONDS",
+        help=f"seconds after which past usage counts half (default {DEFAULT_HALF_LIFE_S:g}: "
+        "7 days)",
+    )
+    cl.add_argument(
+        "--user-weights",
+        metavar="USER=W,...",
+        help="fair-share weights per user, e.g. alice=2,bob=1 (users not named: 1)",
     )
 
     out = p.add_argument_group("output")
@@ -207,6 +228,9 @@ def run_simulate(args: argparse.Namespace) -> int:
         rounds=args.rounds,
         start_cost_s=args.start_cost,
         user_gpu_cap=args.user_gpu_cap,
+        fair_share=args.fair_share,
+        fair_share_half_life=args.fair_share_half_life,
+        user_weights=parse_weights(args.user_weights) if args.user_weights else {},
     )
     costs = Costs(args.sidecar_cost, args.termination_cost, args.checkpoint_interval)
     runs = [r.strip() for r in args.policy.split(",") if r.strip()]
@@ -222,6 +246,22 @@ def run_simulate(args: argparse.Namespace) -> int:
         plot(comp, args.plot)
         print(f"wrote {args.plot}")
     return 0
+
+
+def parse_weights(text: str) -> dict[str, float]:
+    """'alice=2,bob=1' -> {'alice': 2.0, 'bob': 1.0}."""
+    weights = {}
+    for part in text.split(","):
+        user, sep, w = part.partition("=")
+        try:
+            weights[user.strip()] = float(w)
+        except ValueError:
+            sep = ""
+        if not sep or not user.strip():
+            raise ValueError(
+                f"--user-weights: expected USER=WEIGHT pairs such as alice=2,bob=1, got {part!r}"
+            )
+    return weights
 
 
 def parse_mix(text: str) -> dict[int, float]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+from ..core.fairshare import format_days
 from .compare import Comparison
 
 BASELINES = ("static", "termination")
@@ -51,6 +52,8 @@ def format_table(comp: Comparison) -> str:
     )
     if cfg.user_gpu_cap:
         head += f"; at most {cfg.user_gpu_cap} GPUs per user"
+    if cfg.fair_share:
+        head += f"; fair share (usage half-life {format_days(cfg.fair_share_half_life)})"
     rows = [["policy", *(c[0] for c in _COLUMNS)]]
     for name, summary in s.items():
         cells = []
@@ -89,6 +92,8 @@ def format_table(comp: Comparison) -> str:
         out += ["", _grid(rows)]
     if cfg.user_gpu_cap and comp.results:
         out += ["", _users_table(comp)]
+    if cfg.fair_share and comp.results:
+        out += ["", _shares_table(comp)]
     for name, why in comp.stalled.items():
         out += ["", f"{name}: did not finish: {why}"]
     return "\n".join(out)
@@ -107,6 +112,41 @@ def _users_table(comp: Comparison) -> str:
     return _grid(rows)
 
 
+#: Slices of the run in the per-user share table.
+SHARE_SLICES = 8
+
+
+def _shares_table(comp: Comparison) -> str:
+    """Per policy and user: the weight's share, the share of GPU-time held over the run, and
+    the share of all GPUs held in each of ``SHARE_SLICES`` equal slices of the run."""
+    weights = comp.config.user_weights
+    rows = [
+        [
+            "share of the GPUs",
+            "user",
+            "weight",
+            "held",
+            *(f"{i + 1}/{SHARE_SLICES}" for i in range(SHARE_SLICES)),
+        ]
+    ]
+    for name, result in comp.results.items():
+        shares = result.user_shares(SHARE_SLICES)["users"]
+        held = {u: v["gpu_s"] for u, v in result.users().items()}
+        total_held = sum(held.values()) or 1.0
+        total_w = sum(weights.get(u, 1.0) for u in shares)
+        for user, slices in shares.items():
+            rows.append(
+                [
+                    name,
+                    user,
+                    f"{weights.get(user, 1.0) / total_w:.0%}",
+                    f"{held.get(user, 0.0) / total_held:.0%}",
+                    *(f"{x:.0%}" for x in slices),
+                ]
+            )
+    return _grid(rows)
+
+
 def write_json(comp: Comparison, path: str) -> None:
     with open(path, "w") as f:
         json.dump(comp.to_json(), f, indent=1)
@@ -119,7 +159,9 @@ def plot(comp: Comparison, path: str) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (ax_jct, ax_use) = plt.subplots(1, 2, figsize=(12, 4.5))
+    fair = comp.config.fair_share and comp.results
+    fig, axes = plt.subplots(1, 3 if fair else 2, figsize=(18 if fair else 12, 4.5))
+    ax_jct, ax_use = axes[0], axes[1]
     for name, result in comp.results.items():
         jcts = sorted(j["jct_s"] / 3600 for j in result.jobs)
         n = len(jcts)
@@ -140,7 +182,25 @@ def plot(comp: Comparison, path: str) -> None:
     ax_use.set_ylabel("GPUs allocated")
     ax_use.set_title(f"GPU occupancy ({total} GPUs)")
     ax_use.legend()
+    if fair:
+        _plot_shares(axes[2], comp)
     fig.suptitle(f"{comp.workload}")
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def _plot_shares(ax, comp: Comparison) -> None:
+    """Each user's share of the GPUs over time under the first policy (stacked)."""
+    name, result = next(iter(comp.results.items()))
+    start = min(j["submit_s"] for j in result.jobs)
+    end = max(j["finish_s"] for j in result.jobs)
+    users = sorted({j["user"] for j in result.jobs})
+    points = [*result.user_timeline, (end, {})]
+    ts = [(t - start) / 3600 for t, _ in points]
+    held = [[held.get(u, 0) for _, held in points] for u in users]
+    ax.stackplot(ts, held, labels=users, step="post")
+    ax.set_xlabel("time since the first submission (hours)")
+    ax.set_ylabel("GPUs held")
+    ax.set_title(f"GPUs held per user ({name}, fair share)")
+    ax.legend(loc="upper right", fontsize="small")
