@@ -95,7 +95,14 @@ def _fair(
     ent = entitlement(policy, snapshot, fair)
     demand = ent.gpus
     cap = snapshot.user_gpu_cap
-    caps = {u: min(n, cap) if cap else n for u, n in ent.gpus.items()}
+    caps = dict(ent.gpus)
+    if not policy.preemptive:  # its promise to running jobs holds: the share bounds admission
+        running: dict[str, int] = {}
+        for job in snapshot.jobs:
+            running[job.user] = running.get(job.user, 0) + len(job.gpus)
+        caps = {u: max(n, running[u]) for u, n in caps.items()}
+    if cap:
+        caps = {u: min(n, cap) for u, n in caps.items()}
 
     def why(job: Job, n: int, top: int) -> str:
         if cap and cap <= ent.gpus[job.user]:
