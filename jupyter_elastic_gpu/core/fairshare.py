@@ -32,6 +32,9 @@ from dataclasses import dataclass, field
 DEFAULT_HALF_LIFE_S = 7 * 86400.0
 #: A holder keeps its odd GPU until its ratio exceeds the contender's by this fraction.
 DEFAULT_HYSTERESIS = 0.05
+#: A reason names a user's usage once it is this many times their share (10% over: less is
+#: the noise of whole GPUs and recent changes, not a reason anyone acts on).
+SAY_OVER = 1.1
 #: The weight of a user (or group) nobody set one for.
 DEFAULT_WEIGHT = 1.0
 _EPS = 1e-9
@@ -179,7 +182,9 @@ def _num(x: float) -> str:
 
 def share_reason(job_user: str, fair: FairShare, ent: Entitlement, holders: Iterable[str]) -> str:
     """Why fair share holds a user's jobs where they are, for people: their share now, and who
-    has used more than theirs ("bob has used 3.0x their share over the last 7 days")."""
+    has used more than theirs ("bob has used 3.0x their share over the last 7 days"): the
+    user themself when they have, else the other user with demand who has used the most.
+    "The last 7 days" is the half-life: older usage counts, but less and less."""
     weights = sum(fair.weight(u) for u in ent.gpus)
     due = ent.gpus.get(job_user, 0)
     text = (
@@ -188,8 +193,8 @@ def share_reason(job_user: str, fair: FairShare, ent: Entitlement, holders: Iter
     )
     mine = ent.ratios.get(job_user, 0.0)
     others = [(ent.ratios.get(u, 0.0), u) for u in set(holders) if u != job_user]
-    who, ratio = (job_user, mine) if mine >= 1.0 or not others else max(others)[::-1]
-    if ratio > 0:
+    who, ratio = (job_user, mine) if mine >= SAY_OVER or not others else max(others)[::-1]
+    if ratio >= SAY_OVER:
         text += (
             f"; {who} has used {ratio:.1f}x their share over the last "
             f"{format_days(fair.half_life_s)}"

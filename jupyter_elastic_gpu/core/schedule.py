@@ -114,7 +114,29 @@ def _fair(
         if not _lend(policy, snapshot, decision, caps, ent.order):
             break
         decision = _within_caps(policy, snapshot, now, first, caps, why)
-    return decision
+    return _say_share(policy, snapshot, decision, caps, why)
+
+
+def _say_share(
+    policy: Policy,
+    snapshot: Snapshot,
+    decision: Decision,
+    caps: Mapping[str, int],
+    why: Callable[[Job, int, int], str],
+) -> Decision:
+    """``decision`` with the share as the reason of every running job below its top whose user
+    holds all their share: what keeps it small is the share, whatever the policy says."""
+    held: dict[str, int] = {}
+    for job in snapshot.jobs:
+        held[job.user] = held.get(job.user, 0) + len(decision.allocations.get(job.id, ()))
+    reasons = dict(decision.reasons)
+    for job in snapshot.jobs:
+        n, top = len(decision.allocations.get(job.id, ())), _top(policy, job)
+        if 0 < n < top and held[job.user] >= caps[job.user] and not job.pinned:
+            reasons[job.id] = why(job, n, top)
+    if reasons == decision.reasons:
+        return decision
+    return Decision(decision.allocations, reasons, decision.order)
 
 
 def _top(policy: Policy, job: Job) -> int:

@@ -230,10 +230,10 @@ class SchedulerService(LoggingConfigurable):
             with contextlib.suppress(asyncio.CancelledError):
                 await self._task
             self._task = None
-            try:
-                await self.shares.save(time.time())
-            except StorageUnavailable as e:  # usage since the last save is lost, nothing else
-                self.log.warning("elastic-gpu: fair-share usage not saved: %s", e)
+        try:
+            await self.shares.save(time.time())
+        except StorageUnavailable as e:  # usage since the last save is lost, nothing else
+            self.log.warning("elastic-gpu: fair-share usage not saved: %s", e)
 
     def poke(self) -> None:
         """Something changed: decide again soon."""
