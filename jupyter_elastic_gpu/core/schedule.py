@@ -33,6 +33,17 @@ A job the cap keeps waiting, or holds at its bound, says so: "queued: alice may 
 does a waiting job whose user has no room left for its minimum. Without a cap the policy's
 decision is returned as it is (the same object).
 
+**Fair share** (``Snapshot.fair_share``, None: off; ``core.fairshare``). With two users or more,
+each user's cap is the whole GPUs fair share gives them now (the smaller of it and
+``user_gpu_cap`` when both are set), and the rules above bring every user down to it in the
+same decision: by shrinking their elastic jobs, so a share lent while its owner was idle is
+taken back at the first decision after they submit. Under a non-preemptive policy a user's
+running jobs are kept (the cap is at least what they hold): the share bounds admission. GPUs
+the decision leaves idle while a user's cap keeps their jobs from them are lent: those caps
+are raised, in fair-share priority order, and the policy decides again (``LEND_ROUNDS`` at
+most). A job held back or kept small by its share says so ("queued: fair share: alice's share
+now is 2 of 4 GPUs (weight 1 of 2); bob has used 3.0x their share over the last 7 days").
+
 **Queue order.** ``queue_positions(decision)`` numbers the jobs that get no GPUs 1, 2, ... in
 the policy's priority order (``Decision.order``): the order in which the policy will serve them.
 """

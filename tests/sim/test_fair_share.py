@@ -100,7 +100,7 @@ def test_an_idle_share_is_reclaimed_within_one_scheduling_period(rounds):
         [
             elastic("a1", "alice", 0.0, 20),
             elastic("a2", "alice", 1.0, 20),
-            elastic("b1", "bob", submit, 4),
+            elastic("b1", "bob", submit, 40),
         ],
     )
     result = run(wl, fair_share=True, rounds=rounds)
@@ -110,6 +110,10 @@ def test_an_idle_share_is_reclaimed_within_one_scheduling_period(rounds):
     assert submit <= got <= submit + TICK
     assert next(h for t, h in result.user_timeline if t == got)["alice"] == 4
     assert result.resizes >= 1  # by shrinking alice's elastic jobs
+    # Without fair share bob's long job waits behind alice's shorter remaining work for hours.
+    plain = run(wl, rounds=rounds)
+    got = next(t for t, held in plain.user_timeline if held.get("bob", 0) >= 4)
+    assert got > submit + HOUR
 
 
 def test_simulate_prints_the_share_table_and_writes_shares_to_json_and_the_plot(tmp_path, capsys):
