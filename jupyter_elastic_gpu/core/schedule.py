@@ -104,7 +104,6 @@ def _fair(
 ) -> Decision:
     """``first`` within each user's fair share (and the cap), the idle part of a share lent."""
     ent = entitlement(policy, snapshot, fair)
-    demand = ent.gpus
     cap = snapshot.user_gpu_cap
     caps = dict(ent.gpus)
     if not policy.preemptive:  # its promise to running jobs holds: the share bounds admission
@@ -118,7 +117,7 @@ def _fair(
     def why(job: Job, n: int, top: int) -> str:
         if cap and cap <= ent.gpus[job.user]:
             return cap_reason(job, cap, n, top)
-        return held_reason(job, share_reason(job.user, fair, ent, demand), n, top)
+        return held_reason(job, share_reason(job.user, fair, ent, ent.gpus), n, top)
 
     decision = _within_caps(policy, snapshot, now, first, caps, why)
     for _ in range(LEND_ROUNDS):
@@ -169,14 +168,21 @@ def _lend(
     if free <= 0:
         return False
     held: dict[str, int] = {}
-    wants: dict[str, int] = {}
+    wants: dict[str, int] = {}  # GPUs the user's jobs could still take
+    step: dict[str, int] = {}  # the fewest more GPUs that would let one of them take any
     for job in snapshot.jobs:
-        n = len(decision.allocations.get(job.id, ()))
-        held[job.user] = held.get(job.user, 0) + n
-        wants[job.user] = wants.get(job.user, 0) + max(_top(policy, job) - n, 0)
+        u, n = job.user, len(decision.allocations.get(job.id, ()))
+        held[u] = held.get(u, 0) + n
+        more = max(_top(policy, job) - n, 0)
+        wants[u] = wants.get(u, 0) + more
+        if more:
+            need = 1 if n else job.min_gpus
+            step[u] = min(step.get(u, need), need)
     cap = snapshot.user_gpu_cap
     lent = False
     for user in order:
+        if user not in step or held[user] + step[user] <= caps[user]:
+            continue  # not the cap that keeps this user's jobs from the idle GPUs
         limit = cap or held[user] + wants[user]
         give = min(free, held[user] + wants[user] - caps[user], limit - caps[user])
         if give > 0:

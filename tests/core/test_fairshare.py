@@ -311,3 +311,18 @@ def test_every_policy_gives_a_valid_decision_with_fair_share(name, snap):
     if snap.user_gpu_cap:
         for user, n in held(snap, decision).items():
             assert n <= max(snap.user_gpu_cap, pinned.get(user, 0))
+
+
+def test_a_share_whose_owner_cannot_use_it_now_is_lent_in_the_same_decision():
+    # alice's 3-GPU job does not fit in her share of 2 and she has used more than bob, so it
+    # waits; her 2 GPUs go to bob's elastic job instead of idling.
+    fair = FairShare(usage={"alice": 500.0, "bob": 100.0})
+    jobs = (job("a1", "alice", 3, 3), job("b1", "bob", 1, 4))
+    snap = Snapshot(gpus(4), jobs, fair_share=fair)
+    d = decide(make_policy("adaptive"), snap, NOW)
+    assert held(snap, d) == {"alice": 0, "bob": 4}
+    assert d.reasons["a1"].startswith("queued: fair share: alice's share now is 2 of 4 GPUs")
+    # Once bob has used more, alice's job takes the GPU it lacks from bob's share.
+    fair = FairShare(usage={"alice": 100.0, "bob": 500.0})
+    snap = replace(snap, fair_share=fair)
+    assert held(snap, decide(make_policy("adaptive"), snap, NOW)) == {"alice": 3, "bob": 1}
