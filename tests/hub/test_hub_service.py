@@ -7,7 +7,7 @@ from __future__ import annotations
 from datetime import datetime
 
 import pytest
-from conftest import SERVICE, synthetic
+from hubkit import SERVICE, synthetic
 from servers import call, get_json, wait_for
 
 from jupyter_elastic_gpu.hub import scopes
@@ -122,8 +122,9 @@ def test_a_job_outlives_its_users_server_and_counts_as_activity(hub, servers, to
     hub.start_server("alice")
 
     def done():
-        state = get_json(f"{alice}jobs/{job['id']}", tokens["alice"])["state"]
-        assert state not in ("failed", "cancelled"), state
-        return state == "done"
+        doc = get_json(f"{alice}jobs/{job['id']}", tokens["alice"])
+        assert doc["state"] not in ("failed", "cancelled"), doc
+        return doc if doc["state"] == "done" else None
 
-    wait_for(done, 120, what="alice's job to finish")
+    finished = wait_for(done, 120, what="alice's job to finish")
+    assert finished["restarts"] == 0  # the same sidecar and trainer all along

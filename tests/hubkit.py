@@ -1,4 +1,5 @@
-"""A real JupyterHub for the hub tests, one per test session: `jupyter elastic-gpu hub-demo`
+"""A real JupyterHub for the hub tests (tests/hub, and the login in tests/browser), one per
+test session (the ``hub`` fixture, registered in tests/conftest.py): `jupyter elastic-gpu hub-demo`
 (configurable-http-proxy, users' servers as local processes, the elastic-gpu service on
 simulated GPUs) with a test-only admin service whose token drives the Hub's API.
 
@@ -24,7 +25,7 @@ from servers import FAST_SERVICE, call, free_port, kill_sidecars_under, wait_for
 
 from jupyter_elastic_gpu.hub import scopes
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
 #: Where .ci/install-test-deps installs configurable-http-proxy when it is not on PATH.
 LOCAL_PROXY_BIN = ROOT / ".ci" / "node" / "node_modules" / ".bin"
 PASSWORD = "elastic-demo-pw"
