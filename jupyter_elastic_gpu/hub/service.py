@@ -29,6 +29,7 @@ from traitlets import Float, default
 
 from ..errors import Forbidden
 from ..server.daemon import DaemonServerApp, SchedulerDaemonApp, default_state_dir
+from ..server.handlers import API_PREFIX
 from . import scopes
 from .activity import ActivityReporter
 from .identity import HubIdentityProvider, HubPrincipal, principal_of_hub
@@ -160,6 +161,14 @@ class HubServiceApp(SchedulerDaemonApp):
     @default("discovery")
     def _default_discovery(self) -> bool:
         return False  # users reach it through the Hub, not through a file on the box
+
+    def api_url(self) -> str:
+        """Where sidecars reach the service: the URL the Hub gives it (the service's ``url``,
+        which the proxy and users' servers reach too), not the address it binds."""
+        service_url = os.environ.get("JUPYTERHUB_SERVICE_URL")
+        if not service_url:
+            return super().api_url()
+        return url_path_join(service_url, self.serverapp.base_url, API_PREFIX) + "/"
 
     def principal_of(self, user: Any) -> HubPrincipal:
         return principal_of_hub(user.hub_user)

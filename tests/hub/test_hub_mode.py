@@ -57,9 +57,7 @@ def test_the_sample_config_grants_what_the_service_expects():
     (service,) = [s for s in c.JupyterHub.services if s["name"] == scopes.SERVICE_NAME]
     assert service["display"] is True
     assert "hub-service" in service["command"]
-    assert set(service["oauth_client_allowed_scopes"]) == set(
-        scopes.oauth_client_allowed_scopes()
-    )
+    assert set(service["oauth_client_allowed_scopes"]) == set(scopes.oauth_client_allowed_scopes())
     assert set(c.JupyterHub.custom_scopes) == {scopes.SUBMIT, scopes.READ_ALL, scopes.ADMIN}
     roles = {r["name"]: r for r in c.JupyterHub.load_roles}
     assert {scopes.ACCESS, scopes.SUBMIT} <= set(roles["user"]["scopes"])
