@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from urllib.parse import quote
 
-from hubkit import PASSWORD, SERVICE, SERVICE_API
+from hubkit import PASSWORD, SERVICE, SERVICE_API, synthetic
 
 
 def test_alice_reaches_the_service_through_the_hubs_oauth(browser, hub):
@@ -29,6 +29,14 @@ def test_alice_reaches_the_service_through_the_hubs_oauth(browser, hub):
             "url => fetch(url, {method: 'POST', body: '{}'}).then(r => r.status)", api + "jobs"
         )
         assert status == 403
+        # With the XSRF token Jupyter expects (the `_xsrf` cookie in X-XSRFToken), it passes.
+        xsrf = next(c["value"] for c in context.cookies() if c["name"] == "_xsrf")
+        post = """([url, xsrf, body]) => fetch(url, {method: 'POST', body: JSON.stringify(body),
+            headers: {'X-XSRFToken': xsrf}}).then(async r => [r.status, await r.json()])"""
+        code, job = page.evaluate(post, [api + "jobs", xsrf, synthetic("from-the-browser", 10)])
+        assert code == 201 and job["user"] == "alice", job
+        code, job = page.evaluate(post, [f"{api}jobs/{job['id']}/cancel", xsrf, {}])
+        assert code == 202, job
         page.goto(api + "whoami")
         assert json.loads(page.inner_text("body"))["user"] == "alice"
     finally:
