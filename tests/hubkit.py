@@ -1,7 +1,8 @@
-"""A real JupyterHub for the hub tests (tests/hub, and the login in tests/browser), one per
-test session (the ``hub`` fixture, registered in tests/conftest.py): `jupyter elastic-gpu hub-demo`
-(configurable-http-proxy, users' servers as local processes, the elastic-gpu service on
-simulated GPUs) with a test-only admin service whose token drives the Hub's API.
+"""A real JupyterHub for the hub tests (tests/hub, and the login in tests/browser): the
+``hub`` fixture (registered in tests/conftest.py) starts one per test session with
+`jupyter elastic-gpu hub-demo` (configurable-http-proxy, users' servers as local processes,
+the elastic-gpu service on simulated GPUs), plus a test-only service whose token drives the
+Hub's API as an admin.
 
 configurable-http-proxy comes from npm: on PATH, or where .ci/install-test-deps puts it
 (.ci/node/node_modules/.bin). Without it (or without jupyterhub) the tests are skipped, and

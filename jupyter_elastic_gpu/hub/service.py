@@ -203,7 +203,8 @@ class HubServiceApp(SchedulerDaemonApp):
 
 
 def main(argv: list[str] | None = None) -> None:
-    if not os.environ.get("JUPYTERHUB_API_TOKEN"):
+    asks_for_help = any(arg.startswith("--help") for arg in argv or sys.argv[1:])
+    if not os.environ.get("JUPYTERHUB_API_TOKEN") and not asks_for_help:
         sys.exit(
             "jupyter-elastic-gpu hub-service: error: no JUPYTERHUB_API_TOKEN: this command is "
             "started by JupyterHub (c.JupyterHub.services, see examples/jupyterhub_config.py)"

@@ -3,6 +3,9 @@ sample jupyterhub_config.py grants what the service expects. No Hub needed here.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 from servers import free_port, get_json
@@ -67,3 +70,20 @@ def test_the_sample_config_grants_what_the_service_expects():
     assert set(c.Spawner.server_token_scopes) >= {scopes.ACCESS, scopes.SUBMIT}
     assert set(c.Spawner.server_token_scopes) >= set(scopes.HUB_SERVER_SCOPES)
     assert scopes.ENV_SERVICE_URL in c.Spawner.environment
+
+
+def test_hub_demo_says_what_to_install(tmp_path):
+    """Without configurable-http-proxy on PATH, hub-demo says how to get it and starts nothing."""
+    env = {**os.environ, "PATH": os.path.dirname(sys.executable)}
+    args = ["-m", "jupyter_elastic_gpu.cli", "hub-demo", "--password=x", f"--state-dir={tmp_path}"]
+    done = subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True)
+    assert done.returncode == 2, done.stderr
+    assert "npm install -g configurable-http-proxy" in done.stderr
+    assert not (tmp_path / "jupyterhub_config.py").exists()
+
+
+def test_the_service_is_started_by_the_hub(tmp_path):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("JUPYTERHUB_")}
+    args = ["-m", "jupyter_elastic_gpu.cli", "hub-service"]
+    done = subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True)
+    assert done.returncode != 0 and "started by JupyterHub" in done.stderr
