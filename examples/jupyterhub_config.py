@@ -86,5 +86,8 @@ c.Spawner.server_token_scopes = [
 ]
 
 # -- Fair share -------------------------------------------------------------------------------
-# GPUs are shared between users by the weights of their JupyterHub groups (default 1 each);
-# admins set them on the admin page (/services/elastic-gpu/), where they are kept.
+# GPUs are shared between users by the weights of their JupyterHub groups (default 1 each; a
+# user's weight is the largest of their groups'). Admins set them on the admin page
+# (/services/elastic-gpu/), where they are kept; the service's command can set starting
+# values, one option per group (c.SchedulerService.group_weights):
+c.JupyterHub.services[0]["command"] += ["--SchedulerService.group_weights=physics=2"]
