@@ -4,6 +4,8 @@ stopped and started while their job trains; activity reported to the Hub."""
 
 from __future__ import annotations
 
+import urllib.error
+import urllib.request
 from datetime import datetime
 
 import pytest
@@ -81,9 +83,22 @@ def test_scopes_decide_what_a_token_may_do(hub):
 
 
 def test_the_services_root_leads_to_the_admin_page(hub, tokens):
-    code, _ = call("GET", hub.url + SERVICE, tokens["alice"])
-    # urllib follows the redirect: to the admin page (404 until it exists, 403 for alice).
-    assert code in (403, 404)
+    request = urllib.request.Request(hub.url + SERVICE)
+    request.add_header("Authorization", f"token {tokens['alice']}")
+    with pytest.raises(urllib.error.HTTPError) as redirect:
+        urllib.request.build_opener(NoRedirect).open(request, timeout=15)
+    assert redirect.value.code == 302
+    assert redirect.value.headers["Location"] == f"/{SERVICE}elastic-gpu/admin"
+    # Without credentials: the Hub's login (OAuth) first.
+    with pytest.raises(urllib.error.HTTPError) as login:
+        urllib.request.build_opener(NoRedirect).open(hub.url + SERVICE, timeout=15)
+    assert login.value.code == 302
+    assert "/hub/api/oauth2/authorize" in login.value.headers["Location"]
+
+
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, *args, **kwargs):
+        return None
 
 
 @pytest.mark.xfail(
@@ -101,21 +116,29 @@ def _last_activity(hub, user: str) -> datetime:
 
 
 def test_a_job_outlives_its_users_server_and_counts_as_activity(hub, servers, tokens):
-    alice = servers["alice"]
-    code, job = call("POST", alice + "jobs", tokens["alice"], synthetic("long", 1500))
+    alice, service = servers["alice"], hub.service_api()
+    code, job = call("POST", alice + "jobs", tokens["alice"], synthetic("long", 3000))
     assert code == 201, job
+    # One that cannot finish during the test: an open job for as long as the server is down.
+    code, endless = call("POST", alice + "jobs", tokens["alice"], synthetic("endless", 1e9))
+    assert code == 201, endless
 
-    def progress() -> float:
-        doc = get_json(f"{hub.service_api()}jobs/{job['id']}", tokens["alice"])
+    def look() -> tuple[str, float]:
+        doc = get_json(f"{service}jobs/{job['id']}", tokens["alice"])
         assert doc["state"] not in ("failed", "cancelled"), doc
-        return (doc.get("progress") or {}).get("samples") or 0.0
+        return doc["state"], (doc.get("progress") or {}).get("samples") or 0.0
 
-    wait_for(lambda: progress() > 0, 90, what="alice's job to train")
+    wait_for(lambda: look()[1] > 0, 90, what="alice's job to train")
     hub.stop_server("alice")
-    # Her server is gone; her job trains on, and the service tells the Hub she is active.
-    before = progress()
+    # Her server is gone: her job trains on (or has finished meanwhile), and the service tells
+    # the Hub she is active (no one else does while her server is down).
+    before = look()[1]
     stopped_at = _last_activity(hub, "alice")
-    wait_for(lambda: progress() > before, 60, what="the job to go on without its server")
+    wait_for(
+        lambda: look()[0] == "done" or look()[1] > before,
+        60,
+        what="the job to go on without its server",
+    )
     wait_for(
         lambda: _last_activity(hub, "alice") > stopped_at, 30, what="the job's activity report"
     )
@@ -128,3 +151,5 @@ def test_a_job_outlives_its_users_server_and_counts_as_activity(hub, servers, to
 
     finished = wait_for(done, 120, what="alice's job to finish")
     assert finished["restarts"] == 0  # the same sidecar and trainer all along
+    code, answer = call("POST", f"{alice}jobs/{endless['id']}/cancel", tokens["alice"], {})
+    assert code == 202, answer
