@@ -159,7 +159,7 @@ class ElasticGPUApp(ExtensionApp):
         config=True,
         help="Hub mode: the URL of the JupyterHub service elastic-gpu (e.g. "
         "http://127.0.0.1:10101/services/elastic-gpu/) to use instead of embedding a "
-        f"scheduler, with this server's Hub token ($JUPYTERHUB_API_TOKEN). Default: "
+        "scheduler, with this server's Hub token ($JUPYTERHUB_API_TOKEN). Default: "
         f"${ENV_SERVICE_URL}, which c.Spawner.environment sets; empty: not hub mode.",
     )
     admin_users = List(Unicode(), config=True, help="Users who see and steer every job.")
