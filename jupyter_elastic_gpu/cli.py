@@ -13,10 +13,13 @@ from collections.abc import Sequence
 from ._version import __version__
 from .commands import add_client_commands
 from .doctor import add_doctor
+from .hub.demo import add_hub_demo
 from .sim.commands import add_simulate, add_workload
 
 #: The sub-command that runs the shared scheduler: a Jupyter application with its own options.
 SCHEDULER = "scheduler"
+#: The sub-command JupyterHub starts as its ``elastic-gpu`` service (``hub/service.py``).
+HUB_SERVICE = "hub-service"
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -33,6 +36,13 @@ def build_parser() -> argparse.ArgumentParser:
         help="run the shared scheduler of this box (`scheduler --help-all` lists its options)",
         add_help=False,
     )
+    sub.add_parser(
+        HUB_SERVICE,
+        help="run the scheduler as a JupyterHub service (started by the Hub: "
+        "examples/jupyterhub_config.py)",
+        add_help=False,
+    )
+    add_hub_demo(sub)
     add_client_commands(sub)
     add_doctor(sub)
     return parser
@@ -44,6 +54,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .server.daemon import main as scheduler
 
         scheduler(argv[1:])
+        return 0
+    if argv[:1] == [HUB_SERVICE]:
+        from .hub.service import main as hub_service
+
+        hub_service(argv[1:])
         return 0
     parser = build_parser()
     args = parser.parse_args(argv)

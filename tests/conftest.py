@@ -4,6 +4,7 @@ real server processes for the tests that kill and restart them."""
 from __future__ import annotations
 
 import pytest
+from hubkit import hub  # noqa: F401  (a real JupyterHub, one per session: tests/hub)
 from servers import FAST_SERVICE, JupyterServerProcess, free_port, kill_sidecars_under
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]

@@ -24,21 +24,33 @@ from .store import Store
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 
 
+def _fields_of(job: JobRecord) -> dict[str, Any]:
+    """``job``'s fields as they are now. A record changes by having a field set to a new
+    value or by entries added to or removed from its lists and dicts (never inside a nested
+    model or lease, which are replaced whole): so copying those containers, one level down, is
+    a whole copy, at a fraction of a deep copy's cost (it is taken on every decision)."""
+    return {
+        name: copy.copy(value) if isinstance(value, (list, dict)) else value
+        for name, value in job.__dict__.items()
+    }
+
+
 class Undo:
     """Copies of jobs taken before they change; ``restore`` puts them back in place (the same
     objects: whoever holds a job sees it restored)."""
 
     def __init__(self) -> None:
-        self._kept: dict[int, tuple[JobRecord, JobRecord]] = {}
+        self._kept: dict[int, tuple[JobRecord, dict[str, Any]]] = {}
 
     def keep(self, job: JobRecord) -> None:
         """Remember ``job`` as it is now (once: the first copy is the one restored)."""
         if id(job) not in self._kept:
-            self._kept[id(job)] = (job, copy.deepcopy(job))
+            self._kept[id(job)] = (job, _fields_of(job))
 
     def restore(self) -> None:
         for job, before in self._kept.values():
-            job.__dict__.update(before.__dict__)
+            job.__dict__.clear()
+            job.__dict__.update(before)
 
 
 #: The ``Undo`` of the outermost ``atomically`` under way in this task.

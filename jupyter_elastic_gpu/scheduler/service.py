@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import time
 import uuid
 from collections.abc import Callable
@@ -52,6 +53,12 @@ from .lifecycle import Lifecycle
 from .principal import Principal
 from .shares import ShareLedger, check_group, check_weight
 from .store import Store
+
+#: What a queued job of a user whose own Jupyter server is gone says (``server_timeout``).
+WAITING_FOR_SERVER = (
+    "waiting for your server: your jobs start from your own Jupyter server, which is not "
+    "running; start it (on JupyterHub: Start My Server) and this job is scheduled"
+)
 
 
 class SchedulerService(LoggingConfigurable):
@@ -147,6 +154,14 @@ class SchedulerService(LoggingConfigurable):
         help="Finished jobs of each user that GET jobs (and the JupyterLab panel) still list, the "
         "most recently finished first; older ones stay in the database and GET jobs/ID.",
     )
+    server_timeout = Float(
+        20.0,
+        config=True,
+        help="With a shared or JupyterHub scheduler (whose users' own Jupyter servers start "
+        "their jobs): seconds without a word from a user's server after which that user's queued "
+        "jobs wait for it ('waiting for your server') instead of being given GPUs nobody would "
+        "start. Running jobs keep running: their sidecars need no server.",
+    )
     mechanism = Enum(
         P.Mechanism.values(),
         P.Mechanism.SIDECAR.value,
@@ -189,6 +204,8 @@ class SchedulerService(LoggingConfigurable):
         self._task: asyncio.Task | None = None
         self._last_account = time.time()
         self._secrets: dict[str, str] = {}  # job id -> secret for a launch not yet handed out
+        self._servers_seen: dict[str, float] = {}  # user -> last poll of their server's agent
+        self._server_less: frozenset[str] = frozenset()  # users whose jobs wait for their server
         self._gpu_cache: list[Any] = []
         self._gpu_cache_t = 0.0
         self.faults = FaultLog(self.log)  # the loop's storage faults, said once each
@@ -211,6 +228,7 @@ class SchedulerService(LoggingConfigurable):
                 # Give a sidecar that survived our restart one timeout to heartbeat again.
                 job.last_heartbeat = now
             self.jobs[job.id] = job
+            self._servers_seen[job.user] = now  # their servers get one timeout to poll again
         active = sum(1 for j in self.jobs.values() if j.state.active)
         if self.jobs:
             await self.store.add_event(
@@ -271,6 +289,9 @@ class SchedulerService(LoggingConfigurable):
         self.shares.account(self.jobs.values(), now)
         await self.shares.save_if_due(now)
         await self._find_lost(now)
+        server_less = self._users_without_server(now)
+        if server_less != self._server_less:  # a server came or went: its user's jobs change
+            self._server_less, decide = server_less, True
         if decide:
             await self._decide(now)
         await self._launch_ready(now)
@@ -346,7 +367,11 @@ class SchedulerService(LoggingConfigurable):
             return self.version
 
     def pending_launches(self, who: Principal) -> list[LaunchRequest]:
-        """Shared mode: launches of ``who``'s jobs that their own server must carry out."""
+        """Shared mode: launches of ``who``'s jobs that their own server must carry out. Asking
+        is what tells the scheduler that the server is there to start them."""
+        self._servers_seen[who.user] = time.time()
+        if who.user in self._server_less:
+            self.poke()  # its jobs may be given GPUs again now
         out = []
         for job_id, secret in list(self._secrets.items()):
             job = self.jobs.get(job_id)
@@ -419,7 +444,8 @@ class SchedulerService(LoggingConfigurable):
             decision = decide(self.decider, self.core_snapshot(), now)
             for job in open_jobs:
                 target = list(decision.allocations.get(job.id, ()))
-                why = decision.reasons.get(job.id, job.reason)
+                why = WAITING_FOR_SERVER if self.waits_for_server(job) else None
+                why = why or decision.reasons.get(job.id, job.reason)
                 starts = job.state == JobState.QUEUED and bool(target)
                 moves = job.state in (JobState.STARTING, JobState.RUNNING, JobState.RESIZING)
                 if starts or (moves and set(target) != set(job.desired.gpus)):
@@ -450,11 +476,11 @@ class SchedulerService(LoggingConfigurable):
             await self._changed_now()
 
     def core_snapshot(self) -> Snapshot:
-        """The open jobs and the GPUs as the policy sees them, under the per-user cap and fair
-        share."""
+        """The open jobs and the GPUs as the policy sees them (without the queued jobs that
+        wait for their owner's server), under the per-user cap and fair share."""
         return self.shares.for_decision(
             snapshot.build(
-                self.jobs.values(),
+                [j for j in self.jobs.values() if not self.waits_for_server(j)],
                 self.gpu_infos(),
                 self.external(),
                 self.default_resize_cost,
@@ -482,6 +508,23 @@ class SchedulerService(LoggingConfigurable):
         await self.shares.set_group_weight(group, weight, who.user)
         self.poke()
         return self.share_report(who)
+
+    # -- users' servers (shared and JupyterHub modes) ------------------------------------------
+    def _users_without_server(self, now: float) -> frozenset[str]:
+        """Users with open jobs whose server has not polled for launches within
+        ``server_timeout`` (always empty when this scheduler starts sidecars itself)."""
+        if self.launcher.starts_processes:
+            return frozenset()
+        timeout = self.server_timeout
+        return frozenset(
+            job.user
+            for job in self.jobs.values()
+            if not job.final and now - self._servers_seen.get(job.user, -math.inf) > timeout
+        )
+
+    def waits_for_server(self, job: JobRecord) -> bool:
+        """Whether ``job`` is queued while nobody is there to start it: its owner's server."""
+        return job.state == JobState.QUEUED and job.user in self._server_less
 
     # -- starting sidecars ----------------------------------------------------------------
     def _launch_request(self, job: JobRecord, secret: str) -> LaunchRequest:
@@ -533,6 +576,13 @@ class SchedulerService(LoggingConfigurable):
         timeout = self.heartbeat_timeout
         for job in list(self.jobs.values()):
             if not job.state.active or job.launched_at is None:
+                continue
+            if job.id in self._secrets and job.user in self._server_less:
+                # Its launch is still listed for a server that went away: not a lost sidecar
+                # (none started), a job that waits for that server again.
+                self._secrets.pop(job.id, None)
+                await self.lifecycle.requeue(job, WAITING_FOR_SERVER, now, kind=EventKind.SUSPENDED)
+                await self._changed_now()
                 continue
             silent = now - (job.last_heartbeat or job.launched_at)
             alive = self.launcher.alive(job.launch) if job.launch else None

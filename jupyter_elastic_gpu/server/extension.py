@@ -5,7 +5,9 @@ NVML finds (or simulated GPUs where there are none), sidecars started as this se
 With ``scheduler_url`` set it is a client of a shared ``jupyter elastic-gpu scheduler``
 instead: the same routes, answered by that scheduler, and this server starts the sidecars of
 its user's jobs so that trainers run as that user. The shared scheduler is this same app run
-standalone (``server/daemon.py``).
+standalone (``server/daemon.py``). Under JupyterHub, ``hub_service_url`` (or the environment
+variable the spawner sets) makes it a client of the Hub's ``elastic-gpu`` service the same way,
+with the server's own Hub token; JUPYTERHUB_* variables alone never do (Binder sets them too).
 
 The parts a lab may replace are classes: ``scheduler_class`` (the service and its settings,
 ``c.SchedulerService``), ``launcher_class`` and ``inventory_class``; policies come by name,
@@ -29,6 +31,7 @@ from traitlets import Bool, Float, Int, List, Type, Unicode, default
 
 from .._version import __version__
 from ..errors import ElasticGPUError, Unavailable
+from ..hub.scopes import ENV_SERVICE_URL
 from ..notebook.client import ENV_TOKEN, api_root
 from ..scheduler.agent import LaunchAgent
 from ..scheduler.backends import LocalBackend, RemoteBackend
@@ -152,6 +155,13 @@ class ElasticGPUApp(ExtensionApp):
         config=True,
         help="This user's token for the shared scheduler (default: $ELASTIC_GPU_TOKEN).",
     )
+    hub_service_url = Unicode(
+        config=True,
+        help="Hub mode: the URL of the JupyterHub service elastic-gpu (e.g. "
+        "http://127.0.0.1:10101/services/elastic-gpu/) to use instead of embedding a "
+        "scheduler, with this server's Hub token ($JUPYTERHUB_API_TOKEN). Default: "
+        f"${ENV_SERVICE_URL}, which c.Spawner.environment sets; empty: not hub mode.",
+    )
     admin_users = List(Unicode(), config=True, help="Users who see and steer every job.")
     freeze_gc = Bool(
         True,
@@ -169,6 +179,10 @@ class ElasticGPUApp(ExtensionApp):
     @default("db_path")
     def _db_path(self) -> str:
         return os.path.join(jupyter_data_dir(), "elastic-gpu", "scheduler.sqlite")
+
+    @default("hub_service_url")
+    def _hub_service_url(self) -> str:
+        return os.environ.get(ENV_SERVICE_URL, "")
 
     @default("scheduler_token")
     def _scheduler_token(self) -> str:
@@ -205,7 +219,7 @@ class ElasticGPUApp(ExtensionApp):
         return {}
 
     async def _start_backend(self) -> None:
-        if self.scheduler_url:
+        if self.scheduler_url or self.hub_service_url:
             await self._use_shared_scheduler()
             return
         if self.inventory_class is not None:
@@ -249,17 +263,20 @@ class ElasticGPUApp(ExtensionApp):
         )
 
     async def _use_shared_scheduler(self) -> None:
-        if not self.scheduler_token:
+        url, token = self.scheduler_url, self.scheduler_token
+        if self.hub_service_url:  # the server's Hub token carries its user's service scopes
+            url, token = self.hub_service_url, os.environ.get("JUPYTERHUB_API_TOKEN", "")
+        if not token:
             self.log.error(
-                "ElasticGPUApp.scheduler_url is set but no token: set "
-                "c.ElasticGPUApp.scheduler_token or $ELASTIC_GPU_TOKEN"
+                "elastic-gpu: a shared scheduler but no token: set c.ElasticGPUApp."
+                "scheduler_token or $ELASTIC_GPU_TOKEN (hub mode: $JUPYTERHUB_API_TOKEN)"
             )
-        backend = RemoteBackend(api_root(self.scheduler_url), self.scheduler_token)
+        backend = RemoteBackend(api_root(url), token)
         self.backend.set(backend)
         if self.launch_agent:
             agent = LaunchAgent(backend, self.launcher_class(parent=self), Principal(self.owner))
             self._agent_task = asyncio.create_task(agent.run())
-        self.log.info("elastic-gpu: using the shared scheduler at %s", self.scheduler_url)
+        self.log.info("elastic-gpu: using the shared scheduler at %s", url)
 
     async def stop_extension(self) -> None:
         """Stop deciding; sidecars and trainers keep running and are re-adopted on restart."""

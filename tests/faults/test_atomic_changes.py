@@ -150,3 +150,32 @@ async def test_the_progress_of_a_sidecar_given_up_on_is_kept(tmp_path):
         lease = await svc.heartbeat(job.id, secret, beat)
         assert lease.action == "stop"
         assert [r["samples"] for r in await svc.store.progress(job.id)] == [10.0, 20.0]
+
+
+def test_undo_restores_every_kind_of_change():
+    """What the service does to a record (set fields, add to and remove from its lists and
+    dicts) is undone whole by ``Undo`` (a copy one level down, not a deep copy)."""
+    from elastic_gpu_sidecar.protocol import Lease
+
+    from jupyter_elastic_gpu.scheduler.atomic import Undo
+    from jupyter_elastic_gpu.scheduler.jobs import JobRecord
+
+    job = JobRecord(
+        id="j-1", user="ann", name="j", spec=parse(SubmitRequest, BODY, "job"), job_dir="/x"
+    )
+    job.granted[1] = ["0"]
+    job.history.append({"t": 1.0, "gpus": ["0"], "why": "start"})
+    before = json.dumps(job.to_dict(), sort_keys=True)
+    undo = Undo()
+    undo.keep(job)
+    job.state, job.reason = JobState.RUNNING, "running"
+    job.desired = Lease(2, ["0", "1"])
+    job.granted[2] = ["0", "1"]
+    del job.granted[1]
+    job.history.append({"t": 2.0, "gpus": ["0", "1"], "why": "grow"})
+    job.throughput[2] = 19.0
+    job.launch = {"pid": 1}
+    job.notes.append("changed")
+    undo.keep(job)  # a second keep does not replace the first copy
+    undo.restore()
+    assert json.dumps(job.to_dict(), sort_keys=True) == before

@@ -88,3 +88,33 @@ def test_two_servers_share_one_daemon(daemon, server_process):
     # The admin sees everything.
     code, bob_job = call("GET", d.api_url + f"jobs/{jobs['bob']['id']}", tokens["root"])
     assert code == 200 and bob_job["name"] == "bob-job"
+
+
+def test_jobs_wait_for_their_users_server(daemon, server_process):
+    """A job sent straight to the shared scheduler, by a user whose own Jupyter server (which
+    starts their jobs) is not running, waits and says so; it starts once that server is up."""
+    d, tokens = daemon
+    code, job = call("POST", d.api_url + "jobs", tokens["alice"], synthetic("early", 2_000))
+    assert code == 201, job
+
+    def waiting():
+        seen = get_json(d.api_url + f"jobs/{job['id']}", tokens["alice"])
+        return seen if "waiting for your server" in seen["reason"] else None
+
+    seen = wait_for(waiting, 30, what="the job to wait for alice's server")
+    assert seen["state"] == "queued" and seen["gpus"] == []
+    events = get_json(d.api_url + f"jobs/{job['id']}/events", tokens["alice"])["events"]
+    assert not any(e["kind"] in ("admitted", "lost", "failed") for e in events), events
+
+    s = server_process(
+        port=free_port(),
+        name="alice",
+        token="alice-jupyter-token",
+        config={"scheduler_url": d.api_url, "scheduler_token": tokens["alice"]},
+    )
+
+    def done():
+        state = get_json(s.api_url + f"jobs/{job['id']}", s.token)["state"]
+        return state if state == "done" else None
+
+    wait_for(done, 90, what="the job to run once alice's server is up")

@@ -1,0 +1,43 @@
+"""A browser logs in to the Hub and reaches the elastic-gpu service through OAuth, as its
+user (tests/hubkit.py starts the Hub)."""
+
+from __future__ import annotations
+
+import json
+from urllib.parse import quote
+
+from hubkit import PASSWORD, SERVICE, SERVICE_API, synthetic
+
+
+def test_alice_reaches_the_service_through_the_hubs_oauth(browser, hub):
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        # Log in, then go to the service: the Hub's OAuth (no confirmation page: the sample's
+        # oauth_no_confirm), its callback sets the service's cookie, the root leads on.
+        page.goto(f"{hub.url}hub/login?next={quote('/' + SERVICE)}")
+        page.fill("#username_input", "alice")
+        page.fill("#password_input", PASSWORD)
+        page.click("#login_submit")
+        page.wait_for_url(f"**/{SERVICE}elastic-gpu/admin*")
+        # The service's cookie authenticates alice's calls from its pages; GETs need no XSRF
+        # token, a POST without one is refused.
+        api = f"{hub.url}{SERVICE_API}"
+        who = page.evaluate("url => fetch(url).then(r => r.json())", api + "whoami")
+        assert who == {"user": "alice", "admin": False, "mode": "daemon"}
+        status = page.evaluate(
+            "url => fetch(url, {method: 'POST', body: '{}'}).then(r => r.status)", api + "jobs"
+        )
+        assert status == 403
+        # With the XSRF token Jupyter expects (the `_xsrf` cookie in X-XSRFToken), it passes.
+        xsrf = next(c["value"] for c in context.cookies() if c["name"] == "_xsrf")
+        post = """([url, xsrf, body]) => fetch(url, {method: 'POST', body: JSON.stringify(body),
+            headers: {'X-XSRFToken': xsrf}}).then(async r => [r.status, await r.json()])"""
+        code, job = page.evaluate(post, [api + "jobs", xsrf, synthetic("from-the-browser", 10)])
+        assert code == 201 and job["user"] == "alice", job
+        code, job = page.evaluate(post, [f"{api}jobs/{job['id']}/cancel", xsrf, {}])
+        assert code == 202, job
+        page.goto(api + "whoami")
+        assert json.loads(page.inner_text("body"))["user"] == "alice"
+    finally:
+        context.close()
