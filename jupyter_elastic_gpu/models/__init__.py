@@ -13,9 +13,11 @@ sends can break a later decision.
 
 from .base import describe, parse
 from .requests import (
+    DrainChange,
     ErrorInfo,
     Heartbeat,
     LaunchRequest,
+    PriorityChange,
     ProgressRecord,
     SubmitRequest,
     SyntheticSpec,
@@ -48,6 +50,7 @@ from .responses import (
 )
 
 __all__ = [
+    "DrainChange",
     "ErrorBody",
     "ErrorInfo",
     "Event",
@@ -65,6 +68,7 @@ __all__ = [
     "LeaseChange",
     "LeaseView",
     "Logs",
+    "PriorityChange",
     "ProgressList",
     "ProgressRecord",
     "PublicJob",

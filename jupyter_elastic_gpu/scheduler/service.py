@@ -40,6 +40,7 @@ from ..models import (
     parse,
 )
 from . import jobdirs, leases, policies, snapshot
+from .admin import AdminActions
 from .atomic import atomically
 from .dbfile import FaultLog
 from .estimates import Estimates
@@ -154,6 +155,7 @@ class SchedulerService(LoggingConfigurable):
         self.faults = FaultLog(self.log)  # the loop's storage faults, said once each
         self.lifecycle = Lifecycle(store, self.poke, reads_job_dirs=launcher.starts_processes)
         self.estimates = Estimates(self)  # the queue's estimated starts and ends
+        self.admin = AdminActions(self)  # suspend/resume, priorities, drained GPUs
 
     @property
     def simulated(self) -> bool:
@@ -163,6 +165,7 @@ class SchedulerService(LoggingConfigurable):
     # -- life cycle -------------------------------------------------------------------------
     async def start(self) -> None:
         now = time.time()
+        await self.admin.load()
         for job in await self.store.load_records(JobRecord.from_dict, self.log):  # bad: aside
             if job.state.active:
                 # Give a sidecar that survived our restart one timeout to heartbeat again.
@@ -337,8 +340,10 @@ class SchedulerService(LoggingConfigurable):
             elif beat.state == SidecarState.SUSPENDED and not job.final:
                 await self.lifecycle.requeue(
                     job,
-                    "suspended: its GPUs went to jobs that need them more; it resumes from its "
-                    "checkpoint",
+                    snapshot.held_reason(job, stopping=False)
+                    if job.held
+                    else "suspended: its GPUs went to jobs that need them more; it resumes from "
+                    "its checkpoint",
                     now,
                     kind=EventKind.SUSPENDED,
                 )
@@ -405,6 +410,7 @@ class SchedulerService(LoggingConfigurable):
             self.external(),
             self.default_resize_cost,
             self.user_gpu_cap,
+            drained=self.admin.drained,
         )
 
     # -- starting sidecars ----------------------------------------------------------------
@@ -467,7 +473,9 @@ class SchedulerService(LoggingConfigurable):
                 if final is not None and final.state == SidecarState.SUSPENDED:
                     await self.lifecycle.requeue(
                         job,
-                        "suspended: it resumes from its checkpoint",
+                        snapshot.held_reason(job, stopping=False)
+                        if job.held
+                        else "suspended: it resumes from its checkpoint",
                         now,
                         kind=EventKind.SUSPENDED,
                     )
