@@ -114,8 +114,8 @@ def held_reason(job: JobRecord, stopping: bool | None = None) -> str:
         return f"suspending at {by}'s request: checkpoint, then stop; held until resumed"
     if by == job.user:
         return (
-            f"suspended by {by}: it gets no GPUs until resumed (Resume, or POST "
-            f"jobs/{job.id}/resume); it resumes from its checkpoint"
+            f"suspended by {by}: it gets no GPUs until resumed (POST jobs/{job.id}/resume); "
+            "it resumes from its checkpoint"
         )
     return (
         f"suspended by {by} (an admin): it gets no GPUs until an admin resumes it; it resumes "
