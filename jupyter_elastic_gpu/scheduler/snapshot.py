@@ -72,11 +72,12 @@ def core_job(job: JobRecord, default_resize_cost_s: float) -> Job:
 
 def account(jobs: Iterable[JobRecord], dt: float) -> None:
     """Count ``dt`` more seconds: GPU-seconds attained by the jobs that hold GPUs, waiting time
-    of the queued ones (what LAS policies and aging decide on)."""
+    of the queued ones (what LAS policies and aging decide on). A held job does not wait for
+    GPUs, it is kept from them: its hold does not age it ahead of the others."""
     for job in jobs:
         if job.state.active:
             job.attained_gpu_s += dt * len(job.held_gpus)
-        elif job.state == JobState.QUEUED:
+        elif job.state == JobState.QUEUED and not job.held:
             job.queued_s += dt
 
 
