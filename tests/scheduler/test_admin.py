@@ -9,12 +9,19 @@ Jobs are synthetic (no TensorFlow) and run through the real sidecar.
 from __future__ import annotations
 
 import getpass
+import json
 import urllib.error
 import urllib.request
+from types import SimpleNamespace
 
 import pytest
+from elastic_gpu_sidecar.protocol import JobState
 from openapi_check import response_pointer, validate
 from servers import DaemonProcess, call, free_port, get_json, wait_for
+
+from jupyter_elastic_gpu.models import SubmitRequest
+from jupyter_elastic_gpu.scheduler import snapshot
+from jupyter_elastic_gpu.scheduler.jobs import JobRecord
 
 GPUS = ["0", "1", "2", "3"]
 #: This test's user as the server's admin (``c.ElasticGPUApp.admin_users``).
@@ -29,6 +36,45 @@ def synthetic(name: str, min_gpus: int, max_gpus: int, work: float = 1e9) -> dic
         "max_gpus": max_gpus,
         "synthetic": {"work": work, "throughput": {"1": 100, "2": 190, "4": 360}, "batch": 10},
     }
+
+
+# -- the record and the snapshot, without a server ---------------------------------------------
+
+
+def record(job_id: str, user: str = "ann", held_by: str | None = None) -> JobRecord:
+    spec = SubmitRequest.model_validate(synthetic(job_id, 1, 2))
+    return JobRecord(id=job_id, user=user, name=job_id, spec=spec, job_dir="/x", held_by=held_by)
+
+
+def test_a_hold_round_trips_through_the_store_format():
+    job = record("j-1", held_by="ops")
+    again = JobRecord.from_dict(json.loads(json.dumps(job.to_dict())))
+    assert again.held and again.held_by == "ops"
+    older = job.to_dict()
+    del older["held_by"]  # a record saved before holds existed
+    assert not JobRecord.from_dict(older).held
+
+
+def test_held_jobs_and_drained_gpus_are_not_offered_to_the_policy():
+    free, held = record("j-free"), record("j-held", held_by="ann")
+    gpus = [SimpleNamespace(id=g, node="box") for g in GPUS]
+    snap = snapshot.build([free, held], gpus, {}, 1.0, drained={"2"})
+    assert [j.id for j in snap.jobs] == ["j-free"]
+    assert [g.id for g in snap.usable_gpus] == ["0", "1", "3"]
+    snapshot.account([free, held], 10.0)
+    assert free.queued_s == 10.0 and held.queued_s == 0.0  # a hold does not age a job
+    assert snapshot.shown_reason(held, "whatever the policy said").startswith(
+        "suspended by ann: it gets no GPUs until resumed (POST jobs/j-held/resume)"
+    )
+    by_admin = record("j-2", held_by="ops")
+    assert "by ops (an admin): it gets no GPUs until an admin resumes it" in (
+        snapshot.shown_reason(by_admin, "")
+    )
+    by_admin.state = JobState.STOPPING  # still checkpointing: kept in the snapshot, pinned
+    assert [j.id for j in snapshot.build([by_admin], gpus, {}, 1.0).jobs] == ["j-2"]
+
+
+# -- against real servers ------------------------------------------------------------------------
 
 
 class Api:
