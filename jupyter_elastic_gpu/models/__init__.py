@@ -13,10 +13,12 @@ sends can break a later decision.
 
 from .base import describe, parse
 from .requests import (
+    DrainChange,
     ErrorInfo,
     GroupWeightRequest,
     Heartbeat,
     LaunchRequest,
+    PriorityChange,
     ProgressRecord,
     SubmitRequest,
     SyntheticSpec,
@@ -52,6 +54,7 @@ from .responses import (
 )
 
 __all__ = [
+    "DrainChange",
     "ErrorBody",
     "ErrorInfo",
     "Event",
@@ -70,6 +73,7 @@ __all__ = [
     "LeaseChange",
     "LeaseView",
     "Logs",
+    "PriorityChange",
     "ProgressList",
     "ProgressRecord",
     "PublicJob",

@@ -50,6 +50,9 @@ Value = Annotated[float, Field(ge=-1e300, le=1e300, allow_inf_nan=False)]
 Pid = Annotated[int, Field(ge=1, le=MAX_PID)]
 Text = Annotated[str, Field(max_length=MAX_TEXT)]
 Speeds = Annotated[dict[GpuCount, Amount], Field(max_length=MAX_GPUS), at_most(MAX_GPUS)]
+#: A job's priority (its weight in the policy's order): what a submission and an admin's change
+#: may set.
+Priority = Annotated[float, Field(gt=0, le=100, allow_inf_nan=False)]
 
 
 class Strict(BaseModel):

@@ -30,6 +30,7 @@ from .base import (
     GpuIds,
     Lenient,
     Pid,
+    Priority,
     Seconds,
     Speeds,
     Strict,
@@ -98,7 +99,7 @@ class SubmitRequest(Strict):
     max_gpus: GpuCount | None = None
     requested_gpus: GpuCount | None = Field(None, description="the count asked for")
     epochs: Annotated[int | None, Field(ge=1, le=10**6)] = None
-    priority: Annotated[float, Field(gt=0, le=100, allow_inf_nan=False)] = 1.0
+    priority: Priority = 1.0
     batch_policy: BatchPolicy = BatchPolicy.KEEP_GLOBAL
     simulated: bool | None = None
     inputs: Annotated[dict[str, str], Field(max_length=100), at_most(100)] = Field(
@@ -272,3 +273,16 @@ class GroupWeightRequest(Strict):
     """``PUT admin/groups/{group}/weight``: a group's fair-share weight (default 1)."""
 
     weight: Annotated[float, Field(gt=0, le=1000, allow_inf_nan=False, strict=True)]
+
+
+class PriorityChange(Strict):
+    """The body of ``POST jobs/ID/priority`` (admins): the job's new priority, a number as
+    ``POST jobs`` takes it (not a string or a boolean)."""
+
+    priority: Annotated[Priority, Field(strict=True)]
+
+
+class DrainChange(Strict):
+    """The body of ``POST gpus/ID/drain`` (admins): true drains the GPU, false puts it back."""
+
+    drained: Annotated[bool, Field(strict=True)]

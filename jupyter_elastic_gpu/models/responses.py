@@ -29,6 +29,10 @@ class EventKind(Vocabulary):
     CANCELLED = "cancelled"
     RESTART = "restart"  # the scheduler restarted (job_id null)
     QUARANTINED = "quarantined"  # its database row could not be read: moved aside, kept
+    HOLD = "hold"  # suspended by a person: no GPUs until resumed
+    RELEASE = "release"  # resumed by a person: queued again
+    PRIORITY = "priority"  # an admin changed its priority
+    DRAIN = "drain"  # an admin drained a GPU or put it back (job_id null)
 
 
 class ErrorBody(Strict):
@@ -104,6 +108,11 @@ class JobView(Strict):
     epochs: int | None
     batch_policy: BatchPolicy
     priority: float
+    held: bool = Field(
+        False,
+        description="suspended by a person (its owner or an admin): it gets no GPUs until "
+        "resumed (POST jobs/ID/resume)",
+    )
     notes: list[str] = Field(
         [], description="what the scheduler changed in the request (counts above the server's)"
     )
@@ -209,6 +218,10 @@ class GpuView(Strict):
     holder_name: str | None
     external_processes: list[GpuProcessView]
     healthy: bool
+    drained: bool = Field(
+        False,
+        description="drained by an admin for maintenance: no job gets it, jobs on it move off",
+    )
 
 
 class Gpus(Strict):

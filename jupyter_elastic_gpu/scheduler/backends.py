@@ -22,6 +22,7 @@ from ..models import (
     Event,
     Events,
     Gpus,
+    GpuView,
     GroupWeightRequest,
     JobList,
     JobView,
@@ -57,7 +58,9 @@ class LocalBackend:
     async def gpus(self, who: Principal) -> Gpus:
         s = self.service
         source = "simulated" if s.simulated else "nvml"
-        return views.gpus(s.gpu_infos(), s.jobs, s.holders(), s.external(), source, who)
+        return views.gpus(
+            s.gpu_infos(), s.jobs, s.holders(), s.external(), source, who, s.admin.drained
+        )
 
     async def jobs(self, who: Principal) -> JobList:
         return views.job_list(self.service.jobs.values(), who, self.service.recent_jobs)
@@ -71,6 +74,19 @@ class LocalBackend:
 
     async def cancel(self, who: Principal, job_id: str) -> JobView:
         return views.job_view(await self.service.cancel(who, job_id))
+
+    async def suspend(self, who: Principal, job_id: str) -> JobView:
+        return views.job_view(await self.service.admin.suspend(who, job_id))
+
+    async def resume(self, who: Principal, job_id: str) -> JobView:
+        return views.job_view(await self.service.admin.resume(who, job_id))
+
+    async def set_priority(self, who: Principal, job_id: str, body: Any) -> JobView:
+        return views.job_view(await self.service.admin.set_priority(who, job_id, body))
+
+    async def drain(self, who: Principal, gpu_id: str, body: Any) -> GpuView:
+        gpu_id = await self.service.admin.drain(who, gpu_id, body)
+        return next(g for g in (await self.gpus(who)).gpus if g.id == gpu_id)
 
     async def logs(self, who: Principal, job_id: str, tail: int) -> Logs:
         return Logs(**self.service.logs(who, job_id, tail))
@@ -188,6 +204,18 @@ class RemoteBackend:
 
     async def cancel(self, who: Principal, job_id: str) -> JobView:
         return await self._call(JobView, "POST", f"jobs/{job_id}/cancel", {})
+
+    async def suspend(self, who: Principal, job_id: str) -> JobView:
+        return await self._call(JobView, "POST", f"jobs/{job_id}/suspend", {})
+
+    async def resume(self, who: Principal, job_id: str) -> JobView:
+        return await self._call(JobView, "POST", f"jobs/{job_id}/resume", {})
+
+    async def set_priority(self, who: Principal, job_id: str, body: Any) -> JobView:
+        return await self._call(JobView, "POST", f"jobs/{job_id}/priority", body)
+
+    async def drain(self, who: Principal, gpu_id: str, body: Any) -> GpuView:
+        return await self._call(GpuView, "POST", f"gpus/{gpu_id}/drain", body)
 
     async def logs(self, who: Principal, job_id: str, tail: int) -> Logs:
         """Read here, as this server's user: the shared scheduler authorises the caller and

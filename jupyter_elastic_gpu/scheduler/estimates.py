@@ -43,12 +43,21 @@ class Estimates:
     def shape(self) -> Any:
         """What a forecast depends on besides time and progress."""
         jobs = tuple(
-            (j.id, j.state, tuple(j.held_gpus), j.total_work is None, tuple(sorted(j.throughput)))
+            (
+                j.id,
+                j.state,
+                j.held,
+                tuple(j.held_gpus),
+                j.total_work is None,
+                tuple(sorted(j.throughput)),
+            )
             for j in self.service.jobs.values()
             if not j.final
         )
-        external = self.service.external()
-        gpus = tuple((g.id, not external.get(g.id)) for g in self.service.gpu_infos())
+        external, drained = self.service.external(), self.service.admin.drained
+        gpus = tuple(
+            (g.id, not external.get(g.id) and g.id not in drained) for g in self.service.gpu_infos()
+        )
         return jobs, gpus
 
     async def forecast(self) -> Forecast:

@@ -87,6 +87,9 @@ class JobRecord:
     history: list[dict[str, Any]] = field(default_factory=list)  # lease changes, for the UI
     notes: list[str] = field(default_factory=list)  # what the scheduler changed in the request
     groups: list[str] = field(default_factory=list)  # the owner's groups at submit (fair share)
+    # Who suspended the job (its owner or an admin) and holds it: no GPUs until resumed
+    # (``admin.py``). In the record, so a restarted scheduler keeps it held.
+    held_by: str | None = None
 
     # -- facts ------------------------------------------------------------------------------
     @property
@@ -108,6 +111,11 @@ class JobRecord:
     @property
     def final(self) -> bool:
         return self.state.final
+
+    @property
+    def held(self) -> bool:
+        """Suspended by a person: the policy is not offered it until it is resumed."""
+        return self.held_by is not None
 
     @property
     def held_gpus(self) -> list[str]:

@@ -43,6 +43,7 @@ from ..models import (
     parse,
 )
 from . import jobdirs, leases, policies, snapshot
+from .admin import AdminActions
 from .atomic import atomically
 from .dbfile import FaultLog
 from .estimates import Estimates
@@ -214,6 +215,7 @@ class SchedulerService(LoggingConfigurable):
         self.shares = ShareLedger(
             store, self.fair_share_half_life, self.group_weights, enabled=self.fair_share
         )
+        self.admin = AdminActions(self)  # suspend/resume, priorities, drained GPUs
 
     @property
     def simulated(self) -> bool:
@@ -223,6 +225,7 @@ class SchedulerService(LoggingConfigurable):
     # -- life cycle -------------------------------------------------------------------------
     async def start(self) -> None:
         now = time.time()
+        await self.admin.load()
         for job in await self.store.load_records(JobRecord.from_dict, self.log):  # bad: aside
             if job.state.active:
                 # Give a sidecar that survived our restart one timeout to heartbeat again.
@@ -414,8 +417,10 @@ class SchedulerService(LoggingConfigurable):
             elif beat.state == SidecarState.SUSPENDED and not job.final:
                 await self.lifecycle.requeue(
                     job,
-                    "suspended: its GPUs went to jobs that need them more; it resumes from its "
-                    "checkpoint",
+                    snapshot.held_reason(job, stopping=False)
+                    if job.held
+                    else "suspended: its GPUs went to jobs that need them more; it resumes from "
+                    "its checkpoint",
                     now,
                     kind=EventKind.SUSPENDED,
                 )
@@ -477,7 +482,8 @@ class SchedulerService(LoggingConfigurable):
 
     def core_snapshot(self) -> Snapshot:
         """The open jobs and the GPUs as the policy sees them (without the queued jobs that
-        wait for their owner's server), under the per-user cap and fair share."""
+        wait for their owner's server, held jobs and drained GPUs), under the per-user cap and
+        fair share."""
         return self.shares.for_decision(
             snapshot.build(
                 [j for j in self.jobs.values() if not self.waits_for_server(j)],
@@ -485,6 +491,7 @@ class SchedulerService(LoggingConfigurable):
                 self.external(),
                 self.default_resize_cost,
                 self.user_gpu_cap,
+                drained=self.admin.drained,
             )
         )
 
@@ -593,7 +600,9 @@ class SchedulerService(LoggingConfigurable):
                 if final is not None and final.state == SidecarState.SUSPENDED:
                     await self.lifecycle.requeue(
                         job,
-                        "suspended: it resumes from its checkpoint",
+                        snapshot.held_reason(job, stopping=False)
+                        if job.held
+                        else "suspended: it resumes from its checkpoint",
                         now,
                         kind=EventKind.SUSPENDED,
                     )

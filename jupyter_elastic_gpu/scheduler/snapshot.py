@@ -8,7 +8,7 @@ simulator builds the same values from a trace, so a policy means the same in bot
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from elastic_gpu_sidecar.protocol import JobKind, JobState
@@ -72,11 +72,12 @@ def core_job(job: JobRecord, default_resize_cost_s: float) -> Job:
 
 def account(jobs: Iterable[JobRecord], dt: float) -> None:
     """Count ``dt`` more seconds: GPU-seconds attained by the jobs that hold GPUs, waiting time
-    of the queued ones (what LAS policies and aging decide on)."""
+    of the queued ones (what LAS policies and aging decide on). A held job does not wait for
+    GPUs, it is kept from them: its hold does not age it ahead of the others."""
     for job in jobs:
         if job.state.active:
             job.attained_gpu_s += dt * len(job.held_gpus)
-        elif job.state == JobState.QUEUED:
+        elif job.state == JobState.QUEUED and not job.held:
             job.queued_s += dt
 
 
@@ -86,12 +87,41 @@ def build(
     external: Mapping[str, Sequence[Any]],
     default_resize_cost_s: float,
     user_gpu_cap: int = 0,
+    drained: Collection[str] = (),
 ) -> Snapshot:
-    """The open jobs and every GPU (busy with a process we did not start: not usable), under
-    the per-user cap."""
-    gpus = tuple(Gpu(g.id, g.node, healthy=not external.get(g.id)) for g in infos)
-    jobs = tuple(core_job(j, default_resize_cost_s) for j in jobs if not j.final)
+    """The open jobs and every GPU, under the per-user cap.
+
+    A GPU busy with a process we did not start, or ``drained`` by an admin, is not usable:
+    jobs on it move off through the policy's usual resize. A job held by a person (suspended
+    until resumed) is not offered to the policy while it waits; while it still stops, it is,
+    as every stopping job is (its lease kept until the checkpoint is written)."""
+    gpus = tuple(
+        Gpu(g.id, g.node, healthy=not external.get(g.id) and g.id not in drained) for g in infos
+    )
+    jobs = tuple(
+        core_job(j, default_resize_cost_s)
+        for j in jobs
+        if not j.final and not (j.held and j.state == JobState.QUEUED)
+    )
     return Snapshot(gpus, jobs, user_gpu_cap)
+
+
+def held_reason(job: JobRecord, stopping: bool | None = None) -> str:
+    """What a job suspended by a person says: who, and who may resume it (an admin's hold
+    is lifted by an admin; the owner's own, by the owner or an admin). ``stopping``: whether
+    it still checkpoints (default: whether it holds GPUs)."""
+    by = job.held_by
+    if job.state.active if stopping is None else stopping:
+        return f"suspending at {by}'s request: checkpoint, then stop; held until resumed"
+    if by == job.user:
+        return (
+            f"suspended by {by}: it gets no GPUs until resumed (POST jobs/{job.id}/resume); "
+            "it resumes from its checkpoint"
+        )
+    return (
+        f"suspended by {by} (an admin): it gets no GPUs until an admin resumes it; it resumes "
+        "from its checkpoint"
+    )
 
 
 def shown_reason(job: JobRecord, why: str) -> str:
@@ -100,8 +130,10 @@ def shown_reason(job: JobRecord, why: str) -> str:
     ``core`` sees a job starting, resizing or stopping only as a lease mid-change, which it
     keeps as it is ("kept as is because its resize is in progress"); only the service knows
     which change is under way, so the job's state says it instead. A stopping job keeps the
-    reason of the cancel or suspension that stops it.
+    reason of the cancel or suspension that stops it; a held one says who holds it.
     """
+    if job.held and job.state == JobState.QUEUED:
+        return held_reason(job)
     n = plural(len(job.desired.gpus), "GPU")
     if job.state == JobState.STARTING:
         if job.started_at is not None:

@@ -7,7 +7,7 @@ reason, code, logs or command lines.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
 from elastic_gpu_sidecar.protocol import JobState
@@ -87,6 +87,7 @@ def job_view(job: JobRecord) -> JobView:
         epochs=job.spec.epochs,
         batch_policy=job.spec.batch_policy,
         priority=job.spec.priority,
+        held=job.held,
         notes=job.notes,
         notebook=job.spec.notebook,
     )
@@ -211,8 +212,10 @@ def gpus(
     external: Mapping[str, Sequence[Any]],
     source: str,
     who: Principal,
+    drained: Collection[str] = (),
 ) -> Gpus:
-    """Every GPU with its holder and the processes on it the scheduler did not start."""
+    """Every GPU with its holder, the processes on it the scheduler did not start, and whether
+    an admin drained it."""
     views = []
     for info in infos:
         holder = holders.get(info.id)
@@ -242,6 +245,7 @@ def gpus(
                 holder_name=job.name if job and who.may_see(job) else None,
                 external_processes=others,
                 healthy=not others,
+                drained=info.id in drained,
             )
         )
     return Gpus(source=source, gpus=views)

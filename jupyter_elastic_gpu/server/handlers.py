@@ -17,6 +17,7 @@ import math
 from collections.abc import Awaitable
 from typing import Any
 
+from elastic_gpu_sidecar.protocol import MAX_GPU_ID_CHARS
 from jupyter_server.auth.decorator import allow_unauthenticated, ws_authenticated
 from jupyter_server.base.handlers import APIHandler, JupyterHandler
 from jupyter_server.base.websocket import WebSocketMixin
@@ -29,13 +30,14 @@ from tornado.websocket import WebSocketClosedError, WebSocketHandler
 from ..errors import BadRequest, ElasticGPUError, NotFound, TooLarge, Unauthorized
 from ..models.base import load_json
 from ..scheduler.principal import Principal
-from . import panel
+from . import admin_page, panel
 
 #: Where the API lives under a server's base_url (the embedded and the shared scheduler alike).
 API_PREFIX = "elastic-gpu/api"
 JOB_ID = r"(?P<job_id>[A-Za-z0-9_\-]{1,64})"
 #: A group name in a path (checked further by the backend).
 GROUP = r"(?P<group>[^/]{1,1024})"
+GPU_ID = rf"(?P<gpu_id>[A-Za-z0-9_\-:.]{{1,{MAX_GPU_ID_CHARS}}})"
 #: Largest request body of a submission (a job's passed variables are the big ones).
 MAX_BODY_BYTES = 256 * 1024 * 1024
 #: Largest request body of every other route (a heartbeat is a few kB).
@@ -198,6 +200,36 @@ class JobHandler(ElasticAPIHandler):
 class CancelHandler(ElasticAPIHandler):
     async def post(self, job_id: str) -> None:
         await self._call("cancel", job_id, status=202)
+
+
+class SuspendHandler(ElasticAPIHandler):
+    async def post(self, job_id: str) -> None:
+        await self._call("suspend", job_id, status=202)
+
+
+class ResumeHandler(ElasticAPIHandler):
+    async def post(self, job_id: str) -> None:
+        await self._call("resume", job_id)
+
+
+class PriorityHandler(ElasticAPIHandler):
+    async def post(self, job_id: str) -> None:
+        try:
+            body = self.json_body()
+        except ElasticGPUError as e:
+            self.fail(e)
+            return
+        await self._call("set_priority", job_id, body)
+
+
+class DrainHandler(ElasticAPIHandler):
+    async def post(self, gpu_id: str) -> None:
+        try:
+            body = self.json_body()
+        except ElasticGPUError as e:
+            self.fail(e)
+            return
+        await self._call("drain", gpu_id, body)
 
 
 class LogsHandler(ElasticAPIHandler):
@@ -412,11 +444,19 @@ ROUTES: list[tuple[str, type]] = [
     ("ws", UpdatesSocket),
     ("admin/shares", SharesHandler),
     (f"admin/groups/{GROUP}/weight", GroupWeightHandler),
+    (f"jobs/{JOB_ID}/suspend", SuspendHandler),
+    (f"jobs/{JOB_ID}/resume", ResumeHandler),
+    (f"jobs/{JOB_ID}/priority", PriorityHandler),
+    (f"gpus/{GPU_ID}/drain", DrainHandler),
 ]
 
 
-def handlers() -> list[tuple[str, type]]:
+def handlers() -> list[tuple]:
     """(URL pattern, handler) for every route, then a JSON 404 for any other path under the
-    API root; ExtensionApp puts ``base_url`` in front."""
+    API root, then the admin page; ExtensionApp puts ``base_url`` in front."""
     routes = [(url_path_join("/", API_PREFIX, route), cls) for route, cls in ROUTES]
-    return [*routes, (url_path_join("/", API_PREFIX) + "(?:/.*)?", NoRouteHandler)]
+    return [
+        *routes,
+        (url_path_join("/", API_PREFIX) + "(?:/.*)?", NoRouteHandler),
+        *admin_page.handlers(API_PREFIX),
+    ]

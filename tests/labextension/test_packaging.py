@@ -128,3 +128,10 @@ def test_the_model_jest_tests_pass():
     )
     assert run.returncode == 0, run.stdout + run.stderr
     assert re.search(r"Tests:\s+\d+ passed, \d+ total", run.stderr), run.stderr
+
+
+def test_the_wheel_carries_the_admin_page(wheel):
+    with zipfile.ZipFile(wheel) as z:
+        names = set(z.namelist())
+    for name in ("admin.html", "admin.css", "admin.js", "message.html"):
+        assert f"jupyter_elastic_gpu/server/static/admin/{name}" in names, name

@@ -26,7 +26,7 @@ from servers import (
 )
 
 from jupyter_elastic_gpu import models as M
-from jupyter_elastic_gpu.server.handlers import JOB_ID, ROUTES, handlers
+from jupyter_elastic_gpu.server.handlers import GPU_ID, JOB_ID, ROUTES, handlers
 
 GROUP = re.compile(r"\(\?P<(\w+)>(?:[^()]|\([^()]*\))*\)")
 
@@ -56,18 +56,25 @@ def test_the_document_lists_exactly_the_implemented_routes():
     assert any(pattern.endswith("elastic-gpu/api/ws") for pattern, _ in handlers())
 
 
+#: Path parameter -> (its pattern in the routes, its name among the document's parameters).
+PATH_PARAMETERS = {"job_id": (JOB_ID, "JobId"), "gpu_id": (GPU_ID, "GpuId")}
+
+
 def test_path_parameters_match_the_route_patterns():
-    group = re.fullmatch(r"\(\?P<job_id>(.*)\)", JOB_ID)
-    assert group, JOB_ID
-    param = document()["components"]["parameters"]["JobId"]
-    assert param["schema"]["pattern"] == f"^{group.group(1)}$"
+    for name, (pattern, param_name) in PATH_PARAMETERS.items():
+        group = re.fullmatch(rf"\(\?P<{name}>(.*)\)", pattern)
+        assert group, pattern
+        param = document()["components"]["parameters"][param_name]
+        assert param["schema"]["pattern"] == f"^{group.group(1)}$"
     for path, item in document()["paths"].items():
         names = set(re.findall(r"{(\w+)}", path))
         declared = {
             p["name"] if "name" in p else p["$ref"].rsplit("/", 1)[1]
             for p in item.get("parameters", [])
         }
-        params = {"job_id": "JobId", "group": "Group"}
+        # A group name is any name JupyterHub allows (checked by the route, not a pattern).
+        params = {n: p for n, (_, p) in PATH_PARAMETERS.items()} | {"group": "Group"}
+        assert names <= set(params), path
         assert declared == {params[n] for n in names}, path
 
 
@@ -93,6 +100,8 @@ MODELS = {
     "ProgressRecord": M.ProgressRecord,
     "SyntheticSpec": M.SyntheticSpec,
     "SubmitRequest": M.SubmitRequest,
+    "PriorityChange": M.PriorityChange,
+    "DrainChange": M.DrainChange,
     "Lease": M.LeaseView,
     "Heartbeat": M.Heartbeat,
     "LaunchRequest": M.LaunchRequest,
@@ -269,6 +278,18 @@ async def test_real_answers_and_heartbeats_match_the_document(
     assert code == 400
     code, _ = await api("POST", "/jobs/{job_id}/cancel", job_id="j-nope")
     assert code == 404
+
+    # The owner suspends and resumes; priorities and drains are for admins (this user is none).
+    code, held = await api("POST", "/jobs/{job_id}/suspend", job_id=waiting["id"])
+    assert code == 202 and held["held"]
+    code, resumed = await api("POST", "/jobs/{job_id}/resume", job_id=waiting["id"])
+    assert code == 200 and not resumed["held"]
+    code, _ = await api(
+        "POST", "/jobs/{job_id}/priority", job_id=waiting["id"], body={"priority": 2}
+    )
+    assert code == 403
+    code, _ = await api("POST", "/gpus/{gpu_id}/drain", gpu_id="0", body={"drained": True})
+    assert code == 403
     for auth in ("", "Bearer not-the-secret"):
         code, _ = await api(
             "POST",
