@@ -131,6 +131,7 @@ class HubServiceApp(SchedulerDaemonApp):
 
     name = "elastic_gpu_hub_service"
     description = "The elastic-gpu scheduler as a JupyterHub service"
+    mode = "hub"
     serverapp_class = HubServiceServerApp
     how_to_authenticate = (
         "log in to JupyterHub, or send a Hub API token with the "

@@ -43,7 +43,7 @@ class ErrorBody(Strict):
 class Whoami(Strict):
     user: str
     admin: bool
-    mode: Literal["embedded", "daemon"]
+    mode: Literal["embedded", "daemon", "hub"]
 
 
 class LeaseView(Strict):

@@ -48,7 +48,7 @@ M = TypeVar("M", bound=BaseModel)
 
 class LocalBackend:
     def __init__(
-        self, service: SchedulerService, mode: Literal["embedded", "daemon"] = "embedded"
+        self, service: SchedulerService, mode: Literal["embedded", "daemon", "hub"] = "embedded"
     ) -> None:
         self.service, self.mode = service, mode
 

@@ -150,6 +150,8 @@ class SchedulerDaemonApp(ElasticGPUApp):
         "heartbeat-timeout": "SchedulerService.heartbeat_timeout",
         "user-gpu-cap": "SchedulerService.user_gpu_cap",
         "job-root": "SchedulerService.job_root",
+        "fair-share-half-life": "SchedulerService.fair_share_half_life",
+        "server-timeout": "SchedulerService.server_timeout",
     }
     subcommands: ClassVar[dict] = {
         "add-user": (

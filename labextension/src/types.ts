@@ -18,7 +18,7 @@ export function isFinal(state: string): boolean {
 export interface IWhoami {
   user: string;
   admin: boolean;
-  mode?: 'embedded' | 'daemon';
+  mode?: 'embedded' | 'daemon' | 'hub';
 }
 
 export interface IGpuProcess {

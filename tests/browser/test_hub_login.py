@@ -4,7 +4,7 @@ user (tests/hubkit.py starts the Hub)."""
 from __future__ import annotations
 
 import json
-from urllib.parse import quote
+from urllib.parse import quote, urljoin
 
 from hubkit import PASSWORD, SERVICE, SERVICE_API, synthetic
 
@@ -24,7 +24,7 @@ def test_alice_reaches_the_service_through_the_hubs_oauth(browser, hub):
         # token, a POST without one is refused.
         api = f"{hub.url}{SERVICE_API}"
         who = page.evaluate("url => fetch(url).then(r => r.json())", api + "whoami")
-        assert who == {"user": "alice", "admin": False, "mode": "daemon"}
+        assert who == {"user": "alice", "admin": False, "mode": "hub"}
         status = page.evaluate(
             "url => fetch(url, {method: 'POST', body: '{}'}).then(r => r.status)", api + "jobs"
         )
@@ -39,5 +39,44 @@ def test_alice_reaches_the_service_through_the_hubs_oauth(browser, hub):
         assert code == 202, job
         page.goto(api + "whoami")
         assert json.loads(page.inner_text("body"))["user"] == "alice"
+    finally:
+        context.close()
+
+
+def test_the_admin_reaches_the_admin_page_from_the_services_menu_and_acts(browser, hub):
+    """The Hub's admin logs in, opens the service (its Services menu link), lands on the admin
+    page, sees alice's job and cancels it there (cookie + XSRF through the page's script)."""
+    from playwright.sync_api import expect
+    from servers import call, get_json, wait_for
+
+    alice = hub.token("alice")
+    code, job = call("POST", hub.url + SERVICE_API + "jobs", alice, synthetic("alices", 1e9))
+    assert code == 201, job
+    context = browser.new_context()
+    try:
+        page = context.new_page()
+        page.goto(f"{hub.url}hub/login")
+        page.fill("#username_input", "admin")
+        page.fill("#password_input", PASSWORD)
+        page.click("#login_submit")
+        page.wait_for_url("**/hub/**")
+        services = page.locator(f'a[href$="/{SERVICE}"]')  # the Services menu's entry
+        expect(services.first).to_be_attached()
+        page.goto(urljoin(page.url, services.first.get_attribute("href")))
+        page.wait_for_url(f"**/{SERVICE}elastic-gpu/admin*")
+        expect(page.locator("#who")).to_contain_text("admin (admin")
+        row = page.locator(f'#jobs tr[data-job-id="{job["id"]}"]')
+        expect(row).to_contain_text("alice")
+        expect(page.locator("#shares-note")).not_to_be_empty()
+        page.once("dialog", lambda d: d.accept())
+        row.locator('button[data-action="cancel"]').click()
+        wait_for(
+            lambda: (
+                get_json(f"{hub.url}{SERVICE_API}jobs/{job['id']}", alice)["state"] == "cancelled"
+            ),
+            40,
+            what="the cancel from the admin page",
+        )
+        expect(row).to_have_attribute("data-state", "cancelled")
     finally:
         context.close()

@@ -34,7 +34,7 @@ def servers(hub) -> dict[str, str]:
 def test_users_servers_are_in_hub_mode_as_their_user(hub, servers, tokens):
     for user in USERS:
         who = get_json(servers[user] + "whoami", tokens[user])
-        assert who == {"user": user, "admin": False, "mode": "daemon"}
+        assert who == {"user": user, "admin": False, "mode": "hub"}
     assert get_json(hub.service_api() + "whoami", tokens["admin"])["admin"] is True
 
 
@@ -101,14 +101,32 @@ class NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="LEAD: the admin page comes with the `admin` branch; remove this mark once merged",
-)
-def test_only_admins_reach_the_admin_page(hub, tokens):
+def _page_status(url: str, token: str) -> int:
+    request = urllib.request.Request(url, headers={"Authorization": f"token {token}"})
+    try:
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            return answer.status
+    except urllib.error.HTTPError as e:
+        return e.code
+
+
+def test_only_admins_reach_the_admin_page_and_its_actions(hub, tokens):
     page = hub.url + SERVICE + "elastic-gpu/admin"
-    assert call("GET", page, tokens["alice"])[0] == 403
-    assert call("GET", page, tokens["admin"])[0] == 200
+    assert _page_status(page, tokens["alice"]) == 403
+    assert _page_status(page, tokens["admin"]) == 200
+    api = hub.service_api()
+    gpu = get_json(api + "gpus", tokens["admin"])["gpus"][0]["id"]
+    for user in USERS:  # plain users: refused, and nothing changes
+        assert call("POST", f"{api}gpus/{gpu}/drain", tokens[user], {"drained": True})[0] == 403
+        assert (
+            call("PUT", f"{api}admin/groups/physics/weight", tokens[user], {"weight": 3})[0] == 403
+        )
+        assert call("GET", f"{api}admin/shares", tokens[user])[0] == 403
+    assert not get_json(api + "gpus", tokens["admin"])["gpus"][0]["drained"]
+    code, shares = call("PUT", f"{api}admin/groups/physics/weight", tokens["admin"], {"weight": 2})
+    assert code == 200 and shares["groups"] is not None, shares
+    code, shares = call("GET", f"{api}admin/shares", tokens["admin"])
+    assert code == 200 and "half_life_s" in shares, shares
 
 
 def _last_activity(hub, user: str) -> datetime:
@@ -142,7 +160,21 @@ def test_a_job_outlives_its_users_server_and_counts_as_activity(hub, servers, to
     wait_for(
         lambda: _last_activity(hub, "alice") > stopped_at, 30, what="the job's activity report"
     )
+    # A job sent meanwhile (a script, straight to the service) waits for her server, visibly,
+    # instead of being started for nobody.
+    code, later = call("POST", service + "jobs", tokens["alice"], synthetic("later", 1e9))
+    assert code == 201, later
+
+    def later_reason() -> str:
+        doc = get_json(f"{service}jobs/{later['id']}", tokens["alice"])
+        assert doc["state"] not in ("failed", "cancelled"), doc
+        return doc["reason"]
+
+    wait_for(lambda: "waiting for your server" in later_reason(), 60, what="the job to wait")
     hub.start_server("alice")
+    wait_for(
+        lambda: "waiting for your server" not in later_reason(), 60, what="the server's return"
+    )
 
     def done():
         doc = get_json(f"{alice}jobs/{job['id']}", tokens["alice"])
@@ -151,5 +183,6 @@ def test_a_job_outlives_its_users_server_and_counts_as_activity(hub, servers, to
 
     finished = wait_for(done, 120, what="alice's job to finish")
     assert finished["restarts"] == 0  # the same sidecar and trainer all along
-    code, answer = call("POST", f"{alice}jobs/{endless['id']}/cancel", tokens["alice"], {})
-    assert code == 202, answer
+    for leftover in (endless, later):
+        code, answer = call("POST", f"{alice}jobs/{leftover['id']}/cancel", tokens["alice"], {})
+        assert code == 202, answer
