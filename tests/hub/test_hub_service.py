@@ -186,3 +186,22 @@ def test_a_job_outlives_its_users_server_and_counts_as_activity(hub, servers, to
     for leftover in (endless, later):
         code, answer = call("POST", f"{alice}jobs/{leftover['id']}/cancel", tokens["alice"], {})
         assert code == 202, answer
+
+
+def test_group_weights_come_from_the_hubs_groups(hub, tokens):
+    """A user's fair-share weight is their JupyterHub groups' (here set by the admin through
+    the service): the Hub's identity carries the groups, the body never does."""
+    code, answer = hub.api("POST", "groups/physics", {"users": ["bob"]})
+    assert code in (201, 409), answer  # 409: an earlier test made it
+    hub.api("POST", "groups/physics/users", {"users": ["bob"]})
+    bob = hub.token("bob")  # a fresh token: the service caches what the Hub said of a token
+    api = hub.service_api()
+    code, job = call("POST", api + "jobs", bob, synthetic("weighted", 1e9))
+    assert code == 201, job
+    code, shares = call("PUT", f"{api}admin/groups/physics/weight", tokens["admin"], {"weight": 3})
+    assert code == 200, shares
+    row = next(u for u in shares["users"] if u["user"] == "bob")
+    assert "physics" in row["groups"] and row["weight"] == 3, row
+    group = next(g for g in shares["groups"] if g["group"] == "physics")
+    assert group["weight"] == 3 and "bob" in group["users"], group
+    assert call("POST", f"{api}jobs/{job['id']}/cancel", bob, {})[0] == 202
