@@ -71,6 +71,9 @@
 
   const percent = x => (x === null || x === undefined ? '–' : `${Math.round(x * 100)}%`);
   const number = x => (x === null || x === undefined ? '–' : String(Math.round(x * 100) / 100));
+  // A half-life as people say it: "7 days", "36 h", "20 min".
+  const duration = s =>
+    s >= 2 * 86400 ? `${number(s / 86400)} days` : s >= 3600 ? `${number(s / 3600)} h` : `${number(s / 60)} min`;
   const isFinal = state => ['done', 'failed', 'cancelled'].includes(state);
 
   // Replace a table's rows, keeping what is typed into a field of it that has the focus.
@@ -232,7 +235,7 @@
   function drawShares(doc) {
     byId('shares').hidden = false;
     byId('shares-note').textContent =
-      `${doc.gpus} usable GPUs; usage decays with a half-life of ${number(doc.half_life_s / 3600)} h.`;
+      `${doc.gpus} usable GPUs; usage decays with a half-life of ${duration(doc.half_life_s)}.`;
     const users = doc.users.map(u =>
       h(
         'tr',
