@@ -10,6 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_policies import snapshots
+from test_schedule import check_under_caps
 
 from jupyter_elastic_gpu.core import Decision, Gpu, Job, Snapshot, SpeedModel, decide
 from jupyter_elastic_gpu.core.fairshare import (
@@ -290,27 +291,7 @@ def fair_snapshots(draw) -> Snapshot:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(snap=fair_snapshots())
 def test_every_policy_gives_a_valid_decision_with_fair_share(name, snap):
-    policy = make_policy(name)
-    decision = decide(policy, snap, NOW)
-    healthy = {g.id for g in snap.gpus if g.healthy}
-    assert set(decision.allocations) == {j.id for j in snap.jobs}
-    assert set(decision.reasons) == {j.id for j in snap.jobs}
-    handed = [g for ids in decision.allocations.values() for g in ids]
-    assert len(handed) == len(set(handed)), "a GPU went to two jobs"
-    assert set(handed) <= healthy
-    pinned: dict[str, int] = {}
-    for j in snap.jobs:
-        n = len(decision.allocations[j.id])
-        if n:
-            assert n >= j.min_gpus or (j.pinned and n == len(j.gpus))
-            assert n <= max(j.max_gpus, len(j.gpus))
-        if j.pinned and set(j.gpus) <= healthy:
-            assert set(decision.allocations[j.id]) == set(j.gpus), "a pinned job was moved"
-        if j.pinned and n and n == len(j.gpus):
-            pinned[j.user] = pinned.get(j.user, 0) + n
-    if snap.user_gpu_cap:
-        for user, n in held(snap, decision).items():
-            assert n <= max(snap.user_gpu_cap, pinned.get(user, 0))
+    check_under_caps(snap, decide(make_policy(name), snap, NOW))
 
 
 def test_a_share_whose_owner_cannot_use_it_now_is_lent_in_the_same_decision():

@@ -39,6 +39,32 @@ def pinned_kept(job: Job, decision: Decision) -> bool:
     return job.pinned and n > 0 and n == len(job.gpus)
 
 
+def check_under_caps(snap: Snapshot, decision: Decision) -> None:
+    """What any decision under per-user caps must be: every job answered, no GPU given twice
+    or unusable, sizes within each job's range, leases mid-change untouched, and no user above
+    the cap except by leases mid-change (which nothing may cut)."""
+    cap = snap.user_gpu_cap
+    healthy = {g.id for g in snap.gpus if g.healthy}
+    assert set(decision.allocations) == {j.id for j in snap.jobs}
+    assert set(decision.reasons) == {j.id for j in snap.jobs}
+    handed = [g for ids in decision.allocations.values() for g in ids]
+    assert len(handed) == len(set(handed)), "a GPU went to two jobs"
+    assert set(handed) <= healthy
+    pinned: dict[str, int] = {}
+    for j in snap.jobs:
+        n = len(decision.allocations[j.id])
+        if n:
+            assert n >= j.min_gpus or (j.pinned and n == len(j.gpus))
+            assert n <= max(j.max_gpus, len(j.gpus))
+        if j.pinned and set(j.gpus) <= healthy:
+            assert set(decision.allocations[j.id]) == set(j.gpus), "a pinned job was moved"
+        if pinned_kept(j, decision):
+            pinned[j.user] = pinned.get(j.user, 0) + n
+    if cap:
+        for user, held in held_by_user(snap, decision).items():
+            assert held <= max(cap, pinned.get(user, 0)), f"{user} holds {held} GPUs, cap {cap}"
+
+
 def _gpus(n, per_node=4):
     return tuple(Gpu(f"n{i // per_node}-g{i % per_node}", f"n{i // per_node}") for i in range(n))
 
@@ -71,26 +97,7 @@ def job(job_id, user, submit=0.0, lo=4, hi=None, req=None, work=1000.0, **kw):
 def test_no_user_holds_more_than_the_cap(name, snap):
     policy = make_policy(name)
     decision = decide(policy, snap, NOW)
-    cap = snap.user_gpu_cap
-    healthy = {g.id for g in snap.gpus if g.healthy}
-    assert set(decision.allocations) == {j.id for j in snap.jobs}
-    assert set(decision.reasons) == {j.id for j in snap.jobs}
-    handed = [g for ids in decision.allocations.values() for g in ids]
-    assert len(handed) == len(set(handed)), "a GPU went to two jobs"
-    assert set(handed) <= healthy
-    pinned: dict[str, int] = {}
-    for j in snap.jobs:
-        n = len(decision.allocations[j.id])
-        if n:
-            assert n >= j.min_gpus or (j.pinned and n == len(j.gpus))
-            assert n <= max(j.max_gpus, len(j.gpus))
-        if j.pinned and set(j.gpus) <= healthy:
-            assert set(decision.allocations[j.id]) == set(j.gpus), "a pinned job was moved"
-        if pinned_kept(j, decision):
-            pinned[j.user] = pinned.get(j.user, 0) + n
-    for user, held in held_by_user(snap, decision).items():
-        # Only leases mid-change, which nothing may cut, can keep a user above the cap.
-        assert held <= max(cap, pinned.get(user, 0)), f"{user} holds {held} GPUs, cap {cap}"
+    check_under_caps(snap, decision)
 
 
 @pytest.mark.parametrize("name", ALL)

@@ -9,7 +9,7 @@ import time
 
 import pytest
 from elastic_gpu_sidecar.protocol import JobState
-from servers import DaemonProcess, RecordingLauncher, call, free_port, get_json, wait_for
+from servers import RecordingLauncher, call, free_port, get_json, wait_for
 
 from jupyter_elastic_gpu.errors import BadRequest, Forbidden
 from jupyter_elastic_gpu.models import SubmitRequest, parse
@@ -178,20 +178,6 @@ def synthetic_body(name: str) -> dict:
         "max_gpus": 4,
         "synthetic": {"work": 1e9, "throughput": {"1": 100, "2": 190, "4": 360}, "batch": 10},
     }
-
-
-@pytest.fixture
-def daemon(tmp_path):
-    d = DaemonProcess(tmp_path, free_port())
-    d.state.mkdir(parents=True)
-    tokens = {
-        "alice": d.add_user("alice"),
-        "bob": d.add_user("bob"),
-        "ops": d.add_user("ops", admin=True),
-    }
-    d.start()
-    yield d, tokens
-    d.stop()
 
 
 def test_a_second_user_gets_their_share_from_the_first_through_elastic_shrink(
