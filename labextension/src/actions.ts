@@ -32,7 +32,9 @@ export class JobActions implements IJobActionHandler {
     try {
       switch (action) {
         case 'cancel':
-          await this.model.cancel(job.id);
+        case 'suspend':
+        case 'resume':
+          await this.model.change(job.id, action);
           return;
         case 'logs':
           this.openLog(job);
@@ -77,6 +79,8 @@ export class JobActions implements IJobActionHandler {
 
 const labels: Record<JobAction, string> = {
   cancel: 'Could not cancel',
+  suspend: 'Could not suspend',
+  resume: 'Could not resume',
   logs: 'Could not open the log of',
   'open-notebook': 'Could not open the notebook of'
 };

@@ -97,6 +97,15 @@ export class ElasticGpuApi {
     return this.request('POST', ['jobs', id, 'cancel']);
   }
 
+  /** Checkpoint and stop, then hold: no GPUs until ``resume``. */
+  suspend(id: string): Promise<IJob> {
+    return this.request('POST', ['jobs', id, 'suspend']);
+  }
+
+  resume(id: string): Promise<IJob> {
+    return this.request('POST', ['jobs', id, 'resume']);
+  }
+
   logs(id: string, tail: number): Promise<ILogs> {
     return this.request('GET', ['jobs', id, 'logs'], { tail: String(tail) });
   }

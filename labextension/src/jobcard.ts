@@ -19,7 +19,7 @@ import {
 import { IJob, ILeaseChange, IProgressRecord, IWhoami, isFinal } from './types';
 
 /** What a card's buttons do (`data-action` values of the DOM contract, docs/sidebar.md). */
-export type JobAction = 'cancel' | 'logs' | 'open-notebook';
+export type JobAction = 'cancel' | 'suspend' | 'resume' | 'logs' | 'open-notebook';
 
 export interface ICardContext {
   /** Who is looking (null until known: no actions then). */
@@ -134,6 +134,15 @@ export class JobCard {
     }
     if (mayAct && !isFinal(job.state)) {
       box.appendChild(
+        job.held
+          ? button('resume', 'Resume', 'Let this job have GPUs again: it resumes from its checkpoint')
+          : button(
+              'suspend',
+              'Suspend',
+              'Checkpoint and stop this job, and hold it (no GPUs) until you resume it'
+            )
+      );
+      box.appendChild(
         button('cancel', 'Cancel', 'Checkpoint and stop this job (it cannot be resumed)')
       );
     }
@@ -154,7 +163,7 @@ export class JobCard {
       return;
     }
     const action = target.dataset.action as JobAction;
-    if (action === 'cancel') {
+    if (action === 'cancel' || action === 'suspend' || action === 'resume') {
       this._pending.add(action);
       (target as HTMLButtonElement).disabled = true;
     }

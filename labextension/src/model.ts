@@ -202,11 +202,15 @@ export class ElasticGpuModel implements IDisposable {
     return handle;
   }
 
-  /** Cancel a job; the answer updates the data at once. */
-  async cancel(id: string): Promise<void> {
-    const job = await this.api.cancel(id);
+  /** Cancel, suspend or resume a job; the answer updates the data at once. */
+  async change(id: string, how: 'cancel' | 'suspend' | 'resume'): Promise<void> {
+    const job = await this.api[how](id);
     this._data = withJob(this._data, job);
     this._emit();
+  }
+
+  cancel(id: string): Promise<void> {
+    return this.change(id, 'cancel');
   }
 
   /** Fetch everything now (the push channel, if live, stays). */

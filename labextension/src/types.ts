@@ -111,6 +111,8 @@ export interface IJob {
   epochs?: number | null;
   /** Path of the notebook that submitted the job, relative to the server's root. */
   notebook?: string | null;
+  /** Suspended and held: it gets no GPUs until resumed. */
+  held?: boolean;
 }
 
 export interface IQueueEntry extends IJob {

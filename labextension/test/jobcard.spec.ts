@@ -47,6 +47,39 @@ describe('the lease changes of a full card', () => {
   });
 });
 
+describe('the actions of an open job', () => {
+  const ctx = { me, canOpenNotebook: false, progress: [], now: 0 };
+  const actions = (card: JobCard) =>
+    Array.from(card.node.querySelectorAll<HTMLButtonElement>('button[data-action]')).map(
+      b => b.dataset.action
+    );
+
+  it('offer Suspend, and Resume once the job is held, next to Cancel', () => {
+    const onAction = jest.fn();
+    const card = new JobCard({ detail: 'full', onAction });
+    card.update(JOB('j-1', { state: 'running' }) as any, ctx);
+    expect(actions(card)).toEqual(['logs', 'suspend', 'cancel']);
+    card.node.querySelector<HTMLButtonElement>('[data-action="suspend"]')!.click();
+    expect(onAction).toHaveBeenCalledWith('suspend', expect.objectContaining({ id: 'j-1' }));
+    expect(card.node.querySelector<HTMLButtonElement>('[data-action="suspend"]')!.disabled).toBe(
+      true
+    );
+    card.update(JOB('j-1', { state: 'queued', held: true }) as any, ctx);
+    expect(actions(card)).toEqual(['logs', 'resume', 'cancel']);
+    expect(card.node.querySelector<HTMLButtonElement>('[data-action="resume"]')!.disabled).toBe(
+      false
+    );
+  });
+
+  it('offer neither on a finished job, nor on another user\'s', () => {
+    const card = new JobCard({ detail: 'full', onAction: jest.fn() });
+    card.update(JOB('j-1', { state: 'done' }) as any, ctx);
+    expect(actions(card)).not.toContain('suspend');
+    card.update(JOB('j-2', { state: 'running', user: 'bob' }) as any, ctx);
+    expect(actions(card)).toEqual([]);
+  });
+});
+
 describe('the loss chart', () => {
   it('keeps a resize label at the last step inside the chart', () => {
     const data = records(10);

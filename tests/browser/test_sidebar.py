@@ -247,13 +247,24 @@ def test_a_resize_shows_in_the_panel(open_lab):
     assert len(lab.server.job(long["id"])["gpus"]) == 2
 
 
-def test_cancel_from_the_panel(open_lab):
+def test_suspend_resume_and_cancel_from_the_panel(open_lab):
     lab = open_lab()
     lab.show_panel()
     job = lab.server.submit(synthetic("to-cancel", FOREVER))
     card = lab.job(job["id"])
     expect(card).to_have_attribute("data-job-state", "running")
     expect(lab.gpus_in("held")).to_have_count(1)
+
+    # Suspended: it checkpoints, stops and is held (its GPU free) until resumed.
+    card.locator('[data-action="suspend"]').click()
+    expect(card.locator('[data-action="resume"]')).to_be_visible()
+    expect(card).to_have_attribute("data-job-state", "queued")
+    expect(card.locator(".jp-ElasticGpu-reason")).to_contain_text("suspended by")
+    expect(lab.gpus_in("free")).to_have_count(4)
+    assert lab.server.job(job["id"])["held"] is True
+    card.locator('[data-action="resume"]').click()
+    expect(card).to_have_attribute("data-job-state", "running")
+    expect(card.locator('[data-action="suspend"]')).to_be_visible()
 
     card.locator('[data-action="cancel"]').click()
     expect(card).to_have_attribute("data-job-state", "cancelled")
