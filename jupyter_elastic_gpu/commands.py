@@ -1,4 +1,4 @@
-"""`jupyter-elastic-gpu submit | status | logs | cancel`: the scheduler for people outside
+"""`jupyter-elastic-gpu submit | status | logs | cancel | suspend | resume`: the scheduler for people outside
 notebooks (terminals, shell scripts, cron).
 
 The scheduler is found as notebooks find it (``notebook.discovery.discover``): environment, the
@@ -40,7 +40,8 @@ _NAME_UNSAFE = re.compile(r"[^\w.\- ]+")
 
 
 def add_client_commands(sub: argparse._SubParsersAction) -> None:
-    """Register ``submit``, ``status``, ``logs`` and ``cancel`` on the CLI's sub-parsers."""
+    """Register ``submit``, ``status``, ``logs``, ``cancel``, ``suspend`` and ``resume`` on the
+    CLI's sub-parsers."""
     p = sub.add_parser(
         "submit",
         help="submit a training script (or a synthetic job) to the scheduler",
@@ -93,6 +94,24 @@ def add_client_commands(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("id", help="job id")
     p.set_defaults(func=_guarded(run_cancel))
+
+    p = sub.add_parser(
+        "suspend",
+        help="suspend a job (it checkpoints, stops, and waits until resumed)",
+        description="Suspend a job: it saves a checkpoint at its next step, stops, and is held "
+        "(its GPUs go to other jobs) until `resume`. Prints the job's new state.",
+    )
+    p.add_argument("id", help="job id")
+    p.set_defaults(func=_guarded(run_suspend))
+
+    p = sub.add_parser(
+        "resume",
+        help="resume a suspended job (from its checkpoint)",
+        description="Resume a suspended job: it waits in the queue again and goes on from its "
+        "checkpoint when it gets GPUs. Prints the job's new state.",
+    )
+    p.add_argument("id", help="job id")
+    p.set_defaults(func=_guarded(run_resume))
 
 
 def _guarded(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -403,4 +422,21 @@ def run_cancel(args: argparse.Namespace) -> int:
             f"cancelling {args.id}: it saves a checkpoint at its next step and stops",
             file=sys.stderr,
         )
+    return EXIT_OK
+
+
+# -- suspend and resume -------------------------------------------------------------------------
+
+
+def run_suspend(args: argparse.Namespace) -> int:
+    job = _client().suspend(args.id)
+    print(job.get("state"))
+    print(f"{args.id}: {job.get('reason')}", file=sys.stderr)
+    return EXIT_OK
+
+
+def run_resume(args: argparse.Namespace) -> int:
+    job = _client().resume(args.id)
+    print(job.get("state"))
+    print(f"{args.id}: {job.get('reason')}", file=sys.stderr)
     return EXIT_OK

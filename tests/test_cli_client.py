@@ -430,6 +430,22 @@ def test_cancel_prints_the_new_state(scheduler_api):
     assert wait_state(client, job_id, ("cancelled",))["state"] == "cancelled"
 
 
+def test_suspend_and_resume_print_the_new_state(scheduler_api):
+    job_id = submitted(scheduler_api, LONG)
+    client = SchedulerClient(*scheduler_api)
+    wait_state(client, job_id, ("running",))
+    res = cli(scheduler_api, "suspend", job_id)
+    assert res.returncode == 0, res.stderr
+    assert "held until resumed" in res.stderr
+    assert client.job(job_id)["held"] is True
+    wait_state(client, job_id, ("queued",))
+    res = cli(scheduler_api, "resume", job_id)
+    assert res.returncode == 0, res.stderr
+    assert client.job(job_id)["held"] is False
+    wait_state(client, job_id, ("running",))
+    assert cli(scheduler_api, "cancel", job_id).returncode == 0
+
+
 def test_a_script_job_is_submitted_with_its_folder_and_name(scheduler_api, script):
     res = cli(scheduler_api, "submit", str(script), "--min-gpus", "1", "--max-gpus", "1",
               "--simulated", "--epochs", "1")  # fmt: skip

@@ -89,6 +89,12 @@ class SchedulerClient:
     def cancel(self, job_id: str) -> dict:
         return self._request("POST", f"jobs/{_quote(job_id)}/cancel", body={})
 
+    def suspend(self, job_id: str) -> dict:
+        return self._request("POST", f"jobs/{_quote(job_id)}/suspend", body={})
+
+    def resume(self, job_id: str) -> dict:
+        return self._request("POST", f"jobs/{_quote(job_id)}/resume", body={})
+
     def logs(self, job_id: str, tail: int = 200) -> dict:
         """The ends of the job's logs. A shared scheduler reads no job files (it answers
         ``read-by-owner``): then this process, which runs as the job's owner, reads them from
