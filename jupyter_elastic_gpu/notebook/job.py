@@ -89,6 +89,14 @@ class ElasticJob:
         """Checkpoint and stop the job for good."""
         return self.client.cancel(self.id)
 
+    def suspend(self) -> dict[str, Any]:
+        """Checkpoint and stop the job, and hold it (its GPUs go to others) until ``resume``."""
+        return self.client.suspend(self.id)
+
+    def resume(self) -> dict[str, Any]:
+        """Let a suspended job have GPUs again: it goes on from its checkpoint."""
+        return self.client.resume(self.id)
+
     def wait(
         self,
         timeout: float | None = None,

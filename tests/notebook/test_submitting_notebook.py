@@ -96,11 +96,13 @@ def test_a_notebook_job_records_its_notebook(server_process, tmp_path):
 
         run("%load_ext jupyter_elastic_gpu")
         run("%%elastic_train --name from-nb --as job\nprint('hello')\n")
-        run("print('NOTEBOOK', job.status()['notebook']); job.cancel()")
+        run("print('NOTEBOOK', job.status()['notebook'])")
+        run("print('HELD', job.suspend()['held'], job.resume()['held']); job.cancel()")
     finally:
         kernel.stop_channels()
         call("DELETE", server.url + f"api/sessions/{created['id']}", server.token)
     assert "NOTEBOOK projects/mnist.ipynb" in "".join(out), out
+    assert "HELD True False" in "".join(out), out  # the handle suspends and resumes its job
     jobs = get_json(server.api_url + "jobs", server.token)["jobs"]
     assert [j["notebook"] for j in jobs if j["name"] == "from-nb"] == ["projects/mnist.ipynb"]
 
