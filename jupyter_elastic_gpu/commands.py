@@ -86,32 +86,10 @@ def add_client_commands(sub: argparse._SubParsersAction) -> None:
     )
     p.set_defaults(func=_guarded(run_logs))
 
-    p = sub.add_parser(
-        "cancel",
-        help="cancel a job (it checkpoints and stops)",
-        description="Cancel a job: it saves a checkpoint at its next step and stops. Prints the "
-        "job's new state.",
-    )
-    p.add_argument("id", help="job id")
-    p.set_defaults(func=_guarded(run_cancel))
-
-    p = sub.add_parser(
-        "suspend",
-        help="suspend a job (it checkpoints, stops, and waits until resumed)",
-        description="Suspend a job: it saves a checkpoint at its next step, stops, and is held "
-        "(its GPUs go to other jobs) until `resume`. Prints the job's new state.",
-    )
-    p.add_argument("id", help="job id")
-    p.set_defaults(func=_guarded(run_suspend))
-
-    p = sub.add_parser(
-        "resume",
-        help="resume a suspended job (from its checkpoint)",
-        description="Resume a suspended job: it waits in the queue again and goes on from its "
-        "checkpoint when it gets GPUs. Prints the job's new state.",
-    )
-    p.add_argument("id", help="job id")
-    p.set_defaults(func=_guarded(run_resume))
+    for name, run, summary, description in JOB_CHANGES:
+        p = sub.add_parser(name, help=summary, description=description)
+        p.add_argument("id", help="job id")
+        p.set_defaults(func=_guarded(run))
 
 
 def _guarded(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Namespace], int]:
@@ -428,15 +406,39 @@ def run_cancel(args: argparse.Namespace) -> int:
 # -- suspend and resume -------------------------------------------------------------------------
 
 
-def run_suspend(args: argparse.Namespace) -> int:
-    job = _client().suspend(args.id)
-    print(job.get("state"))
-    print(f"{args.id}: {job.get('reason')}", file=sys.stderr)
-    return EXIT_OK
+def _changed(how: Callable[[SchedulerClient, str], dict]) -> Callable[[argparse.Namespace], int]:
+    """A command that changes a job: prints its new state, and its reason on stderr."""
+
+    def run(args: argparse.Namespace) -> int:
+        job = how(_client(), args.id)
+        print(job.get("state"))
+        print(f"{args.id}: {job.get('reason')}", file=sys.stderr)
+        return EXIT_OK
+
+    return run
 
 
-def run_resume(args: argparse.Namespace) -> int:
-    job = _client().resume(args.id)
-    print(job.get("state"))
-    print(f"{args.id}: {job.get('reason')}", file=sys.stderr)
-    return EXIT_OK
+#: (command, what it runs, help, description) of the commands that change one job.
+JOB_CHANGES = (
+    (
+        "cancel",
+        run_cancel,
+        "cancel a job (it checkpoints and stops)",
+        "Cancel a job: it saves a checkpoint at its next step and stops. Prints the job's new "
+        "state.",
+    ),
+    (
+        "suspend",
+        _changed(SchedulerClient.suspend),
+        "suspend a job (it checkpoints, stops, and waits until resumed)",
+        "Suspend a job: it saves a checkpoint at its next step, stops, and is held (its GPUs go "
+        "to other jobs) until `resume`. Prints the job's new state.",
+    ),
+    (
+        "resume",
+        _changed(SchedulerClient.resume),
+        "resume a suspended job (from its checkpoint)",
+        "Resume a suspended job: it waits in the queue again and goes on from its checkpoint "
+        "when it gets GPUs. Prints the job's new state.",
+    ),
+)
