@@ -15,3 +15,19 @@ def daemon(tmp_path):
     d.start()
     yield d, tokens
     d.stop()
+
+
+@pytest.fixture
+def user_server(daemon, server_process):
+    """Starts a user's own Jupyter server, a client of ``daemon`` with that user's token."""
+    d, tokens = daemon
+
+    def start(user: str):
+        return server_process(
+            port=free_port(),
+            name=user,
+            token=f"{user}-jupyter-token",
+            config={"scheduler_url": d.api_url, "scheduler_token": tokens[user]},
+        )
+
+    return start

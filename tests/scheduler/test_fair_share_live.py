@@ -9,7 +9,7 @@ import time
 
 import pytest
 from elastic_gpu_sidecar.protocol import JobState
-from servers import RecordingLauncher, call, free_port, get_json, wait_for
+from servers import RecordingLauncher, call, get_json, wait_for
 
 from jupyter_elastic_gpu.errors import BadRequest, Forbidden
 from jupyter_elastic_gpu.models import SubmitRequest, parse
@@ -180,19 +180,9 @@ def synthetic_body(name: str) -> dict:
     }
 
 
-def test_a_second_user_gets_their_share_from_the_first_through_elastic_shrink(
-    daemon, server_process
-):
+def test_a_second_user_gets_their_share_from_the_first_through_elastic_shrink(daemon, user_server):
     d, tokens = daemon
-    servers = {
-        user: server_process(
-            port=free_port(),
-            name=user,
-            token=f"{user}-jupyter-token",
-            config={"scheduler_url": d.api_url, "scheduler_token": tokens[user]},
-        )
-        for user in ("alice", "bob")
-    }
+    servers = {user: user_server(user) for user in ("alice", "bob")}
     alice, bob = servers["alice"], servers["bob"]
 
     def jobs_of(user):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from servers import call, free_port, get_json, wait_for
+from servers import call, get_json, wait_for
 
 
 def synthetic(name, work):
@@ -18,17 +18,9 @@ def synthetic(name, work):
     }
 
 
-def test_two_servers_share_one_daemon(daemon, server_process):
+def test_two_servers_share_one_daemon(daemon, user_server):
     d, tokens = daemon
-    servers = {
-        user: server_process(
-            port=free_port(),
-            name=user,
-            token=f"{user}-jupyter-token",
-            config={"scheduler_url": d.api_url, "scheduler_token": tokens[user]},
-        )
-        for user in ("alice", "bob")
-    }
+    servers = {user: user_server(user) for user in ("alice", "bob")}
     whoami = {u: get_json(s.api_url + "whoami", s.token) for u, s in servers.items()}
     assert whoami["alice"] == {"user": "alice", "admin": False, "mode": "daemon"}
     assert whoami["bob"]["user"] == "bob"
@@ -75,7 +67,7 @@ def test_two_servers_share_one_daemon(daemon, server_process):
     assert code == 200 and bob_job["name"] == "bob-job"
 
 
-def test_jobs_wait_for_their_users_server(daemon, server_process):
+def test_jobs_wait_for_their_users_server(daemon, user_server):
     """A job sent straight to the shared scheduler, by a user whose own Jupyter server (which
     starts their jobs) is not running, waits and says so; it starts once that server is up."""
     d, tokens = daemon
@@ -91,12 +83,7 @@ def test_jobs_wait_for_their_users_server(daemon, server_process):
     events = get_json(d.api_url + f"jobs/{job['id']}/events", tokens["alice"])["events"]
     assert not any(e["kind"] in ("admitted", "lost", "failed") for e in events), events
 
-    s = server_process(
-        port=free_port(),
-        name="alice",
-        token="alice-jupyter-token",
-        config={"scheduler_url": d.api_url, "scheduler_token": tokens["alice"]},
-    )
+    s = user_server("alice")
 
     def done():
         state = get_json(s.api_url + f"jobs/{job['id']}", s.token)["state"]
