@@ -9,16 +9,21 @@ from urllib.parse import quote, urljoin
 from hubkit import PASSWORD, SERVICE, SERVICE_API, synthetic
 
 
+def log_in(page, hub, user: str, then: str = "") -> None:
+    """Log ``user`` in on the Hub's login page (then to ``then``, a path, if given)."""
+    page.goto(f"{hub.url}hub/login" + (f"?next={quote(then)}" if then else ""))
+    page.fill("#username_input", user)
+    page.fill("#password_input", PASSWORD)
+    page.click("#login_submit")
+
+
 def test_alice_reaches_the_service_through_the_hubs_oauth(browser, hub):
     context = browser.new_context()
     try:
         page = context.new_page()
         # Log in, then go to the service: the Hub's OAuth (no confirmation page: the sample's
         # oauth_no_confirm), its callback sets the service's cookie, the root leads on.
-        page.goto(f"{hub.url}hub/login?next={quote('/' + SERVICE)}")
-        page.fill("#username_input", "alice")
-        page.fill("#password_input", PASSWORD)
-        page.click("#login_submit")
+        log_in(page, hub, "alice", then="/" + SERVICE)
         page.wait_for_url(f"**/{SERVICE}elastic-gpu/admin*")
         # The service's cookie authenticates alice's calls from its pages; GETs need no XSRF
         # token, a POST without one is refused.
@@ -55,10 +60,7 @@ def test_the_admin_reaches_the_admin_page_from_the_services_menu_and_acts(browse
     context = browser.new_context()
     try:
         page = context.new_page()
-        page.goto(f"{hub.url}hub/login")
-        page.fill("#username_input", "admin")
-        page.fill("#password_input", PASSWORD)
-        page.click("#login_submit")
+        log_in(page, hub, "admin")
         page.wait_for_url("**/hub/**")
         services = page.locator(f'a[href$="/{SERVICE}"]')  # the Services menu's entry
         expect(services.first).to_be_attached()
