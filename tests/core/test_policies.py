@@ -172,15 +172,24 @@ def test_adaptive_short_arrival_takes_gpus_from_long_elastic_job():
         last_change=0,
     )
     short = Job("short", 900, 1000, min_gpus=2, max_gpus=8, speed=linear())
-    d = AdaptivePolicy().decide(Snapshot(_gpus(8), (long_job, short)), 1000)
-    # Linear speed-up: shortest first takes everything, the long job is suspended (SRPT).
+    # Linear speed-up, order alone: shortest first takes everything, the long job is suspended
+    # (SRPT).
+    order_only = AdaptivePolicy(protect_critical=False)
+    d = order_only.decide(Snapshot(_gpus(8), (long_job, short)), 1000)
     assert len(d.allocations["short"]) == 8 and d.allocations["long"] == ()
     assert d.reasons["long"].startswith("suspended")
+    # The long job is the critical path (all the work ends with it): it keeps, on GPUs it
+    # had, what ends it within the horizon, and the short job starts on the rest.
+    d = AdaptivePolicy().decide(Snapshot(_gpus(8), (long_job, short)), 1000)
+    assert len(d.allocations["short"]) >= 2
+    assert 1 <= len(d.allocations["long"]) < 8
+    assert set(d.allocations["long"]) <= set(long_job.gpus)
+    assert "critical path" in d.reasons["long"]
     # Sub-linear speed-up: the GPUs are shared, the long job shrinks on the GPUs it had.
     sub = SpeedModel({g: 10.0 * g**0.5 for g in range(1, 9)})
     long_job = replace(long_job, speed=sub)
     short = replace(short, speed=sub)
-    d = AdaptivePolicy().decide(Snapshot(_gpus(8), (long_job, short)), 1000)
+    d = order_only.decide(Snapshot(_gpus(8), (long_job, short)), 1000)
     assert len(d.allocations["short"]) >= 2
     assert 1 <= len(d.allocations["long"]) < 8
     assert set(d.allocations["long"]) <= set(long_job.gpus)
@@ -190,7 +199,7 @@ def test_adaptive_queues_with_a_reason_when_nothing_fits():
     running = Job(
         "r", 0, 1e5, min_gpus=4, max_gpus=4, speed=linear(), gpus=tuple(g.id for g in _gpus(4))
     )
-    waiting = Job("w", 10, 1e6, min_gpus=4, max_gpus=4, speed=linear())
+    waiting = Job("w", 10, 2e5, min_gpus=4, max_gpus=4, speed=linear())
     d = AdaptivePolicy().decide(Snapshot(_gpus(4), (running, waiting)), 100)
     assert d.allocations["w"] == ()
     assert d.reasons["w"].startswith("queued: needs 4 GPUs, 0 free")
@@ -203,7 +212,7 @@ def test_aging_lets_a_long_waiting_job_in():
         "s", 0, 4000, min_gpus=4, max_gpus=4, speed=linear(), gpus=tuple(g.id for g in gpus)
     )
     long_waiting = Job("l", 0, 40000, min_gpus=4, max_gpus=4, speed=linear(), queued_s=0)
-    policy = AdaptivePolicy(aging_s=3600)
+    policy = AdaptivePolicy(aging_s=3600, protect_critical=False)  # the order alone
     assert policy.decide(Snapshot(gpus, (short_running, long_waiting)), 10).allocations["l"] == ()
     aged = Job("l", 0, 40000, min_gpus=4, max_gpus=4, speed=linear(), queued_s=100 * 3600)
     assert policy.decide(Snapshot(gpus, (short_running, aged)), 10).allocations["l"] != ()

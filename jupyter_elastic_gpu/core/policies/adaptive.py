@@ -33,6 +33,7 @@ from typing import ClassVar
 from ..model import Decision, Job, Snapshot
 from ..placement import place
 from .base import plural, queued_reason, whole_leases_first
+from .critical import critical_path
 
 _EPS = 1e-12
 _LOCKED = ("its resize is in progress", "it is about to finish")
@@ -57,13 +58,33 @@ class AdaptiveParams:
     resize_budget: int = 10
     #: The wait after a change is at least this long, however cheap a resize is measured to be.
     min_cooldown_s: float = 10.0
+    #: A job whose time left comes within ``critical_slack`` of the horizon (the earliest the
+    #: cluster could finish all its work) must start now (``core.policies.critical``) ...
+    critical_slack: float = 0.1
+    #: ... and critical jobs get the GPUs that end them within (1 + horizon_slack) x horizon,
+    horizon_slack: float = 0.3
+    #: plus up to ``queue_slack`` x horizon more while the queue is deep (what the waiting
+    #: jobs need at their minimum, over the cluster's GPUs): shorter jobs go first meanwhile.
+    queue_slack: float = 1.0
+    #: Serve the critical path first (False: the order and weights alone, as before).
+    protect_critical: bool = True
 
     def __post_init__(self) -> None:
-        for name in ("aging_s", "resize_margin", "finish_guard", "cooldown", "min_cooldown_s"):
+        for name in (
+            "aging_s",
+            "resize_margin",
+            "finish_guard",
+            "cooldown",
+            "min_cooldown_s",
+            "horizon_slack",
+            "queue_slack",
+        ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative")
         if not 0 <= self.stickiness < 1:
             raise ValueError("stickiness must lie in [0, 1)")
+        if not 0 <= self.critical_slack <= 1:
+            raise ValueError("critical_slack must lie in [0, 1]")
         if self.resize_budget < 1:
             raise ValueError("resize_budget must be at least 1")
 
@@ -79,6 +100,7 @@ class _Plan:
     weight: float = 1.0
     penalty: float = 0.0
     values: list[float] | None = None
+    critical: bool = False
 
 
 class AdaptivePolicy:
@@ -109,6 +131,33 @@ class AdaptivePolicy:
         if job.last_change is not None and now - job.last_change < wait:
             return "it was resized moments ago" if job.resizes else "it started moments ago"
         return ""
+
+    # -- step 2: the critical path --------------------------------------------------------
+    def _reserve(
+        self, plans: list[_Plan], committed: tuple[float, int], total: int, free: int
+    ) -> int:
+        """Give the jobs on the critical path (``critical``) the GPUs they need, before any
+        other; returns the GPUs left."""
+        p = self.params
+        _, reservations = critical_path(
+            (plan.job for plan in plans),
+            committed[0],
+            total,
+            p.critical_slack,
+            p.horizon_slack,
+            p.queue_slack,
+            committed[1],
+        )
+        by_id = {plan.job.id: plan for plan in plans}
+        for r in reservations:
+            plan = by_id[r.job.id]
+            need, held = r.gpus, len(r.job.gpus)
+            if plan.frozen and held:
+                need = min(need, held)  # resized moments ago: it may shrink, not grow
+            if need <= free:
+                plan.count, plan.critical = need, True
+                free -= need
+        return free
 
     # -- step 3 helpers -------------------------------------------------------------------
     @staticmethod
@@ -190,6 +239,13 @@ class AdaptivePolicy:
                     plan.frozen = ""  # its GPUs failed under it: it competes like the others
                 open_plans.append(plan)
 
+        if self.params.protect_critical:
+            held = [j for j in locked if j.id in kept]
+            committed = (
+                sum(len(j.gpus) * j.remaining_time(len(j.gpus)) for j in held),
+                sum(len(j.gpus) for j in held),
+            )
+            free = self._reserve(open_plans, committed, total, free)
         exponent = self._exponent(open_plans, total)
         m = len(open_plans)
         for i, plan in enumerate(open_plans):
@@ -242,12 +298,20 @@ class AdaptivePolicy:
     def _reason(plan: _Plan, free: int, admitted: list[Job]) -> str:
         job, n = plan.job, plan.count
         if n == 0:
-            why = ("that is shorter or has waited longer", "that are shorter or have waited longer")
+            why = (
+                "that is shorter, has waited longer or is on the critical path",
+                "that are shorter, have waited longer or are on the critical path",
+            )
             return queued_reason(job, job.min_gpus, free, admitted, why)
         if plan.frozen and n == len(job.gpus):
             return f"running on {plural(n, 'GPU')}: kept as is because {plan.frozen}"
         if n >= job.max_gpus:
             return f"running on {plural(n, 'GPU')} (its maximum)"
+        if plan.critical:
+            return (
+                f"running on {n} of up to {job.max_gpus} GPUs: on the critical path, these end it "
+                "in time with the rest of the work"
+            )
         if free > 0:
             return f"running on {n} of up to {job.max_gpus} GPUs: more would not pay for the resize"
         return f"running on {n} of up to {job.max_gpus} GPUs: the others help other jobs more"

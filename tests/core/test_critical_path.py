@@ -1,0 +1,99 @@
+"""The critical path (``core.policies.critical``) and what it changes in ``adaptive``."""
+
+from __future__ import annotations
+
+import pytest
+
+from jupyter_elastic_gpu.core import Gpu, Job, Snapshot, SpeedModel
+from jupyter_elastic_gpu.core.mechanism import sidecar
+from jupyter_elastic_gpu.core.policies import AdaptivePolicy, make_policy
+from jupyter_elastic_gpu.core.policies.critical import critical_path, horizon
+from jupyter_elastic_gpu.sim.bounds import lower_bounds
+from jupyter_elastic_gpu.sim.engine import SimConfig, simulate
+from jupyter_elastic_gpu.sim.workload import JobSpec, Workload
+
+ROOT = {g: 10.0 * g**0.5 for g in range(1, 17)}  # sub-linear: 4 GPUs go twice as fast as 1
+LINEAR = {g: 10.0 * g for g in range(1, 17)}
+
+
+def job(job_id, work, speed=ROOT, gpus=(), hi=16, submit=0.0) -> Job:
+    return Job(
+        job_id,
+        submit,
+        work,
+        min_gpus=1,
+        max_gpus=hi,
+        speed=SpeedModel(speed),
+        gpus=tuple(gpus),
+        started=bool(gpus),
+    )
+
+
+def test_the_horizon_is_the_packed_work_and_no_less_than_the_longest_job():
+    from jupyter_elastic_gpu.core.policies.critical import _options
+
+    shorts = [job(f"s{i}", 1000.0) for i in range(8)]  # 100 GPU-s each at one GPU
+    opts = [_options(j, 8) for j in shorts]
+    assert horizon(opts, 0.0, 8) == pytest.approx(100.0)  # 800 GPU-s on 8 GPUs
+    assert horizon(opts, 800.0, 8) == pytest.approx(200.0)  # and 800 GPU-s already committed
+    # A long job that must go wider (at a GPU-time premium) to end with the rest pushes the
+    # horizon out, to the least time by which the packed work, premium included, fits.
+    long = _options(job("long", 20000.0), 8)  # 2000 s on one GPU
+    h = horizon([*opts, long], 0.0, 8)
+    assert h > (800 + 2000) / 8
+    gpus = min(g for g, r, _ in long.counts if r <= h * (1 + 1e-9))
+    assert 800 + gpus * 20000.0 / ROOT[gpus] <= 8 * h * (1 + 1e-6)
+
+
+def test_a_long_sub_linear_job_is_reserved_the_width_that_ends_it_with_the_rest():
+    shorts = [job(f"s{i}", 3000.0) for i in range(12)]
+    long = job("long", 40000.0)
+    target, reservations = critical_path([*shorts, long], 0.0, 8, 0.1, 0.3, 1.0)
+    assert [r.job.id for r in reservations] == ["long"]
+    r = reservations[0]
+    assert r.gpus > 1  # one GPU would end it long after the others
+    assert long.remaining_time(r.gpus) <= target
+    assert long.remaining_time(r.gpus - 1) > target  # and no wider than that
+
+
+def test_a_job_that_can_widen_later_for_free_is_not_critical():
+    # Linear speed-up: going wide at the end costs no GPU-time, so nothing is set aside.
+    shorts = [job(f"s{i}", 3000.0, LINEAR) for i in range(12)]
+    long = job("long", 40000.0, LINEAR)
+    assert critical_path([*shorts, long], 0.0, 8, 0.1, 0.3, 1.0)[1] == []
+
+
+def test_an_urgent_job_waits_for_a_running_job_that_ends_within_its_slack():
+    gpu = (Gpu("0"),)
+    rigid = {1: 10.0}
+    running = Job("r", 0, 2000.0, work_done=1950.0, speed=SpeedModel(rigid), gpus=("0",))
+    waiting = Job("w", 1, 5000.0, speed=SpeedModel(rigid))
+    # w (500 s) leaves 5 s of slack in a 505 s horizon: it is urgent, but r ends in 5 s.
+    assert critical_path([running, waiting], 0.0, 1, 0.1, 0.3, 1.0)[1] == [] or all(
+        r.job.id != "w" for r in critical_path([running, waiting], 0.0, 1, 0.1, 0.3, 1.0)[1]
+    )
+    d = AdaptivePolicy().decide(Snapshot(gpu, (running, waiting)), 100.0)
+    assert d.allocations == {"r": ("0",), "w": ()}
+
+
+def spec(job_id, submit, work, profile=ROOT, hi=16):
+    return JobSpec(job_id, submit, work, dict(profile), min_gpus=1, max_gpus=hi)
+
+
+def test_adaptive_starts_the_long_job_early_and_ends_near_the_bound():
+    # A burst: one long sub-linear job and many short ones. By the order alone the long job
+    # starts when the short ones are done and then runs alone on many GPUs at poor
+    # efficiency; on the critical path it runs from the start, as wide as it needs.
+    jobs = [spec("long", 0, 60000.0)] + [spec(f"s{i:02d}", 10 + i, 4000.0) for i in range(40)]
+    wl = Workload("burst", jobs)
+    cfg = SimConfig(2, 4, start_cost_s=6)
+    bound = lower_bounds(wl, 8, 4, 6)["makespan_s"]
+    on = simulate(wl, make_policy("adaptive"), sidecar(6.0), cfg)
+    off = simulate(wl, make_policy("adaptive", protect_critical=False), sidecar(6.0), cfg)
+    optimus = simulate(wl, make_policy("optimus"), sidecar(6.0), cfg)
+    assert on.makespan_s < 0.9 * off.makespan_s
+    # Optimus (everyone admitted at once, GPUs to the longest) is the makespan to match.
+    assert on.makespan_s <= 1.02 * optimus.makespan_s
+    assert on.makespan_s > bound  # the bound ignores the long job's premium for going wide
+    first = {j["job_id"]: j["start_s"] for j in on.jobs}
+    assert first["long"] == 0  # never made to wait for the short ones
