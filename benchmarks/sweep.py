@@ -29,7 +29,7 @@ from _common import command_line
 from tqdm import tqdm
 
 from jupyter_elastic_gpu.core.mechanism import sidecar
-from jupyter_elastic_gpu.core.policies import POLICIES, make_policy
+from jupyter_elastic_gpu.core.policies import POLICIES, AdaptiveParams, make_policy
 from jupyter_elastic_gpu.sim.bounds import lower_bounds
 from jupyter_elastic_gpu.sim.engine import SimConfig, SimulationStalled, simulate
 from jupyter_elastic_gpu.sim.generate import generate_workload
@@ -106,13 +106,15 @@ def workload(kind: str, seed: int) -> Workload:
     return generate_workload(seed, max_gpus=GPUS, name=f"{kind}-{seed}", **knobs)
 
 
-def run_one(task: tuple[str, int, str]) -> tuple[str, int, str, dict | None]:
-    """(kind, seed, policy) -> its makespan and mean JCT over their lower bounds."""
-    kind, seed, policy = task
+def run_one(task: tuple) -> tuple[str, int, str, dict | None]:
+    """(kind, seed, policy, adaptive's parameters) -> its makespan and mean JCT over their
+    lower bounds."""
+    kind, seed, policy, params = task
     wl = workload(kind, seed)
     bound = lower_bounds(wl, GPUS, CONFIG.gpus_per_node, CONFIG.start_cost_s)
+    chosen = make_policy(policy, **(params if policy == "adaptive" else {}))
     try:
-        s = simulate(wl, make_policy(policy), sidecar(6.0), CONFIG).summary()
+        s = simulate(wl, chosen, sidecar(6.0), CONFIG).summary()
     except SimulationStalled:
         return kind, seed, policy, None
     return (
@@ -238,6 +240,13 @@ def main() -> None:
     ap.add_argument("--kinds", default=",".join(KINDS), help=f"of {', '.join(KINDS)}")
     ap.add_argument("--policies", default=",".join(POLICIES), help="default: every policy")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    ap.add_argument(
+        "--adaptive",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a parameter of adaptive (AdaptiveParams), e.g. protect_critical=true",
+    )
     ap.add_argument("--plot", help="write the scatter plot (PNG) here")
     ap.add_argument("--json", help="write every figure as JSON here")
     args = ap.parse_args()
@@ -249,8 +258,15 @@ def main() -> None:
     for p in policies:
         if p not in POLICIES:
             ap.error(f"unknown policy {p!r} (known: {', '.join(POLICIES)})")
+    params = {}
+    for item in args.adaptive:
+        name, _, value = item.partition("=")
+        if name not in AdaptiveParams.__dataclass_fields__:
+            ap.error(f"unknown parameter of adaptive {name!r}")
+        kind = type(getattr(AdaptiveParams(), name))
+        params[name] = value.lower() in ("1", "true", "yes") if kind is bool else kind(value)
     seeds = range(args.first_seed, args.first_seed + args.seeds)
-    tasks = [(k, s, p) for k in kinds for s in seeds for p in policies]
+    tasks = [(k, s, p, params) for k in kinds for s in seeds for p in policies]
     print(f"$ {command_line()}\n")
     results: dict = {}
     with ProcessPoolExecutor(max(1, args.workers)) as pool:
@@ -260,7 +276,9 @@ def main() -> None:
             results[(kind, seed, policy)] = figures
     print(
         f"{len(kinds) * len(seeds)} workloads ({', '.join(kinds)}; seeds {seeds.start}-"
-        f"{seeds.stop - 1}), 16 GPUs (4 x 4), sidecar 6 s\n"
+        f"{seeds.stop - 1}), 16 GPUs (4 x 4), sidecar 6 s"
+        + (f"; adaptive with {params}" if params else "")
+        + "\n"
     )
     print(report(results, policies))
     if args.plot:

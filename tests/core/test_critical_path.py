@@ -72,7 +72,7 @@ def test_an_urgent_job_waits_for_a_running_job_that_ends_within_its_slack():
     assert critical_path([running, waiting], 0.0, 1, 0.1, 0.3, 1.0)[1] == [] or all(
         r.job.id != "w" for r in critical_path([running, waiting], 0.0, 1, 0.1, 0.3, 1.0)[1]
     )
-    d = AdaptivePolicy().decide(Snapshot(gpu, (running, waiting)), 100.0)
+    d = AdaptivePolicy(protect_critical=True).decide(Snapshot(gpu, (running, waiting)), 100.0)
     assert d.allocations == {"r": ("0",), "w": ()}
 
 
@@ -88,7 +88,7 @@ def test_adaptive_starts_the_long_job_early_and_ends_near_the_bound():
     wl = Workload("burst", jobs)
     cfg = SimConfig(2, 4, start_cost_s=6)
     bound = lower_bounds(wl, 8, 4, 6)["makespan_s"]
-    on = simulate(wl, make_policy("adaptive"), sidecar(6.0), cfg)
+    on = simulate(wl, make_policy("adaptive", protect_critical=True), sidecar(6.0), cfg)
     off = simulate(wl, make_policy("adaptive", protect_critical=False), sidecar(6.0), cfg)
     optimus = simulate(wl, make_policy("optimus"), sidecar(6.0), cfg)
     assert on.makespan_s < 0.9 * off.makespan_s

@@ -180,7 +180,8 @@ def test_adaptive_short_arrival_takes_gpus_from_long_elastic_job():
     assert d.reasons["long"].startswith("suspended")
     # The long job is the critical path (all the work ends with it): it keeps, on GPUs it
     # had, what ends it within the horizon, and the short job starts on the rest.
-    d = AdaptivePolicy().decide(Snapshot(_gpus(8), (long_job, short)), 1000)
+    critical = AdaptivePolicy(protect_critical=True)
+    d = critical.decide(Snapshot(_gpus(8), (long_job, short)), 1000)
     assert len(d.allocations["short"]) >= 2
     assert 1 <= len(d.allocations["long"]) < 8
     assert set(d.allocations["long"]) <= set(long_job.gpus)

@@ -66,8 +66,9 @@ class AdaptiveParams:
     #: plus up to ``queue_slack`` x horizon more while the queue is deep (what the waiting
     #: jobs need at their minimum, over the cluster's GPUs): shorter jobs go first meanwhile.
     queue_slack: float = 1.0
-    #: Serve the critical path first (False: the order and weights alone, as before).
-    protect_critical: bool = True
+    #: Serve the critical path first. Off by default: it wins makespan on 16-GPU lab workloads
+    #: but doubles mean JCT in Pollux's settings (docs/policies.md, "The critical path").
+    protect_critical: bool = False
 
     def __post_init__(self) -> None:
         for name in (
