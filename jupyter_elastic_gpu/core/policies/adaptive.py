@@ -59,16 +59,16 @@ class AdaptiveParams:
     #: The wait after a change is at least this long, however cheap a resize is measured to be.
     min_cooldown_s: float = 10.0
     #: A job whose time left comes within ``critical_slack`` of the horizon (the earliest the
-    #: cluster could finish all its work) must start now (``core.policies.critical``) ...
+    #: cluster could finish all its work) must start now, unless it could catch up later at
+    #: most ``critical_slack`` more GPU-time (``core.policies.critical``) ...
     critical_slack: float = 0.1
     #: ... and critical jobs get the GPUs that end them within (1 + horizon_slack) x horizon,
     horizon_slack: float = 0.3
     #: plus up to ``queue_slack`` x horizon more while the queue is deep (what the waiting
     #: jobs need at their minimum, over the cluster's GPUs): shorter jobs go first meanwhile.
     queue_slack: float = 1.0
-    #: Serve the critical path first. Off by default: it wins makespan on 16-GPU lab workloads
-    #: but doubles mean JCT in Pollux's settings (docs/policies.md, "The critical path").
-    protect_critical: bool = False
+    #: Serve the critical path first (False: the order and weights alone).
+    protect_critical: bool = True
 
     def __post_init__(self) -> None:
         for name in (

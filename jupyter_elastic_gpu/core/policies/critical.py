@@ -19,12 +19,13 @@ the shorter jobs pay for every GPU set aside. The target is H x (1 + ``horizon_s
 cluster's: while the queue is deep the long jobs give way to shorter ones; as it drains, the
 target tightens to H and they get the width that ends them with the rest.
 
-**Critical.** A job is critical when ending it within the target costs more GPU-time than its
-cheapest count would (waiting would make it wider still: sub-linear speed-up), or when at its
-cheapest count (the fastest of them, if several cost the same) its time left comes within
-``critical_slack`` x H of H (it must start now).
-A job that could wait and widen later at no cost (linear speed-up) is not critical. A critical
-job gets, before any other, the count with the least GPU-time that ends it within the target.
+**Critical.** A count is *cheap* when it costs at most ``critical_slack`` more GPU-time than
+the job's cheapest count. A job is critical when no cheap count ends it within the target
+(waiting would make it wider still: sub-linear speed-up), or when at its fastest cheap count its
+time left comes within ``critical_slack`` x H of H (it must start now, unless running jobs free
+its GPUs within its slack anyway). A job that can wait and catch up later by going wider at a
+cheap count (near-linear speed-up) is not critical. A critical job gets, before any other, the
+count with the least GPU-time that ends it within the target.
 """
 
 from __future__ import annotations
@@ -153,9 +154,12 @@ def critical_path(
         if chosen is None:
             chosen = (o.counts[-1][0], o.counts[-1][1])  # cannot end in time: its fastest
         gpus, left = chosen
-        costly = o.gpu_time(target * (1 + 1e-9)) > o.cheapest * (1 + 1e-6)
-        # Its time left at the fastest count that costs no more than the cheapest one.
-        free_left = min(r for _, r, c in o.counts if c <= o.cheapest * (1 + 1e-6))
+        # What "cheap" means: within critical_slack of the least GPU-time (a job that can
+        # catch up later by going wider at that price can wait).
+        cheap = o.cheapest * (1.0 + critical_slack)
+        costly = o.gpu_time(target * (1 + 1e-9)) > cheap
+        # Its time left at its fastest cheap count.
+        free_left = min(r for _, r, c in o.counts if c <= cheap)
         # It must start now (or keep running), unless running jobs free its GPUs within its
         # slack anyway.
         urgent = free_left > line and (
