@@ -204,6 +204,7 @@ def scatter(results: dict, policies: list[str], path: str) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     fig, ax = plt.subplots(figsize=(7, 5))
     for i, p in enumerate(policies):
@@ -226,6 +227,10 @@ def scatter(results: dict, policies: list[str], path: str) -> None:
     ax.set_ylabel("mean JCT / lower bound")
     ax.set_xscale("log")
     ax.set_yscale("log")
+    plain = matplotlib.ticker.FuncFormatter(lambda v, _: f"{v:g}")
+    for axis in (ax.xaxis, ax.yaxis):
+        axis.set_major_formatter(plain)
+        axis.set_minor_formatter(plain)
     ax.set_title(f"{len({(k, s) for k, s, _ in results})} generated workloads, 16 GPUs (4 x 4)")
     ax.legend(title="median (large), each workload (small)", fontsize=8)
     ax.grid(True, which="both", alpha=0.3)

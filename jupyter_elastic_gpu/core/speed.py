@@ -30,6 +30,50 @@ def _interpolate(points: list[tuple[int, float]], g: int) -> float | None:
     return x0 + (x1 - x0) * (g - g0) / (g1 - g0)
 
 
+class Frontier:
+    """Counts faster than every smaller one, with what they cost per unit of work.
+
+    ``counts[i]`` GPUs take ``secs[i]`` seconds and ``gpu_secs[i]`` GPU-seconds per unit of
+    work (``secs`` strictly decreasing); ``best_from[i]`` is the index of the least GPU-time
+    among ``i..``: the cheapest count that is at least as fast as ``counts[i]``.
+    """
+
+    __slots__ = ("best_from", "counts", "gpu_secs", "secs")
+
+    def __init__(self, counts: tuple[int, ...], secs: tuple[float, ...]) -> None:
+        self.counts, self.secs = counts, secs
+        self.gpu_secs = tuple(g * s for g, s in zip(counts, secs))
+        best: list[int] = [0] * len(counts)
+        for i in range(len(counts) - 1, -1, -1):
+            j = best[i + 1] if i + 1 < len(counts) else i
+            # Equal costs (to rounding) go to the narrower count.
+            best[i] = i if self.gpu_secs[i] <= self.gpu_secs[j] * (1 + 1e-9) else j
+        self.best_from = tuple(best)
+
+    @classmethod
+    def of(cls, curve: list[float], lo: int, top: int) -> Frontier:
+        counts: list[int] = []
+        secs: list[float] = []
+        for g in range(lo, top + 1):
+            x = curve[g]
+            if x > 0 and (not secs or 1.0 / x < secs[-1]):
+                counts.append(g)
+                secs.append(1.0 / x)
+        return cls(tuple(counts), tuple(secs))
+
+    def first_within(self, seconds_per_work: float) -> int:
+        """Index of the slowest count that takes at most ``seconds_per_work`` (len: none)."""
+        secs = self.secs
+        lo, hi = 0, len(secs)
+        while lo < hi:  # secs is decreasing
+            mid = (lo + hi) // 2
+            if secs[mid] <= seconds_per_work:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+
 class SpeedModel:
     """Throughput (work units per second) per GPU count.
 
@@ -38,7 +82,7 @@ class SpeedModel:
     immutable after construction and cache their answers.
     """
 
-    __slots__ = ("_cache", "_curve", "_measured", "_prior", "alpha")
+    __slots__ = ("_cache", "_curve", "_frontiers", "_measured", "_prior", "alpha")
 
     def __init__(
         self,
@@ -51,6 +95,7 @@ class SpeedModel:
         self.alpha = alpha
         self._cache: dict[int, float] = {}
         self._curve: list[float] = [0.0]
+        self._frontiers: dict[tuple[int, int], Frontier] = {}
 
     def with_measurement(self, gpus: int, throughput: float) -> SpeedModel:
         """A new model that also knows ``throughput`` at ``gpus``."""
@@ -73,6 +118,15 @@ class SpeedModel:
         for g in range(len(curve), top + 1):
             curve.append(self.throughput(g))
         return curve
+
+    def frontier(self, lo: int, top: int) -> Frontier:
+        """The counts in ``lo..top`` that are faster than every smaller one (the only ones
+        worth holding), as a :class:`Frontier`; cached."""
+        key = (lo, top)
+        found = self._frontiers.get(key)
+        if found is None:
+            found = self._frontiers[key] = Frontier.of(self.curve(top), lo, top)
+        return found
 
     def remaining_time(self, remaining_work: float, gpus: int) -> float:
         """Seconds to finish ``remaining_work`` at ``gpus`` GPUs (inf without GPUs)."""

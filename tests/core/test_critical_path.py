@@ -41,8 +41,12 @@ def test_the_horizon_is_the_packed_work_and_no_less_than_the_longest_job():
     long = _options(job("long", 20000.0), 8)  # 2000 s on one GPU
     h = horizon([*opts, long], 0.0, 8)
     assert h > (800 + 2000) / 8
-    gpus = min(g for g, r, _ in long.counts if r <= h * (1 + 1e-9))
+    i = long.within(h * (1 + 1e-9))
+    gpus = long.frontier.counts[i]
     assert 800 + gpus * 20000.0 / ROOT[gpus] <= 8 * h * (1 + 1e-6)
+    # Exactly the least such time: a hair less and the work no longer fits.
+    less = h * (1 - 1e-6)
+    assert 800 + long.gpu_time(less) > 8 * less
 
 
 def test_a_long_sub_linear_job_is_reserved_the_width_that_ends_it_with_the_rest():

@@ -35,6 +35,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from ..model import Job
+from ..speed import Frontier
 
 
 @dataclass(frozen=True)
@@ -47,66 +48,62 @@ class Reservation:
     slack_s: float
 
 
-@dataclass(frozen=True)
 class _Options:
-    job: Job
-    #: (count, seconds left, GPU-seconds left) for each count faster than every smaller one.
-    counts: tuple[tuple[int, float, float], ...]
-    cheapest: float  # the least GPU-seconds over those counts
+    """One job's counts worth holding (``SpeedModel.frontier``) scaled by its work left."""
+
+    __slots__ = ("cheapest", "frontier", "job", "rem")
+
+    def __init__(self, job: Job, frontier: Frontier) -> None:
+        self.job, self.frontier, self.rem = job, frontier, job.remaining_work
+        self.cheapest = self.rem * frontier.gpu_secs[frontier.best_from[0]]
+
+    def seconds(self, i: int) -> float:
+        return self.rem * self.frontier.secs[i]
+
+    @property
+    def fastest(self) -> float:
+        return self.seconds(len(self.frontier.secs) - 1)
+
+    def within(self, horizon: float) -> int | None:
+        """Index of the cheapest count that ends the job within ``horizon`` (None: none)."""
+        i = self.frontier.first_within(horizon / self.rem)
+        return self.frontier.best_from[i] if i < len(self.frontier.secs) else None
 
     def gpu_time(self, horizon: float) -> float:
         """The least GPU-seconds that end the job within ``horizon`` (inf: none does)."""
-        return min((c for _, r, c in self.counts if r <= horizon), default=math.inf)
-
-    def count_within(self, horizon: float) -> tuple[int, float] | None:
-        """(count, seconds left) of the cheapest count ending the job within ``horizon``."""
-        best = None
-        for g, r, c in self.counts:
-            if r <= horizon and (best is None or c < best[2]):
-                best = (g, r, c)
-        return (best[0], best[1]) if best else None
+        i = self.within(horizon)
+        return math.inf if i is None else self.rem * self.frontier.gpu_secs[i]
 
 
 def _options(job: Job, total: int) -> _Options | None:
-    rem = job.remaining_work
     top = min(job.max_gpus, total)
-    if rem <= 0 or top < job.min_gpus:
+    if job.remaining_work <= 0 or top < job.min_gpus:
         return None
-    curve = job.speed.curve(top)
-    counts: list[tuple[int, float, float]] = []
-    for g in range(job.min_gpus, top + 1):
-        if curve[g] > 0:
-            r = rem / curve[g]
-            if not counts or r < counts[-1][1]:
-                counts.append((g, r, g * r))
-    if not counts:
-        return None
-    return _Options(job, tuple(counts), min(c for _, _, c in counts))
+    frontier = job.speed.frontier(job.min_gpus, top)
+    return _Options(job, frontier) if frontier.counts else None
 
 
 def horizon(options: list[_Options], committed_gpu_s: float, total: int) -> float:
-    """The earliest time (seconds from now) all the work could be done; see the module."""
+    """The earliest time (seconds from now) all the work could be done; see the module.
+
+    Exact: the extra GPU-time of the long jobs only changes where the horizon passes one of
+    their counts' times, so the fixed point is found by walking those points in order.
+    """
     work = committed_gpu_s + sum(o.cheapest for o in options)
-    lo = max(work / total, max((o.counts[-1][1] for o in options), default=0.0))
+    lo = max(work / total, max((o.fastest for o in options), default=0.0))
     long = [o for o in options if o.gpu_time(lo) > o.cheapest]
     if not long:
         return lo
-
-    def short_of(h: float) -> bool:  # the work does not fit in h
-        return work + sum(o.gpu_time(h) - o.cheapest for o in long) > total * h
-
-    if not short_of(lo):
-        return lo
-    # At the slowest count each long job's cheapest, the fixed point holds (work / total <= lo).
-    hi = max(r for o in long for _, r, c in o.counts if c == o.cheapest)
-    hi = max(hi, lo)
-    for _ in range(40):
-        mid = (lo + hi) / 2
-        if short_of(mid):
-            lo = mid
-        else:
-            hi = mid
-    return hi
+    steps = sorted(
+        {r for o in long for i in range(len(o.frontier.secs)) if (r := o.seconds(i)) > lo}
+    )
+    at = lo
+    for step in [*steps, math.inf]:
+        need = (work + sum(o.gpu_time(at) - o.cheapest for o in long)) / total
+        if max(at, need) < step:
+            return max(at, need)
+        at = step
+    return at
 
 
 def _freed_within(options: list[_Options], idle: int, gpus: int) -> float:
@@ -150,16 +147,18 @@ def critical_path(
     idle = total - committed_gpus - sum(len(o.job.gpus) for o in options)
     out = []
     for o in options:
-        chosen = o.count_within(target * (1 + 1e-9))
+        f = o.frontier
+        chosen = o.within(target * (1 + 1e-9))
         if chosen is None:
-            chosen = (o.counts[-1][0], o.counts[-1][1])  # cannot end in time: its fastest
-        gpus, left = chosen
+            chosen = len(f.counts) - 1  # cannot end in time: its fastest
+        gpus, left = f.counts[chosen], o.seconds(chosen)
         # What "cheap" means: within critical_slack of the least GPU-time (a job that can
         # catch up later by going wider at that price can wait).
-        cheap = o.cheapest * (1.0 + critical_slack)
-        costly = o.gpu_time(target * (1 + 1e-9)) > cheap
+        cheap = f.gpu_secs[f.best_from[0]] * (1.0 + critical_slack)
+        costly = f.gpu_secs[chosen] > cheap
         # Its time left at its fastest cheap count.
-        free_left = min(r for _, r, c in o.counts if c <= cheap)
+        fastest_cheap = max(i for i, c in enumerate(f.gpu_secs) if c <= cheap)
+        free_left = o.seconds(fastest_cheap)
         # It must start now (or keep running), unless running jobs free its GPUs within its
         # slack anyway.
         urgent = free_left > line and (
