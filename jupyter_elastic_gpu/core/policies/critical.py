@@ -99,7 +99,10 @@ def horizon(options: list[_Options], committed_gpu_s: float, total: int) -> floa
     )
     at = lo
     for step in [*steps, math.inf]:
-        need = (work + sum(o.gpu_time(at) - o.cheapest for o in long)) / total
+        # At ``at`` the counts whose time is ``at`` itself are in (a hair of slack: ``at`` is
+        # the product that computed it, not the comparison).
+        within = at * (1 + 1e-12)
+        need = (work + sum(o.gpu_time(within) - o.cheapest for o in long)) / total
         if max(at, need) < step:
             return max(at, need)
         at = step
@@ -120,32 +123,41 @@ def _freed_within(options: list[_Options], idle: int, gpus: int) -> float:
     return math.inf
 
 
-def critical_path(
+@dataclass
+class _Path:
+    """The critical path at one instant, with what decided it (for ``holds_between``)."""
+
+    earliest: float
+    target: float
+    options: list[_Options]
+    reservations: list[Reservation]
+    #: Per option: the index its reservation would take, its fastest cheap index, and the
+    #: time running jobs need to free its minimum (queued jobs only).
+    chosen: list[int]
+    fastest_cheap: list[int]
+    freed: list[float]
+
+
+def _path(
     jobs: Iterable[Job],
     committed_gpu_s: float,
     total: int,
     critical_slack: float,
     horizon_slack: float,
     queue_slack: float,
-    committed_gpus: int = 0,
-) -> tuple[float, list[Reservation]]:
-    """(the target horizon, the critical jobs' reservations, least slack first).
-
-    ``jobs`` are those the policy may still give GPUs; ``committed_gpu_s`` and
-    ``committed_gpus`` the GPU-seconds and GPUs of jobs whose leases are kept whatever happens
-    (mid-resize, about to finish).
-    """
+    committed_gpus: int,
+) -> _Path | None:
     options = [o for job in jobs if (o := _options(job, total)) is not None]
     if not options or total <= 0:
-        return 0.0, []
+        return None
     earliest = horizon(options, committed_gpu_s, total)
     if not math.isfinite(earliest) or earliest <= 0:
-        return 0.0, []
+        return None
     waiting = sum(o.job.min_gpus for o in options if not o.job.gpus)
     target = earliest * (1.0 + horizon_slack + queue_slack * min(1.0, waiting / total))
     line = (1.0 - critical_slack) * earliest
     idle = total - committed_gpus - sum(len(o.job.gpus) for o in options)
-    out = []
+    path = _Path(earliest, target, options, [], [], [], [])
     for o in options:
         f = o.frontier
         chosen = o.within(target * (1 + 1e-9))
@@ -161,13 +173,89 @@ def critical_path(
         free_left = o.seconds(fastest_cheap)
         # It must start now (or keep running), unless running jobs free its GPUs within its
         # slack anyway.
-        urgent = free_left > line and (
-            bool(o.job.gpus) or _freed_within(options, idle, o.job.min_gpus) > earliest - free_left
-        )
+        freed = 0.0 if o.job.gpus else _freed_within(options, idle, o.job.min_gpus)
+        urgent = free_left > line and (bool(o.job.gpus) or freed > earliest - free_left)
         if costly or urgent:
-            out.append(Reservation(o.job, gpus, target - left))
-    out.sort(key=lambda r: (r.slack_s, r.job.submit_time, r.job.id))
-    return target, out
+            path.reservations.append(Reservation(o.job, gpus, target - left))
+        path.chosen.append(chosen)
+        path.fastest_cheap.append(fastest_cheap)
+        path.freed.append(freed)
+    path.reservations.sort(key=lambda r: (r.slack_s, r.job.submit_time, r.job.id))
+    return path
 
 
-__all__ = ["Reservation", "critical_path", "horizon"]
+def critical_path(
+    jobs: Iterable[Job],
+    committed_gpu_s: float,
+    total: int,
+    critical_slack: float,
+    horizon_slack: float,
+    queue_slack: float,
+    committed_gpus: int = 0,
+) -> tuple[float, list[Reservation]]:
+    """(the target horizon, the critical jobs' reservations, least slack first).
+
+    ``jobs`` are those the policy may still give GPUs; ``committed_gpu_s`` and
+    ``committed_gpus`` the GPU-seconds and GPUs of jobs whose leases are kept whatever happens
+    (mid-resize, about to finish).
+    """
+    path = _path(
+        jobs, committed_gpu_s, total, critical_slack, horizon_slack, queue_slack, committed_gpus
+    )
+    return (path.target, path.reservations) if path else (0.0, [])
+
+
+def _apart(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    """Whether every value in interval ``a`` compares to every value in ``b`` the same way."""
+    return a[0] > b[1] or a[1] <= b[0]
+
+
+def holds_between(
+    now: tuple[list[Job], float, int],
+    later: tuple[list[Job], float, int],
+    total: int,
+    critical_slack: float,
+    horizon_slack: float,
+    queue_slack: float,
+) -> bool:
+    """Whether the critical path stays what it is from one instant to a later one while
+    nothing happens but running jobs progressing (steadily: ``later`` holds the same jobs with
+    more work done, and committed GPU-seconds no more than ``now``'s).
+
+    Everything the path compares moves one way between the two: each job's time left falls
+    (running) or stays (waiting); the horizon and the target fall, as all the work does (the
+    least fixed point of shrinking terms). So each comparison holds all along if it holds
+    between the extremes of the two sides over the interval, whatever the order they move in.
+    """
+    args = (total, critical_slack, horizon_slack, queue_slack)
+    a = _path(now[0], now[1], args[0], *args[1:], now[2])
+    b = _path(later[0], later[1], args[0], *args[1:], later[2])
+    if a is None or b is None:
+        return a is None and b is None
+    if [o.job.id for o in a.options] != [o.job.id for o in b.options]:
+        return False  # a job ran out of work on the way: that is an event anyway
+    if [(r.job.id, r.gpus) for r in a.reservations] != [(r.job.id, r.gpus) for r in b.reservations]:
+        return False
+    horizon_span = (b.earliest, a.earliest)
+    line = ((1 - critical_slack) * b.earliest, (1 - critical_slack) * a.earliest)
+    for i, (oa, ob) in enumerate(zip(a.options, b.options)):
+        f = oa.frontier
+        if f is not ob.frontier:
+            return False
+        rem = (ob.rem, oa.rem)
+        # The count the target calls for: the same at both extremes of target / time left.
+        lo, hi = b.target * (1 + 1e-9) / rem[1], a.target * (1 + 1e-9) / rem[0]
+        if f.first_within(lo) != f.first_within(hi):
+            return False
+        left = (rem[0] * f.secs[a.fastest_cheap[i]], rem[1] * f.secs[a.fastest_cheap[i]])
+        if not _apart(left, line):
+            return False
+        if left[1] > line[0] and not oa.job.gpus:  # urgent at some point: when freed matters
+            freed = (b.freed[i], a.freed[i])
+            spare = (horizon_span[0] - left[1], horizon_span[1] - left[0])
+            if not _apart(freed, spare):
+                return False
+    return True
+
+
+__all__ = ["Reservation", "critical_path", "holds_between", "horizon"]
