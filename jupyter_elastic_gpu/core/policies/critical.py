@@ -30,6 +30,8 @@ count with the least GPU-time that ends it within the target.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 import math
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -94,33 +96,48 @@ def horizon(options: list[_Options], committed_gpu_s: float, total: int) -> floa
     long = [o for o in options if o.gpu_time(lo) > o.cheapest]
     if not long:
         return lo
+    # Each long job's extra GPU-time at ``lo``, then where it changes: at each of its counts'
+    # times beyond ``lo`` (one job's term at a time).
+    extra = [o.gpu_time(lo * (1 + 1e-12)) - o.cheapest for o in long]
     steps = sorted(
-        {r for o in long for i in range(len(o.frontier.secs)) if (r := o.seconds(i)) > lo}
+        (r, k)
+        for k, o in enumerate(long)
+        for i in range(len(o.frontier.secs))
+        if (r := o.seconds(i)) > lo
     )
-    at = lo
-    for step in [*steps, math.inf]:
-        # At ``at`` the counts whose time is ``at`` itself are in (a hair of slack: ``at`` is
-        # the product that computed it, not the comparison).
-        within = at * (1 + 1e-12)
-        need = (work + sum(o.gpu_time(within) - o.cheapest for o in long)) / total
+    at, total_extra, n = lo, sum(extra), 0
+    while True:
+        need = (work + total_extra) / total
+        step = steps[n][0] if n < len(steps) else math.inf
         if max(at, need) < step:
             return max(at, need)
         at = step
-    return at
+        # Every count whose time is ``at`` comes in (a hair of slack: ``at`` is the product
+        # that computed it, not the comparison).
+        while n < len(steps) and steps[n][0] == at:
+            k = steps[n][1]
+            extra[k] = long[k].gpu_time(at * (1 + 1e-12)) - long[k].cheapest
+            n += 1
+        total_extra = sum(extra)  # summed afresh: no drift from adding differences
 
 
-def _freed_within(options: list[_Options], idle: int, gpus: int) -> float:
-    """Seconds until ``gpus`` GPUs are free if running jobs keep their leases to the end."""
-    if idle >= gpus:
-        return 0.0
-    ends = sorted(
-        (o.job.remaining_time(len(o.job.gpus)), len(o.job.gpus)) for o in options if o.job.gpus
-    )
-    for end, held in ends:
-        idle += held
-        if idle >= gpus:
-            return end
-    return math.inf
+class _Freeing:
+    """When GPUs come free if running jobs keep their leases to the end."""
+
+    def __init__(self, options: list[_Options], idle: int) -> None:
+        ends = sorted(
+            (o.job.remaining_time(len(o.job.gpus)), len(o.job.gpus)) for o in options if o.job.gpus
+        )
+        self.idle = idle
+        self.times = [end for end, _ in ends]
+        self.free = list(itertools.accumulate((held for _, held in ends), initial=idle))[1:]
+
+    def within(self, gpus: int) -> float:
+        """Seconds until ``gpus`` GPUs are free (inf: never, with these leases)."""
+        if self.idle >= gpus:
+            return 0.0
+        i = bisect.bisect_left(self.free, gpus)
+        return self.times[i] if i < len(self.times) else math.inf
 
 
 @dataclass
@@ -158,6 +175,7 @@ def _path(
     line = (1.0 - critical_slack) * earliest
     idle = total - committed_gpus - sum(len(o.job.gpus) for o in options)
     path = _Path(earliest, target, options, [], [], [], [])
+    freeing = _Freeing(options, idle)
     for o in options:
         f = o.frontier
         chosen = o.within(target * (1 + 1e-9))
@@ -173,7 +191,7 @@ def _path(
         free_left = o.seconds(fastest_cheap)
         # It must start now (or keep running), unless running jobs free its GPUs within its
         # slack anyway.
-        freed = 0.0 if o.job.gpus else _freed_within(options, idle, o.job.min_gpus)
+        freed = 0.0 if o.job.gpus else freeing.within(o.job.min_gpus)
         urgent = free_left > line and (bool(o.job.gpus) or freed > earliest - free_left)
         if costly or urgent:
             path.reservations.append(Reservation(o.job, gpus, target - left))
