@@ -34,7 +34,7 @@ import bisect
 import itertools
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from ..model import Job
 from ..speed import Frontier
@@ -276,4 +276,53 @@ def holds_between(
     return True
 
 
-__all__ = ["Reservation", "critical_path", "holds_between", "horizon"]
+def _advanced(job: Job, seconds: float) -> Job:
+    """``job`` ``seconds`` on, had it run at its modelled speed on its lease all along (a job
+    mid-resize too: more progress than real only widens the bounds ``holds_between`` uses)."""
+    if not job.gpus or seconds <= 0:
+        return job
+    done = job.work_done + seconds * job.speed.throughput(len(job.gpus))
+    return replace(job, work_done=min(done, job.total_work))
+
+
+def path_holds_until(
+    jobs: list[Job],
+    kept: list[Job],
+    total: int,
+    critical_slack: float,
+    horizon_slack: float,
+    queue_slack: float,
+    now: float,
+    until: float,
+    tries: int = 4,
+) -> float:
+    """How long, up to ``until``, the critical path of ``jobs`` (``kept``: the leases kept
+    whatever happens) stays what it is while time passes: ``until`` itself, or a shorter span
+    (halved up to ``tries`` times) that ``holds_between`` can vouch for, or ``now``.
+
+    Spans end before the first running job could finish (a completion is an event anyway).
+    """
+    running = [j.remaining_time(len(j.gpus)) for j in (*jobs, *kept) if j.gpus]
+    end = min(until, now + min(running, default=math.inf))
+    if end <= now:
+        return now
+    if not running:
+        return until  # nothing progresses: nothing the path reads moves
+    args = (total, critical_slack, horizon_slack, queue_slack)
+
+    def committed(at: list[Job]) -> float:
+        return sum(len(j.gpus) * j.remaining_time(len(j.gpus)) for j in at)
+
+    gpus = sum(len(j.gpus) for j in kept)
+    start = (jobs, committed(kept), gpus)
+    span = (end - now) * (1 - 1e-9)
+    for _ in range(tries + 1):
+        later_kept = [_advanced(j, span) for j in kept]
+        later = ([_advanced(j, span) for j in jobs], committed(later_kept), gpus)
+        if holds_between(start, later, *args):
+            return now + span
+        span /= 2
+    return now
+
+
+__all__ = ["Reservation", "critical_path", "holds_between", "horizon", "path_holds_until"]
