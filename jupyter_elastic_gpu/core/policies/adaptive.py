@@ -33,6 +33,7 @@ from typing import ClassVar
 from ..model import Decision, Job, Snapshot
 from ..placement import place
 from .base import plural, queued_reason, whole_leases_first
+from .holds import holds_until
 
 _EPS = 1e-12
 _LOCKED = ("its resize is in progress", "it is about to finish")
@@ -105,10 +106,15 @@ class AdaptivePolicy:
         p, cost = self.params, job.resize_cost
         if cost > 0 and job.remaining_time(len(job.gpus)) <= p.finish_guard * cost:
             return "it is about to finish"
-        wait = max(p.cooldown * cost, p.min_cooldown_s) * 2 ** (job.resizes // p.resize_budget)
-        if job.last_change is not None and now - job.last_change < wait:
+        if job.last_change is not None and now - job.last_change < self.cooldown_s(job):
             return "it was resized moments ago" if job.resizes else "it started moments ago"
         return ""
+
+    def cooldown_s(self, job: Job) -> float:
+        """How long a job is left alone after a change of its lease."""
+        p = self.params
+        wait = max(p.cooldown * job.resize_cost, p.min_cooldown_s)
+        return wait * 2 ** (job.resizes // p.resize_budget)
 
     # -- step 3 helpers -------------------------------------------------------------------
     @staticmethod
@@ -236,7 +242,9 @@ class AdaptivePolicy:
         )
         ahead = [p.job for p in plans if p.count]
         reasons = {p.job.id: self._reason(p, free, ahead) for p in plans}
-        return Decision(allocations, reasons, tuple(p.job.id for p in plans))
+        order = tuple(p.job.id for p in plans)
+        until = holds_until(self, snapshot, now, plans, open_plans, exponent, free, allocations)
+        return Decision(allocations, reasons, order, until)
 
     @staticmethod
     def _reason(plan: _Plan, free: int, admitted: list[Job]) -> str:

@@ -1,0 +1,190 @@
+"""Until when an ``adaptive`` decision holds (``Decision.holds_until``).
+
+Nine decisions in ten change nothing: every job keeps its lease and nobody starts. Such a
+*steady* decision stays the same while time passes until one of its time-dependent inputs could
+change its outcome; ``holds_until`` is the earliest such time. The inputs that move with time:
+
+* **frozen jobs** (``frozen_holds_until``): a cooldown ends at ``last_change + cooldown_s``; a
+  job comes about to finish when its remaining time at its lease falls to ``finish_guard``
+  resize costs, and is locked from then on (it leaves the hand-out, which moves the weights);
+* **the resize penalty** of a running job grows as its remaining time shrinks;
+* **the order** (``_KeyCourse``): a running job's key falls with its remaining work, linearly; a
+  waiting job's with aging, as 1 / (1 + waited / ``aging_s``). The order sets the weights.
+
+The last two go through the hand-out (step 2 of the policy), and ``hand_out_holds_for`` bounds
+them with a certificate that the hand-out ends where it started. A job at count c moves to the
+count with the best value gained per GPU (the move's *ratio*); the best move of all goes first.
+Per unit of weight, let ``a`` be the least steep chord into a running job's count h from any
+count below it (no GPUs included), and ``b`` the steepest move past h (a running job's growth,
+a waiting job's start). If every weighted ``a`` lies above every weighted ``b`` then, while a
+job is below its count, the best move of all takes some job toward its count and never past it
+(a chord past h averages one into h and one beyond it, so it is less steep), and it fits, since
+nobody has passed their count; if, also, once everybody is at their count no move with a
+positive ratio fits in the GPUs left, the hand-out ends at the current leases whatever order the
+moves come in. So:
+
+* the penalty needs no bound: charged on every count but h, it raises every chord into h and
+  lowers every chord out of it; ``a`` and ``b`` only move apart;
+* the order needs none until a job could move so far in it that its weight, (m - position)^p,
+  closes the gap between the lowest weighted ``a`` and the highest weighted ``b``. Each job gets
+  the positions where its side of the gap still holds, and the decision holds until enough keys
+  could cross its key to push it out of them.
+
+A decision that changes anything, or that the certificate does not cover (a waiting job kept out
+only because it does not fit, say), promises nothing (``now``): the driver asks again. Times
+and ratios keep a hair of slack (``REL``): a driver accumulates progress tick by tick, so what a
+later decision sees differs from the straight lines here by rounding.
+Pure: the decision's working values and the time in, a time out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING, Protocol
+
+from ..model import Job, Snapshot
+
+if TYPE_CHECKING:
+    from .adaptive import AdaptivePolicy
+
+#: Relative slack on every value that a driver accumulates over time (work done, time waited)
+#: and on every ratio compared: far above rounding, far below anything a decision tells apart.
+REL = 1e-9
+
+
+class Plan(Protocol):
+    """What the policy worked out for one job (``adaptive._Plan``)."""
+
+    job: Job
+    key: float  # priority key: smaller goes first
+    frozen: str  # why it keeps its GPUs, or ""
+    count: int  # GPUs it gets
+    weight: float  # its weight in the hand-out (open plans)
+    values: list[float] | None  # value at each count, weighted, penalty included
+
+
+def holds_until(
+    policy: AdaptivePolicy,
+    snapshot: Snapshot,
+    now: float,
+    plans: Sequence[Plan],
+    open_plans: Sequence[Plan],
+    exponent: float,
+    free: int,
+    allocations: Mapping[str, tuple[str, ...]],
+) -> float:
+    """The earliest time any time-dependent input of the decision could change its outcome;
+    ``now`` if the decision changes anything. ``plans``: every job, in the policy's order;
+    ``open_plans``: those in the hand-out, in order, weighted (m - i)^``exponent``; ``free``:
+    GPUs the hand-out left."""
+    if not steady(snapshot, allocations):
+        return now
+    until = frozen_holds_until(policy, now, plans)
+    if until > now:
+        until = min(until, order_holds_until(policy, now, open_plans))
+    return until if until > now else now
+
+
+def steady(snapshot: Snapshot, allocations: Mapping[str, tuple[str, ...]]) -> bool:
+    """Every job keeps exactly its lease; a waiting job gets nothing."""
+    for job in snapshot.jobs:
+        if tuple(allocations.get(job.id, ())) != job.gpus:
+            return False
+    return True
+
+
+# -- frozen jobs --------------------------------------------------------------------------
+def frozen_holds_until(policy: AdaptivePolicy, now: float, plans: Sequence[Plan]) -> float:
+    """Until when no running job comes about to finish or out of its cooldown."""
+    p = policy.params
+    until = math.inf
+    for plan in plans:
+        job = plan.job
+        if not job.running or job.pinned:
+            continue  # waiting jobs are never frozen; mid-resize ones stay so
+        cost, held = job.resize_cost, len(job.gpus)
+        if cost > 0:
+            guard = p.finish_guard * cost
+            left = job.remaining_time(held)  # falls by one second per second (inf: no speed)
+            if left <= guard:
+                continue  # about to finish already: locked, and stays so
+            if left < math.inf:
+                slack = REL * (job.total_work / job.speed.throughput(held) + abs(now))
+                until = min(until, now + (left - guard) - slack)
+        if job.last_change is not None:
+            end = job.last_change + policy.cooldown_s(job)
+            if now < end:
+                until = min(until, end - REL * abs(end))
+    return until
+
+
+# -- the order ----------------------------------------------------------------------------
+class _KeyCourse:
+    """A priority key as time passes: (a + b*t) / (c + d*t) at t seconds from now (c > 0,
+    d >= 0), give or take ``slack``: a straight line for a running job, a hyperbola for a waiting
+    one; None for an infinite key (which stays infinite, and behind every finite one)."""
+
+    __slots__ = ("a", "b", "c", "d", "slack")
+
+    def __init__(self, a: float, b: float, c: float, d: float, slack: float) -> None:
+        self.a, self.b, self.c, self.d, self.slack = a, b, c, d, slack
+
+
+def _course(policy: AdaptivePolicy, plan: Plan) -> _KeyCourse | None:
+    job, key = plan.job, plan.key
+    if math.isinf(key):
+        return None
+    if job.running:
+        # Proportional to the remaining work, which falls at the lease's speed (mid-resize:
+        # not at all).
+        left = job.remaining_work
+        speed = 0.0 if job.pinned else job.speed.throughput(len(job.gpus))
+        if left <= 0:
+            return _KeyCourse(key, 0.0, 1.0, 0.0, 0.0)
+        return _KeyCourse(key, -key * speed / left, 1.0, 0.0, REL * key * job.total_work / left)
+    # Aging: key = k / (1 + waited / aging_s) = k * aging_s / (aging_s + waited).
+    base = max(policy.params.aging_s, 1e-12) + job.queued_s
+    return _KeyCourse(key * base, 0.0, base, 1.0, REL * key)
+
+
+def order_holds_until(policy: AdaptivePolicy, now: float, open_plans: Sequence[Plan]) -> float:
+    """Until when no two neighbours in the order of the hand-out can meet: the order is made of
+    its neighbours, so it cannot change before one pair does."""
+    courses = [_course(policy, plan) for plan in open_plans]
+    return now + min(map(_meeting, courses, courses[1:]), default=math.inf)
+
+
+def _meeting(first: _KeyCourse | None, second: _KeyCourse | None) -> float:
+    """Seconds from now until ``second`` (behind ``first`` in the order) could come within
+    their slack of ``first``: 0 if it is already, inf if never."""
+    if first is None or second is None:
+        return math.inf  # an infinite key: nothing crosses it
+    a1, b1, c1, d1 = first.a, first.b, first.c, first.d
+    a2, b2, c2, d2 = second.a, second.b, second.c, second.d
+    if (a1, b1, c1, d1) == (a2, b2, c2, d2):
+        return math.inf  # equal keys on equal courses keep their tie-break
+    gap = first.slack + second.slack
+    # second(t) - first(t) - gap, times both (positive) denominators: A t^2 + B t + C.
+    qa = b2 * d1 - b1 * d2 - gap * d1 * d2
+    qb = a2 * d1 + b2 * c1 - a1 * d2 - b1 * c2 - gap * (c1 * d2 + d1 * c2)
+    qc = a2 * c1 - a1 * c2 - gap * c1 * c2
+    if not qc > 0:  # already within the slack (or not a number)
+        return 0.0
+    if qa == 0:
+        return -qc / qb if qb < 0 else math.inf
+    disc = qb * qb - 4 * qa * qc
+    if disc < 0:
+        return math.inf
+    q = -(qb + math.copysign(math.sqrt(disc), qb)) / 2
+    roots = [r for r in (q / qa, qc / q if q else math.inf) if r > 0]
+    return min(roots, default=math.inf)
+
+
+__all__ = [
+    "REL",
+    "frozen_holds_until",
+    "holds_until",
+    "order_holds_until",
+    "steady",
+]
