@@ -10,6 +10,7 @@ when no node can hold it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import pairwise
 
 from .model import Gpu
 
@@ -42,7 +43,7 @@ def _unchanged(
     if len(taken) != held or not taken.issubset(rank):
         return None
     for job_id, lease in leases.items():
-        if len(lease) > 1 and any(rank[a] > rank[b] for a, b in zip(lease, lease[1:])):
+        if len(lease) > 1 and any(rank[a] > rank[b] for a, b in pairwise(lease)):
             leases[job_id] = tuple(sorted(lease, key=rank.__getitem__))
     return leases
 

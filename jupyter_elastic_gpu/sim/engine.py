@@ -270,8 +270,9 @@ class Simulation:
         self.usage: dict[str, float] = {}  # decayed GPU-seconds per user (fair share)
 
     # -- time -----------------------------------------------------------------------------
-    def _advance(self, until: float) -> list[_SimJob]:
-        """Every job's progress up to ``until``; the running jobs done by then, in order."""
+    def _advance(self, until: float) -> tuple[list[_SimJob], tuple[float, float]]:
+        """Every job's progress up to ``until``: the running jobs done by then, in order, and
+        ``_next_changes()`` as it will be from then on unless a decision changes something."""
         now = self.now
         dt = until - now
         if dt > 0 and self.config.fair_share:
@@ -281,24 +282,32 @@ class Simulation:
             h = self.config.fair_share_half_life
             self.usage = {u: decayed(self.usage.get(u, 0.0), n, dt, h) for u, n in held.items()}
         done = []
+        completion = pause_end = math.inf
         for job in self.active:
-            if job.finish is not None:
-                continue
             gpus = job.gpus
             if not gpus:
-                if dt > 0:
+                if dt > 0 and job.finish is None:
                     job.queued_s += dt
+                continue
+            pause = job.pause_until
+            if until < pause < pause_end:
+                pause_end = pause
+            if job.finish is not None:
                 continue
             if dt > 0:
                 job.attained_gpu_s += dt * len(gpus)
-                productive = until - max(now, job.pause_until)
+                productive = until - max(now, pause)
                 if productive > 0:
                     job.work_done = min(job.spec.work, job.work_done + productive * job.speed)
-            if job.speed > 0 and job.finish_time(until) <= until + _DONE_EPS:
-                done.append(job)
+            if job.speed > 0:
+                end = job.finish_time(until)
+                if end <= until + _DONE_EPS:
+                    done.append(job)
+                elif end < completion:
+                    completion = end
         if dt > 0:
             self.now = until
-        return done
+        return done, (completion, pause_end)
 
     def _next_changes(self) -> tuple[float, float]:
         """When the next running job completes, and when the next pause ends."""
@@ -496,6 +505,7 @@ class Simulation:
         bound = lower_bounds(self.workload, len(self.gpus), cfg.gpus_per_node, cfg.start_cost_s)
         give_up = self.now + cfg.stall_factor * max(bound["makespan_s"], cfg.tick_s)
 
+        soon = self._next_changes()
         while remaining:
             if self.now > give_up:
                 raise SimulationStalled(
@@ -505,7 +515,7 @@ class Simulation:
                     f"{cfg.stall_factor:g}x the lower bound of the makespan (its resizes keep "
                     "losing the work they gain)"
                 )
-            next_completion, next_pause_end = self._next_changes()
+            next_completion, next_pause_end = soon
             t_arrival = (
                 arrivals[next_arrival].spec.submit_time
                 if next_arrival < len(arrivals)
@@ -517,11 +527,11 @@ class Simulation:
                 t = min(next_tick, next_completion, next_pause_end, t_arrival)
             if t == math.inf:
                 raise RuntimeError("simulation stalled: jobs wait but nothing can run them")
-            event = False
-            for job in self._advance(t):
+            done, soon = self._advance(t)
+            event = bool(done)
+            for job in done:
                 self._complete(job)
                 remaining -= 1
-                event = True
             while next_arrival < len(arrivals) and arrivals[next_arrival].spec.submit_time <= t:
                 self.active.append(arrivals[next_arrival])
                 next_arrival += 1
@@ -540,8 +550,12 @@ class Simulation:
                     self._decide(check=True)
                 elif cfg.skip_held:
                     self.skipped += 1
+                    continue
                 else:
                     self._decide()
+            else:
+                continue
+            soon = self._next_changes()  # the decision may have changed any lease
         self._decide()
         return self._result()
 

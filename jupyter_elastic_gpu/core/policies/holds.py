@@ -88,10 +88,7 @@ def holds_until(
 
 def steady(snapshot: Snapshot, allocations: Mapping[str, tuple[str, ...]]) -> bool:
     """Every job keeps exactly its lease; a waiting job gets nothing."""
-    for job in snapshot.jobs:
-        if tuple(allocations.get(job.id, ())) != job.gpus:
-            return False
-    return True
+    return all(allocations.get(job.id, ()) == job.gpus for job in snapshot.jobs)
 
 
 # -- frozen jobs --------------------------------------------------------------------------
@@ -120,15 +117,10 @@ def frozen_holds_until(policy: AdaptivePolicy, now: float, plans: Sequence[Plan]
 
 
 # -- the order ----------------------------------------------------------------------------
-class _KeyCourse:
-    """A priority key as time passes: (a + b*t) / (c + d*t) at t seconds from now (c > 0,
-    d >= 0), give or take ``slack``: a straight line for a running job, a hyperbola for a waiting
-    one; None for an infinite key (which stays infinite, and behind every finite one)."""
-
-    __slots__ = ("a", "b", "c", "d", "slack")
-
-    def __init__(self, a: float, b: float, c: float, d: float, slack: float) -> None:
-        self.a, self.b, self.c, self.d, self.slack = a, b, c, d, slack
+#: A priority key as time passes, (a, b, c, d, slack): (a + b*t) / (c + d*t) at t seconds from
+#: now (c > 0, d >= 0), give or take ``slack``: a straight line for a running job, a hyperbola
+#: for a waiting one; None for an infinite key (which stays infinite, behind every finite one).
+_KeyCourse = tuple[float, float, float, float, float]
 
 
 def _course(policy: AdaptivePolicy, plan: Plan) -> _KeyCourse | None:
@@ -139,13 +131,13 @@ def _course(policy: AdaptivePolicy, plan: Plan) -> _KeyCourse | None:
         # Proportional to the remaining work, which falls at the lease's speed (mid-resize:
         # not at all).
         left = job.remaining_work
-        speed = 0.0 if job.pinned else job.speed.throughput(len(job.gpus))
         if left <= 0:
-            return _KeyCourse(key, 0.0, 1.0, 0.0, 0.0)
-        return _KeyCourse(key, -key * speed / left, 1.0, 0.0, REL * key * job.total_work / left)
+            return (key, 0.0, 1.0, 0.0, 0.0)
+        speed = 0.0 if job.pinned else job.speed.throughput(len(job.gpus))
+        return (key, -key * speed / left, 1.0, 0.0, REL * key * job.total_work / left)
     # Aging: key = k / (1 + waited / aging_s) = k * aging_s / (aging_s + waited).
     base = max(policy.params.aging_s, 1e-12) + job.queued_s
-    return _KeyCourse(key * base, 0.0, base, 1.0, REL * key)
+    return (key * base, 0.0, base, 1.0, REL * key)
 
 
 def order_holds_until(policy: AdaptivePolicy, now: float, open_plans: Sequence[Plan]) -> float:
@@ -160,11 +152,11 @@ def _meeting(first: _KeyCourse | None, second: _KeyCourse | None) -> float:
     their slack of ``first``: 0 if it is already, inf if never."""
     if first is None or second is None:
         return math.inf  # an infinite key: nothing crosses it
-    a1, b1, c1, d1 = first.a, first.b, first.c, first.d
-    a2, b2, c2, d2 = second.a, second.b, second.c, second.d
+    a1, b1, c1, d1, slack1 = first
+    a2, b2, c2, d2, slack2 = second
     if (a1, b1, c1, d1) == (a2, b2, c2, d2):
         return math.inf  # equal keys on equal courses keep their tie-break
-    gap = first.slack + second.slack
+    gap = slack1 + slack2
     # second(t) - first(t) - gap, times both (positive) denominators: A t^2 + B t + C.
     qa = b2 * d1 - b1 * d2 - gap * d1 * d2
     qb = a2 * d1 + b2 * c1 - a1 * d2 - b1 * c2 - gap * (c1 * d2 + d1 * c2)
