@@ -80,6 +80,7 @@ class _Plan:
     weight: float = 1.0
     penalty: float = 0.0
     values: list[float] | None = None
+    first: tuple[float, int] | None = None  # its first move in the hand-out: (ratio, count)
 
 
 class AdaptivePolicy:
@@ -215,7 +216,7 @@ class AdaptivePolicy:
 
         heap: list[tuple[float, int, int, int]] = []  # (-ratio, order, target, count at push)
         for i, plan in enumerate(open_plans):
-            move = self._best_move(plan, free)
+            move = plan.first = self._best_move(plan, free)
             if move:
                 heap.append((-move[0], i, move[1], plan.count))
         heapq.heapify(heap)

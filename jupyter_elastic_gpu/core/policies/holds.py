@@ -39,7 +39,10 @@ Pure: the decision's working values and the time in, a time out.
 
 from __future__ import annotations
 
+import copy
+import heapq
 import math
+from bisect import bisect_left, bisect_right
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Protocol
 
@@ -62,6 +65,7 @@ class Plan(Protocol):
     count: int  # GPUs it gets
     weight: float  # its weight in the hand-out (open plans)
     values: list[float] | None  # value at each count, weighted, penalty included
+    first: tuple[float, int] | None  # its first move in the hand-out (from no GPUs, all in reach)
 
 
 def holds_until(
@@ -81,8 +85,13 @@ def holds_until(
     if not steady(snapshot, allocations):
         return now
     until = frozen_holds_until(policy, now, plans)
-    if until > now:
-        until = min(until, order_holds_until(policy, now, open_plans))
+    if until <= now:
+        return now
+    courses = [_course(policy, plan) for plan in open_plans]
+    order = order_holds_until(now, courses)
+    if order < until:  # the order moves first, but it may not matter
+        certain = now + hand_out_holds_for(policy, open_plans, courses, exponent, free, until - now)
+        until = max(order, min(until, certain))
     return until if until > now else now
 
 
@@ -116,6 +125,136 @@ def frozen_holds_until(policy: AdaptivePolicy, now: float, plans: Sequence[Plan]
     return until
 
 
+# -- the hand-out -------------------------------------------------------------------------
+def hand_out_holds_for(
+    policy: AdaptivePolicy,
+    open_plans: Sequence[Plan],
+    courses: Sequence[_KeyCourse | None],
+    exponent: float,
+    free: int,
+    horizon: float,
+) -> float:
+    """Seconds, up to ``horizon``, for which the hand-out is certain to end at the current
+    leases however the order moves (0: not even now), as the module says."""
+    bounds = _bounds(policy, open_plans, free)
+    if bounds is None:
+        return 0.0
+    lows, highs = bounds
+    weights = [plan.weight for plan in open_plans]
+    a_min = min((w * a for w, a in zip(weights, lows) if a is not None), default=math.inf)
+    b_max = max((w * b for w, b in zip(weights, highs)), default=-math.inf)
+    if b_max <= 0:
+        return horizon  # no move past anyone's count pays, whatever the weights
+    if not a_min > b_max * (1 + 4 * REL):
+        return 0.0
+    if exponent == 0 or a_min == math.inf:
+        return horizon  # every weight is 1 whatever the order, or nobody runs
+    theta = math.sqrt(a_min * b_max)
+    m = len(open_plans)
+    # Keys fall with time: a job can pass another before the horizon only if its key then is
+    # below the other's now (slack included). Counting those first spares most meetings.
+    high_now = [_key_at(c, 0.0, +1) for c in courses]
+    low_end = [_key_at(c, horizon, -1) for c in courses]
+    lows_end, highs_now = sorted(low_end), sorted(high_now)
+    seconds = horizon
+    for i, (low, high) in enumerate(zip(lows, highs)):
+        if low is not None:  # must stay where (m - position)^p * low > theta
+            need = _last_position(m, exponent, low, theta * (1 + REL)) - i + 1  # passing it
+            if i + need < m and bisect_right(lows_end, high_now[i]) - (i + 1) >= need:
+                behind = [
+                    _meeting(courses[i], courses[j])
+                    for j in range(i + 1, m)
+                    if low_end[j] <= high_now[i]
+                ]
+                seconds = min(seconds, _kth_smallest(behind, need))
+        if high > 0:  # must stay where (m - position)^p * high < theta
+            need = i - _first_position(m, exponent, high, theta * (1 - REL)) + 1  # it passes
+            if need <= i and i - bisect_left(highs_now, low_end[i]) >= need:
+                ahead = [
+                    _meeting(courses[j], courses[i]) for j in range(i) if high_now[j] >= low_end[i]
+                ]
+                seconds = min(seconds, _kth_smallest(ahead, need))
+    return seconds
+
+
+def _bounds(
+    policy: AdaptivePolicy, open_plans: Sequence[Plan], free: int
+) -> tuple[list[float | None], list[float]] | None:
+    """Per open plan, per unit of weight: ``a`` (running jobs; None for waiting ones) and ``b``
+    (-inf: no move past its count); None if the hand-out's end is not certain: a job would not
+    reach its count with every GPU in reach, or a move fits in the ``free`` GPUs left."""
+    reach = free + sum(plan.count for plan in open_plans)  # the GPUs of the hand-out
+    lows: list[float | None] = []
+    highs: list[float] = []
+    for plan in open_plans:
+        if free and policy._best_move(plan, free):
+            return None  # it would take GPUs that are left
+        if plan.count:
+            low = _lowest_on_the_way(policy, plan, reach)
+            if low is None or not low > REL * plan.weight:
+                return None
+            lows.append(low / plan.weight)
+            past = policy._best_move(plan, reach - plan.count)
+        else:
+            lows.append(None)
+            past = plan.first
+        highs.append(past[0] / plan.weight if past else -math.inf)
+    return lows, highs
+
+
+def _lowest_on_the_way(policy: AdaptivePolicy, plan: Plan, reach: int) -> float | None:
+    """The lowest ratio of the moves that take the job from no GPUs to its count with ``reach``
+    GPUs in reach, the hand-out's first one included (None: they do not end at its count)."""
+    move = plan.first
+    if move is None or move[1] > plan.count:
+        return None
+    lowest, step = move[0], None
+    while move[1] < plan.count:
+        if step is None:
+            step = copy.copy(plan)
+        step.count = move[1]
+        move = policy._best_move(step, reach - step.count)
+        if move is None or move[1] > plan.count:
+            return None
+        lowest = min(lowest, move[0])
+    return lowest
+
+
+def _last_position(m: int, p: float, low: float, theta: float) -> int:
+    """The last position i (0-based, of m) with (m - i)^p * low > theta (-1: none)."""
+    if low > theta:
+        return m - 1
+    i = m - 1 - math.floor((theta / low) ** (1 / p))  # below m - 1: no overflow
+    i = min(max(i, -1), m - 1)
+    while i >= 0 and not (m - i) ** p * low > theta:
+        i -= 1
+    while i + 1 < m and (m - i - 1) ** p * low > theta:
+        i += 1
+    return i
+
+
+def _first_position(m: int, p: float, high: float, theta: float) -> int:
+    """The first position i (0-based, of m) with (m - i)^p * high < theta (m: none)."""
+    if m**p * high < theta:
+        return 0
+    i = m + 1 - math.ceil((theta / high) ** (1 / p))  # at most m: no overflow
+    i = min(max(i, 0), m)
+    while i < m and not (m - i) ** p * high < theta:
+        i += 1
+    while i > 0 and (m - i + 1) ** p * high < theta:
+        i -= 1
+    return i
+
+
+def _kth_smallest(values: list[float], k: int) -> float:
+    """The k-th smallest of ``values`` (k >= 1); inf if there are fewer."""
+    if k <= 0:
+        return 0.0
+    if k > len(values):
+        return math.inf
+    return heapq.nsmallest(k, values)[-1]
+
+
 # -- the order ----------------------------------------------------------------------------
 #: A priority key as time passes, (a, b, c, d, slack): (a + b*t) / (c + d*t) at t seconds from
 #: now (c > 0, d >= 0), give or take ``slack``: a straight line for a running job, a hyperbola
@@ -140,11 +279,22 @@ def _course(policy: AdaptivePolicy, plan: Plan) -> _KeyCourse | None:
     return (key * base, 0.0, base, 1.0, REL * key)
 
 
-def order_holds_until(policy: AdaptivePolicy, now: float, open_plans: Sequence[Plan]) -> float:
-    """Until when no two neighbours in the order of the hand-out can meet: the order is made of
-    its neighbours, so it cannot change before one pair does."""
-    courses = [_course(policy, plan) for plan in open_plans]
+def order_holds_until(now: float, courses: Sequence[_KeyCourse | None]) -> float:
+    """Until when no two neighbours in the order (the open plans' key ``courses``) can meet: the
+    order is made of its neighbours, so it cannot change before one pair does."""
     return now + min(map(_meeting, courses, courses[1:]), default=math.inf)
+
+
+def _key_at(course: _KeyCourse | None, t: float, side: int) -> float:
+    """The key ``t`` seconds from now (may be inf), plus (``side`` +1) or minus (-1) its slack."""
+    if course is None:
+        return math.inf
+    a, b, c, d, slack = course
+    if t == math.inf:
+        key = b / d if d else (a if b == 0 else math.copysign(math.inf, b))
+    else:
+        key = (a + b * t) / (c + d * t)
+    return key + side * slack
 
 
 def _meeting(first: _KeyCourse | None, second: _KeyCourse | None) -> float:
@@ -176,6 +326,7 @@ def _meeting(first: _KeyCourse | None, second: _KeyCourse | None) -> float:
 __all__ = [
     "REL",
     "frozen_holds_until",
+    "hand_out_holds_for",
     "holds_until",
     "order_holds_until",
     "steady",
