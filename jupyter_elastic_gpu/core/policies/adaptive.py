@@ -80,7 +80,7 @@ class _Plan:
     weight: float = 1.0
     penalty: float = 0.0
     values: list[float] | None = None
-    first: tuple[float, int] | None = None  # its first move in the hand-out: (ratio, count)
+    first: tuple[float, int] | None = None  # its first move from no GPUs: (ratio, count)
 
 
 class AdaptivePolicy:
@@ -216,7 +216,8 @@ class AdaptivePolicy:
 
         heap: list[tuple[float, int, int, int]] = []  # (-ratio, order, target, count at push)
         for i, plan in enumerate(open_plans):
-            move = plan.first = self._best_move(plan, free)
+            move = self._best_move(plan, free)
+            plan.first = None if plan.count else move
             if move:
                 heap.append((-move[0], i, move[1], plan.count))
         heapq.heapify(heap)

@@ -2,39 +2,39 @@
 
 Nine decisions in ten change nothing: every job keeps its lease and nobody starts. Such a
 *steady* decision stays the same while time passes until one of its time-dependent inputs could
-change its outcome; ``holds_until`` is the earliest such time. The inputs that move with time:
+change its outcome; ``holds_until`` is the earliest such time (a decision that changes anything
+promises nothing: ``now``). The inputs that move with time:
 
 * **frozen jobs** (``frozen_holds_until``): a cooldown ends at ``last_change + cooldown_s``; a
   job comes about to finish when its remaining time at its lease falls to ``finish_guard``
-  resize costs, and is locked from then on (it leaves the hand-out, which moves the weights);
-* **the resize penalty** of a running job grows as its remaining time shrinks;
-* **the order** (``_KeyCourse``): a running job's key falls with its remaining work, linearly; a
-  waiting job's with aging, as 1 / (1 + waited / ``aging_s``). The order sets the weights.
+  resize costs, and is locked from then on (it leaves the hand-out, which moves the weights).
+* **the resize penalty** of a running job grows as its remaining time shrinks. It is charged on
+  every count but the job's own, so measured from no GPUs it only raises what the job's count is
+  worth: every move of the hand-out that ends at that count gains more, every move from it to a
+  larger count gains less, no other move changes. Each job reaches its count sooner and stops
+  there, and no GPU is freed for a waiting job: it needs no bound.
+* **the order** (``order_holds_until``): a running job's key falls linearly with its remaining
+  work, a waiting job's with aging, as 1 / (1 + waited / ``aging_s``); the order sets the
+  weights, (m - position)^p. It cannot change before two neighbours in it meet.
 
-The last two go through the hand-out (step 2 of the policy), and ``hand_out_holds_for`` bounds
-them with a certificate that the hand-out ends where it started. A job at count c moves to the
-count with the best value gained per GPU (the move's *ratio*); the best move of all goes first.
-Per unit of weight, let ``a`` be the least steep chord into a running job's count h from any
-count below it (no GPUs included), and ``b`` the steepest move past h (a running job's growth,
-a waiting job's start). If every weighted ``a`` lies above every weighted ``b`` then, while a
-job is below its count, the best move of all takes some job toward its count and never past it
-(a chord past h averages one into h and one beyond it, so it is less steep), and it fits, since
-nobody has passed their count; if, also, once everybody is at their count no move with a
-positive ratio fits in the GPUs left, the hand-out ends at the current leases whatever order the
-moves come in. So:
+Neighbours meet often, and their weights rarely matter. ``hand_out_holds_for`` certifies that
+the hand-out ends at the current leases whatever order its moves come in, within limits. A move
+takes a job from one count to the count with the best value gained per GPU, its *ratio*; the
+best move of all goes first. If the moves that take each running job from no GPUs to its count
+end there with every GPU in reach (so what is free when they come does not matter), every one of
+them has a higher ratio than any move past a job's count (a running job's growth, a waiting
+job's start), and no move with a positive ratio fits in the GPUs left at the end, then whatever
+their order the moves to the current counts all come first, all fit, and nothing else does. The
+penalty only makes this more certain. Ratios scale with weights, so each job may move in the
+order as far as its weight keeps its side of the gap between the lowest ratio on the way and the
+highest past it, and the decision holds until enough keys could cross a job's key to push it
+further. A steady decision the certificate does not cover (a job kept from growing only because
+the GPUs it wants are not free, say) holds while the order does.
 
-* the penalty needs no bound: charged on every count but h, it raises every chord into h and
-  lowers every chord out of it; ``a`` and ``b`` only move apart;
-* the order needs none until a job could move so far in it that its weight, (m - position)^p,
-  closes the gap between the lowest weighted ``a`` and the highest weighted ``b``. Each job gets
-  the positions where its side of the gap still holds, and the decision holds until enough keys
-  could cross its key to push it out of them.
-
-A decision that changes anything, or that the certificate does not cover (a waiting job kept out
-only because it does not fit, say), promises nothing (``now``): the driver asks again. Times
-and ratios keep a hair of slack (``REL``): a driver accumulates progress tick by tick, so what a
-later decision sees differs from the straight lines here by rounding.
-Pure: the decision's working values and the time in, a time out.
+``SimConfig.check_holds`` verifies every promise against the decision actually made. Times and
+ratios keep a hair of slack (``REL``): a driver accumulates progress tick by tick, so what a
+later decision sees differs from the straight lines here by rounding. Pure: the decision's
+working values and the time in, a time out.
 """
 
 from __future__ import annotations
@@ -136,20 +136,20 @@ def hand_out_holds_for(
 ) -> float:
     """Seconds, up to ``horizon``, for which the hand-out is certain to end at the current
     leases however the order moves (0: not even now), as the module says."""
-    bounds = _bounds(policy, open_plans, free)
-    if bounds is None:
+    ratios = _ratios(policy, open_plans, free)
+    if ratios is None:
         return 0.0
-    lows, highs = bounds
+    lows, highs = ratios
     weights = [plan.weight for plan in open_plans]
-    a_min = min((w * a for w, a in zip(weights, lows) if a is not None), default=math.inf)
-    b_max = max((w * b for w, b in zip(weights, highs)), default=-math.inf)
-    if b_max <= 0:
+    lowest = min((w * a for w, a in zip(weights, lows) if a is not None), default=math.inf)
+    highest = max((w * b for w, b in zip(weights, highs)), default=-math.inf)
+    if highest <= 0:
         return horizon  # no move past anyone's count pays, whatever the weights
-    if not a_min > b_max * (1 + 4 * REL):
+    if not lowest > highest * (1 + 4 * REL):
         return 0.0
-    if exponent == 0 or a_min == math.inf:
+    if exponent == 0 or lowest == math.inf:
         return horizon  # every weight is 1 whatever the order, or nobody runs
-    theta = math.sqrt(a_min * b_max)
+    theta = math.sqrt(lowest * highest)  # each side keeps to its side of this
     m = len(open_plans)
     # Keys fall with time: a job can pass another before the horizon only if its key then is
     # below the other's now (slack included). Counting those first spares most meetings.
@@ -177,12 +177,12 @@ def hand_out_holds_for(
     return seconds
 
 
-def _bounds(
+def _ratios(
     policy: AdaptivePolicy, open_plans: Sequence[Plan], free: int
 ) -> tuple[list[float | None], list[float]] | None:
-    """Per open plan, per unit of weight: ``a`` (running jobs; None for waiting ones) and ``b``
-    (-inf: no move past its count); None if the hand-out's end is not certain: a job would not
-    reach its count with every GPU in reach, or a move fits in the ``free`` GPUs left."""
+    """Per open plan, per unit of weight: the lowest ratio on its way to its count (None for a
+    waiting job) and the highest past it (-inf: none); None if the certificate cannot hold: a
+    running job's moves do not end at its count, or a move fits in the ``free`` GPUs left."""
     reach = free + sum(plan.count for plan in open_plans)  # the GPUs of the hand-out
     lows: list[float | None] = []
     highs: list[float] = []
@@ -204,7 +204,8 @@ def _bounds(
 
 def _lowest_on_the_way(policy: AdaptivePolicy, plan: Plan, reach: int) -> float | None:
     """The lowest ratio of the moves that take the job from no GPUs to its count with ``reach``
-    GPUs in reach, the hand-out's first one included (None: they do not end at its count)."""
+    GPUs in reach, the hand-out's first one included (None: they do not end at its count; no
+    first move from no GPUs)."""
     move = plan.first
     if move is None or move[1] > plan.count:
         return None
