@@ -126,8 +126,17 @@ class Decision:
     ``order`` is every job id in the policy's priority order, first served first (adaptive's
     plan order, a fixed-size policy's admission order): the order of the queue, read by
     ``core.schedule.queue_positions``.
+
+    ``holds_until`` is how long the policy promises this decision: None, nothing (a driver asks
+    again at every tick); a time t, as long as nothing happens but the passing of time (no
+    arrival, completion, measurement, or end of a resize pause; running jobs that are not
+    mid-resize progress at their modelled speed ``job.speed.throughput(len(job.gpus))`` and
+    waiting jobs' ``queued_s`` grows), a decision at any instant before t has these same
+    allocations (its order and reasons may differ). The simulator skips the decisions it
+    covers; its ``check_holds`` option verifies them.
     """
 
     allocations: Mapping[str, tuple[str, ...]]
     reasons: Mapping[str, str]
     order: tuple[str, ...] = ()
+    holds_until: float | None = None

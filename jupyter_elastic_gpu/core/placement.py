@@ -10,6 +10,7 @@ when no node can hold it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import pairwise
 
 from .model import Gpu
 
@@ -26,20 +27,25 @@ def _by_node(gpu_ids: Iterable[str], node_of: Mapping[str, str]) -> dict[str, li
 
 
 def _unchanged(
-    usable: Sequence[Gpu], current: Mapping[str, Sequence[str]], counts: Mapping[str, int]
+    gpus: Sequence[Gpu], current: Mapping[str, Sequence[str]], counts: Mapping[str, int]
 ) -> dict[str, tuple[str, ...]] | None:
     """Every job keeps its healthy lease (the common case at a tick): no work to do."""
-    held = []
+    leases = {}
+    held = 0
     for job_id, count in counts.items():
-        lease = current.get(job_id, ())
+        lease = tuple(current.get(job_id, ()))
         if len(lease) != count:
             return None
-        held.extend(lease)
-    usable_ids = {g.id for g in usable}
-    if len(set(held)) != len(held) or not usable_ids.issuperset(held):
+        leases[job_id] = lease
+        held += count
+    rank = {g.id: i for i, g in enumerate(gpus) if g.healthy}
+    taken = {gid for lease in leases.values() for gid in lease}
+    if len(taken) != held or not taken.issubset(rank):
         return None
-    order = {g.id: i for i, g in enumerate(usable)}
-    return {j: tuple(sorted(current.get(j, ()), key=order.__getitem__)) for j in counts}
+    for job_id, lease in leases.items():
+        if len(lease) > 1 and any(rank[a] > rank[b] for a, b in pairwise(lease)):
+            leases[job_id] = tuple(sorted(lease, key=rank.__getitem__))
+    return leases
 
 
 def place(
@@ -53,10 +59,10 @@ def place(
     ``current`` is each job's present lease; ``order`` breaks ties between new jobs (earlier
     first). Only healthy GPUs are handed out; a job keeps a GPU it holds only while it is healthy.
     """
-    usable = [g for g in gpus if g.healthy]
-    unchanged = _unchanged(usable, current, counts)
+    unchanged = _unchanged(gpus, current, counts)
     if unchanged is not None:
         return unchanged
+    usable = [g for g in gpus if g.healthy]
     node_of = {g.id: g.node for g in usable}
     rank = {g.id: i for i, g in enumerate(usable)}
     node_rank: dict[str, int] = {}
@@ -72,6 +78,10 @@ def place(
         held = [gid for gid in current.get(job_id, ()) if gid in free]
         if count <= 0 or not held:
             result[job_id] = []
+            continue
+        if count >= len(held):  # keeps all it holds
+            result[job_id] = held
+            free.difference_update(held)
             continue
         groups = _by_node(held, node_of)
         nodes = sorted(groups, key=lambda n: (-len(groups[n]), node_rank[n]))

@@ -65,13 +65,16 @@ def decide(policy: Policy, snapshot: Snapshot, now: float) -> Decision:
 
     Without either (``snapshot.user_gpu_cap == 0``, ``snapshot.fair_share is None``) this is
     ``policy.decide(snapshot, now)`` itself. ``Decision.order`` is always the policy's order of
-    every job in the snapshot.
+    every job in the snapshot. ``Decision.holds_until`` is the policy's only where its decision
+    is returned as it is (a fixed cap keeps a decision the policy keeps); under fair share it is
+    None: usage decays as time passes, and the shares move with it.
     """
     decision = policy.decide(snapshot, now)
     cap = snapshot.user_gpu_cap
     users = {job.user for job in snapshot.jobs}
     if snapshot.fair_share is not None and len(users) > 1:
-        return _fair(policy, snapshot, now, decision, snapshot.fair_share)
+        shared = _fair(policy, snapshot, now, decision, snapshot.fair_share)
+        return replace(shared, holds_until=None) if shared.holds_until is not None else shared
     if not cap:
         return decision
     caps = dict.fromkeys(users, cap)

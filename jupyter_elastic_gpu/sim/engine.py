@@ -12,6 +12,13 @@ and carries out the changes through the mechanism:
 
 Between events every job advances linearly at the true speed of its placement. Policies see a
 speed model made of what the job has measured so far with the trace's profile as the prior.
+
+Most ticks change nothing. A policy may say until when its decision holds
+(``Decision.holds_until``); at a tick before that, with nothing but time passed since the
+decision (no arrival, completion, end of a pause or new measurement), the engine takes the held
+decision instead of asking again. It still visits every tick and advances every job as it
+would, so the run is the tick-by-tick replay's (``skip_held=False``), with fewer decisions
+made; ``check_holds`` asks at every tick all the same and raises where a promise was broken.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from dataclasses import dataclass, field
 
 from ..core.fairshare import DEFAULT_HALF_LIFE_S, FairShare, decayed
 from ..core.mechanism import Mechanism
-from ..core.model import Gpu, Job, Snapshot
+from ..core.model import Decision, Gpu, Job, Snapshot
 from ..core.placement import nodes_spanned
 from ..core.policies import Policy
 from ..core.schedule import decide
@@ -38,6 +45,10 @@ MATERIAL_CHANGE = 0.05
 
 class SimulationStalled(RuntimeError):
     """The policy and mechanism make no progress (e.g. resizes that lose work, forever)."""
+
+
+class BrokenPromise(AssertionError):
+    """A policy decided otherwise before the time until which it said its decision holds."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +73,13 @@ class SimConfig:
     fair_share_half_life: float = DEFAULT_HALF_LIFE_S
     #: {user: weight} (users not named: 1); the live scheduler takes them from groups.
     user_weights: Mapping[str, float] = field(default_factory=dict)
+    #: Take the last decision instead of deciding at a tick while it holds
+    #: (``Decision.holds_until``) and only time has passed: the same run as deciding at every
+    #: tick (False), with fewer decisions made.
+    skip_held: bool = True
+    #: Decide at every tick all the same and raise ``BrokenPromise`` where a decision differs
+    #: from the one its policy said holds: the check of a policy's ``holds_until``.
+    check_holds: bool = False
 
     def __post_init__(self) -> None:
         if self.nodes < 1 or self.gpus_per_node < 1:
@@ -130,7 +148,9 @@ class SimResult:
     total_gpus: int
     resizes: int
     lost_gpu_s: float
+    #: Decisions made; ``skipped``: ticks that took the last decision, which held.
     decisions: int
+    skipped: int = 0
     #: The most GPUs each user's jobs held at once (after any decision).
     user_peak_gpus: dict[str, int] = field(default_factory=dict)
     #: (time, {user: GPUs held}) at every change: each user's share over time.
@@ -188,6 +208,7 @@ class SimResult:
             "resizes": self.resizes,
             "lost_gpu_s": self.lost_gpu_s,
             "decisions": self.decisions,
+            "skipped_decisions": self.skipped,
             "users": self.users(),
             "user_shares": self.user_shares(),
             "jobs": self.jobs,
@@ -236,32 +257,69 @@ class Simulation:
         self.active: list[_SimJob] = []
         self.timeline: list[tuple[float, int]] = [(0.0, 0)]
         self.decisions = 0
+        self.skipped = 0
+        # The last decision, until when its policy said it holds, and when it was made.
+        self.promise: Decision | None = None
+        self.promise_until = -math.inf
+        # Only time has passed since the last decision, up to ``watch`` (a pause's end).
+        self.clean = False
+        self.watch = -math.inf
+        self.quiet: bool | None = None  # ``_quiet()``, until anything but time changes
         self.user_peak: dict[str, int] = {}
         self.user_timeline: list[tuple[float, dict[str, int]]] = []
         self.usage: dict[str, float] = {}  # decayed GPU-seconds per user (fair share)
 
     # -- time -----------------------------------------------------------------------------
-    def _advance(self, until: float) -> None:
-        dt = until - self.now
-        if dt <= 0:
-            return
-        if self.config.fair_share:
+    def _advance(self, until: float) -> tuple[list[_SimJob], tuple[float, float]]:
+        """Every job's progress up to ``until``: the running jobs done by then, in order, and
+        ``_next_changes()`` as it will be from then on unless a decision changes something."""
+        now = self.now
+        dt = until - now
+        if dt > 0 and self.config.fair_share:
             held: dict[str, int] = dict.fromkeys(self.usage, 0)
             for job in self.active:
                 held[job.spec.user] = held.get(job.spec.user, 0) + len(job.gpus)
             h = self.config.fair_share_half_life
             self.usage = {u: decayed(self.usage.get(u, 0.0), n, dt, h) for u, n in held.items()}
+        done = []
+        completion = pause_end = math.inf
         for job in self.active:
+            gpus = job.gpus
+            if not gpus:
+                if dt > 0 and job.finish is None:
+                    job.queued_s += dt
+                continue
+            pause = job.pause_until
+            if until < pause < pause_end:
+                pause_end = pause
             if job.finish is not None:
                 continue
-            if not job.gpus:
-                job.queued_s += dt
-                continue
-            job.attained_gpu_s += dt * len(job.gpus)
-            productive = until - max(self.now, job.pause_until)
-            if productive > 0:
-                job.work_done = min(job.spec.work, job.work_done + productive * job.speed)
-        self.now = until
+            if dt > 0:
+                job.attained_gpu_s += dt * len(gpus)
+                productive = until - max(now, pause)
+                if productive > 0:
+                    job.work_done = min(job.spec.work, job.work_done + productive * job.speed)
+            if job.speed > 0:
+                end = job.finish_time(until)
+                if end <= until + _DONE_EPS:
+                    done.append(job)
+                elif end < completion:
+                    completion = end
+        if dt > 0:
+            self.now = until
+        return done, (completion, pause_end)
+
+    def _next_changes(self) -> tuple[float, float]:
+        """When the next running job completes, and when the next pause ends."""
+        now = self.now
+        completion = pause_end = math.inf
+        for job in self.active:
+            if job.gpus:
+                if job.finish is None and job.speed > 0:
+                    completion = min(completion, job.finish_time(now))
+                if now < job.pause_until < pause_end:
+                    pause_end = job.pause_until
+        return completion, pause_end
 
     def _complete(self, job: _SimJob) -> None:
         job.finish = self.now
@@ -272,7 +330,7 @@ class Simulation:
     # -- the mechanism --------------------------------------------------------------------
     def _apply(self, job: _SimJob, new: tuple[str, ...]) -> None:
         old = job.gpus
-        if set(new) == set(old):
+        if new == old or set(new) == set(old):
             return
         now, mech = self.now, self.mechanism
         if old:
@@ -302,13 +360,13 @@ class Simulation:
     # -- decisions ------------------------------------------------------------------------
     def _quiet(self) -> bool:
         """True when no policy could change anything: nobody waits, nobody could grow."""
-        elastic = self.policy.elastic
-        for j in self.active:
-            if j.finish is not None or not j.gpus:
-                return False
-            if elastic and len(j.gpus) < j.spec.max_gpus:
-                return False
-        return True
+        if self.quiet is None:
+            elastic = self.policy.elastic
+            self.quiet = all(
+                j.finish is None and j.gpus and not (elastic and len(j.gpus) < j.spec.max_gpus)
+                for j in self.active
+            )
+        return self.quiet
 
     def _surprised(self) -> bool:
         """A pause just ended on a job whose measured speed is materially off its model (the
@@ -355,17 +413,30 @@ class Simulation:
         cfg = self.config
         return Snapshot(self.gpus, tuple(jobs), cfg.user_gpu_cap, cfg.fair_rules(self.usage))
 
-    def _decide(self) -> None:
+    def _holds(self, t: float) -> bool:
+        """The last decision holds at ``t``: its policy said so, and only time has passed."""
+        return self.clean and t < self.promise_until and t < self.watch
+
+    def _decide(self, check: bool = False) -> None:
+        """Decide now and carry it out; with ``check``, the last decision held: verify that
+        this one is the same (``SimConfig.check_holds``) and keep the promise it came with."""
         # Finished jobs give their GPUs back before anyone else is placed.
         for job in self.active:
             if job.finish is not None and job.gpus:
                 job.gpus, job.speed = (), 0.0
         self.active = [j for j in self.active if j.finish is None]
+        self.clean, self.quiet = False, None
         if not self.active:
             self._record()
             return
         decision = decide(self.policy, self._snapshot(), self.now)
         self.decisions += 1
+        if check:
+            self._check(decision)
+        else:
+            self.promise = decision
+            until = decision.holds_until
+            self.promise_until = -math.inf if until is None else until
         by_id = {j.spec.job_id: j for j in self.active}
         # Release first, then grow: the mechanism sees each job's own change only.
         changes = [(by_id[k], tuple(v)) for k, v in decision.allocations.items()]
@@ -373,6 +444,33 @@ class Simulation:
         for job, new in changes:
             self._apply(job, new)
         self._record()
+        # What the next snapshot sees besides time: a pause's end, with its measurement.
+        self.clean, self.quiet = True, None
+        self.watch = min(
+            (
+                j.pause_until
+                for j in self.active
+                if j.gpus and (j.pause_until > self.now or j.measured.get(len(j.gpus)) != j.speed)
+            ),
+            default=math.inf,
+        )
+
+    def _check(self, decision: Decision) -> None:
+        held = self.promise
+        assert held is not None
+        if decision.allocations == held.allocations:
+            return
+        was = held.allocations
+        changed = [
+            f"{job_id}: {list(was.get(job_id, ()))} -> {list(gpus)}"
+            for job_id, gpus in decision.allocations.items()
+            if tuple(gpus) != tuple(was.get(job_id, ()))
+        ]
+        what = "; ".join(changed[:3]) if changed else "other jobs"
+        raise BrokenPromise(
+            f"{self.policy.name} said its decision holds until t={self.promise_until:.9g} s, "
+            f"but at t={self.now:.9g} s, with only time passed, it decides otherwise ({what})"
+        )
 
     def _record(self) -> None:
         used = 0
@@ -407,6 +505,7 @@ class Simulation:
         bound = lower_bounds(self.workload, len(self.gpus), cfg.gpus_per_node, cfg.start_cost_s)
         give_up = self.now + cfg.stall_factor * max(bound["makespan_s"], cfg.tick_s)
 
+        soon = self._next_changes()
         while remaining:
             if self.now > give_up:
                 raise SimulationStalled(
@@ -416,12 +515,7 @@ class Simulation:
                     f"{cfg.stall_factor:g}x the lower bound of the makespan (its resizes keep "
                     "losing the work they gain)"
                 )
-            completions = [(j.finish_time(self.now), i) for i, j in enumerate(self.active)]
-            next_completion = min(completions, default=(math.inf, -1))[0]
-            next_pause_end = min(
-                (j.pause_until for j in self.active if j.gpus and j.pause_until > self.now),
-                default=math.inf,
-            )
+            next_completion, next_pause_end = soon
             t_arrival = (
                 arrivals[next_arrival].spec.submit_time
                 if next_arrival < len(arrivals)
@@ -433,24 +527,35 @@ class Simulation:
                 t = min(next_tick, next_completion, next_pause_end, t_arrival)
             if t == math.inf:
                 raise RuntimeError("simulation stalled: jobs wait but nothing can run them")
-            self._advance(t)
-            event = False
-            for job in self.active:
-                if job.finish is None and job.gpus and job.finish_time(t) <= t + _DONE_EPS:
-                    self._complete(job)
-                    remaining -= 1
-                    event = True
+            done, soon = self._advance(t)
+            event = bool(done)
+            for job in done:
+                self._complete(job)
+                remaining -= 1
             while next_arrival < len(arrivals) and arrivals[next_arrival].spec.submit_time <= t:
                 self.active.append(arrivals[next_arrival])
                 next_arrival += 1
                 event = True
+            if event:
+                self.clean, self.quiet = False, None
             tick = t >= next_tick
             if tick:
                 next_tick += cfg.tick_s * max(1, math.floor((t - next_tick) / cfg.tick_s) + 1)
-            if (tick and not self._quiet()) or (
-                not cfg.rounds and (event or (t == next_pause_end and self._surprised()))
-            ):
+            if not cfg.rounds and (event or (t == next_pause_end and self._surprised())):
                 self._decide()
+            elif tick and not self._quiet():
+                if not self._holds(t):
+                    self._decide()
+                elif cfg.check_holds:
+                    self._decide(check=True)
+                elif cfg.skip_held:
+                    self.skipped += 1
+                    continue
+                else:
+                    self._decide()
+            else:
+                continue
+            soon = self._next_changes()  # the decision may have changed any lease
         self._decide()
         return self._result()
 
@@ -480,6 +585,7 @@ class Simulation:
             resizes=sum(j.resizes for j in self.jobs),
             lost_gpu_s=sum(j.lost_gpu_s for j in self.jobs),
             decisions=self.decisions,
+            skipped=self.skipped,
             user_peak_gpus=dict(sorted(self.user_peak.items())),
             user_timeline=self.user_timeline,
         )
@@ -495,4 +601,11 @@ def simulate(
     return Simulation(workload, policy, mechanism, config, on_finish).run()
 
 
-__all__ = ["SimConfig", "SimResult", "Simulation", "SimulationStalled", "simulate"]
+__all__ = [
+    "BrokenPromise",
+    "SimConfig",
+    "SimResult",
+    "Simulation",
+    "SimulationStalled",
+    "simulate",
+]

@@ -33,7 +33,8 @@ from typing import ClassVar
 from ..model import Decision, Job, Snapshot
 from ..placement import place
 from .base import plural, queued_reason, whole_leases_first
-from .critical import critical_path
+from .critical import critical_path, path_holds_until
+from .holds import holds_until
 
 _EPS = 1e-12
 _LOCKED = ("its resize is in progress", "it is about to finish")
@@ -102,6 +103,8 @@ class _Plan:
     penalty: float = 0.0
     values: list[float] | None = None
     critical: bool = False
+    start: int = 0  # its GPUs when the hand-out begins (a reservation on the critical path)
+    first: tuple[float, int] | None = None  # its first move in the hand-out: (ratio, count)
 
 
 class AdaptivePolicy:
@@ -128,17 +131,17 @@ class AdaptivePolicy:
         p, cost = self.params, job.resize_cost
         if cost > 0 and job.remaining_time(len(job.gpus)) <= p.finish_guard * cost:
             return "it is about to finish"
-        wait = max(p.cooldown * cost, p.min_cooldown_s) * 2 ** (job.resizes // p.resize_budget)
-        if job.last_change is not None and now - job.last_change < wait:
+        if job.last_change is not None and now - job.last_change < self.cooldown_s(job):
             return "it was resized moments ago" if job.resizes else "it started moments ago"
         return ""
 
     # -- step 2: the critical path --------------------------------------------------------
     def _reserve(
         self, plans: list[_Plan], committed: tuple[float, int], total: int, free: int
-    ) -> int:
+    ) -> tuple[int, bool]:
         """Give the jobs on the critical path (``critical``) the GPUs they need, before any
-        other; returns the GPUs left."""
+        other; returns the GPUs left, and whether every reservation fitted (if not, which
+        did depends on their order)."""
         p = self.params
         _, reservations = critical_path(
             (plan.job for plan in plans),
@@ -150,6 +153,7 @@ class AdaptivePolicy:
             committed[1],
         )
         by_id = {plan.job.id: plan for plan in plans}
+        fitted = True
         for r in reservations:
             plan = by_id[r.job.id]
             need, held = r.gpus, len(r.job.gpus)
@@ -158,7 +162,15 @@ class AdaptivePolicy:
             if need <= free:
                 plan.count, plan.critical = need, True
                 free -= need
-        return free
+            else:
+                fitted = False
+        return free, fitted
+
+    def cooldown_s(self, job: Job) -> float:
+        """How long a job is left alone after a change of its lease."""
+        p = self.params
+        wait = max(p.cooldown * job.resize_cost, p.min_cooldown_s)
+        return wait * 2 ** (job.resizes // p.resize_budget)
 
     # -- step 3 helpers -------------------------------------------------------------------
     @staticmethod
@@ -182,9 +194,10 @@ class AdaptivePolicy:
     def _values(self, plan: _Plan, free: int) -> list[float]:
         """V(g) for every count the job can reach (up to its max, or what is free now):
         weighted speed-up, less the resize penalty for leaving its current size."""
-        if plan.values is None:
+        job = plan.job
+        top = min(job.max_gpus, plan.count + free)
+        if plan.values is None or len(plan.values) <= top:  # a decision only asks for less
             job = plan.job
-            top = min(job.max_gpus, plan.count + free)  # free only shrinks during a decision
             curve = job.speed.curve(top)
             x_min = curve[job.min_gpus]
             scale = plan.weight * job.min_gpus / x_min if x_min > 0 else 0.0
@@ -240,13 +253,14 @@ class AdaptivePolicy:
                     plan.frozen = ""  # its GPUs failed under it: it competes like the others
                 open_plans.append(plan)
 
+        kept_jobs = [j for j in locked if j.id in kept]
+        fitted = True
         if self.params.protect_critical:
-            held = [j for j in locked if j.id in kept]
             committed = (
-                sum(len(j.gpus) * j.remaining_time(len(j.gpus)) for j in held),
-                sum(len(j.gpus) for j in held),
+                sum(len(j.gpus) * j.remaining_time(len(j.gpus)) for j in kept_jobs),
+                sum(len(j.gpus) for j in kept_jobs),
             )
-            free = self._reserve(open_plans, committed, total, free)
+            free, fitted = self._reserve(open_plans, committed, total, free)
         exponent = self._exponent(open_plans, total)
         m = len(open_plans)
         for i, plan in enumerate(open_plans):
@@ -267,6 +281,7 @@ class AdaptivePolicy:
         heap: list[tuple[float, int, int, int]] = []  # (-ratio, order, target, count at push)
         for i, plan in enumerate(open_plans):
             move = self._best_move(plan, free)
+            plan.start, plan.first = plan.count, move
             if move:
                 heap.append((-move[0], i, move[1], plan.count))
         heapq.heapify(heap)
@@ -293,7 +308,26 @@ class AdaptivePolicy:
         )
         ahead = [p.job for p in plans if p.count]
         reasons = {p.job.id: self._reason(p, free, ahead) for p in plans}
-        return Decision(allocations, reasons, tuple(p.job.id for p in plans))
+        order = tuple(p.job.id for p in plans)
+        until = holds_until(self, snapshot, now, plans, open_plans, exponent, free, allocations)
+        if until is not None and until > now and self.params.protect_critical:
+            # The reservations the hand-out started from must stay as they are too.
+            p = self.params
+            until = (
+                path_holds_until(
+                    [plan.job for plan in open_plans],
+                    kept_jobs,
+                    total,
+                    p.critical_slack,
+                    p.horizon_slack,
+                    p.queue_slack,
+                    now,
+                    until,
+                )
+                if fitted
+                else now
+            )
+        return Decision(allocations, reasons, order, until)
 
     @staticmethod
     def _reason(plan: _Plan, free: int, admitted: list[Job]) -> str:
