@@ -38,7 +38,7 @@ class Frontier:
     among ``i..``: the cheapest count that is at least as fast as ``counts[i]``.
     """
 
-    __slots__ = ("best_from", "counts", "gpu_secs", "secs")
+    __slots__ = ("_cheap", "best_from", "counts", "gpu_secs", "secs")
 
     def __init__(self, counts: tuple[int, ...], secs: tuple[float, ...]) -> None:
         self.counts, self.secs = counts, secs
@@ -49,6 +49,16 @@ class Frontier:
             # Equal costs (to rounding) go to the narrower count.
             best[i] = i if self.gpu_secs[i] <= self.gpu_secs[j] * (1 + 1e-9) else j
         self.best_from = tuple(best)
+        self._cheap: dict[float, int] = {}
+
+    def fastest_cheap(self, premium: float) -> int:
+        """Index of the fastest count whose GPU-time is at most ``1 + premium`` times the
+        least; cached."""
+        found = self._cheap.get(premium)
+        if found is None:
+            cheap = self.gpu_secs[self.best_from[0]] * (1.0 + premium)
+            found = self._cheap[premium] = max(i for i, c in enumerate(self.gpu_secs) if c <= cheap)
+        return found
 
     @classmethod
     def of(cls, curve: list[float], lo: int, top: int) -> Frontier:

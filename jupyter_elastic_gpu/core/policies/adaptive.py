@@ -33,7 +33,8 @@ from typing import ClassVar
 from ..model import Decision, Job, Snapshot
 from ..placement import place
 from .base import plural, queued_reason, whole_leases_first
-from .critical import critical_path, path_holds_until
+from .critical import CriticalPath
+from .critical import critical_path_now, path_holds_until
 from .holds import holds_until
 
 _EPS = 1e-12
@@ -138,13 +139,13 @@ class AdaptivePolicy:
     # -- step 2: the critical path --------------------------------------------------------
     def _reserve(
         self, plans: list[_Plan], committed: tuple[float, int], total: int, free: int
-    ) -> tuple[int, bool]:
+    ) -> tuple[int, bool, CriticalPath | None]:
         """Give the jobs on the critical path (``critical``) the GPUs they need, before any
         other; returns the GPUs left, and whether every reservation fitted (if not, which
         did depends on their order)."""
         p = self.params
-        _, reservations = critical_path(
-            (plan.job for plan in plans),
+        path = critical_path_now(
+            [plan.job for plan in plans],
             committed[0],
             total,
             p.critical_slack,
@@ -152,6 +153,7 @@ class AdaptivePolicy:
             p.queue_slack,
             committed[1],
         )
+        reservations = path.reservations if path else []
         by_id = {plan.job.id: plan for plan in plans}
         fitted = True
         for r in reservations:
@@ -164,7 +166,7 @@ class AdaptivePolicy:
                 free -= need
             else:
                 fitted = False
-        return free, fitted
+        return free, fitted, path
 
     def cooldown_s(self, job: Job) -> float:
         """How long a job is left alone after a change of its lease."""
@@ -254,13 +256,13 @@ class AdaptivePolicy:
                 open_plans.append(plan)
 
         kept_jobs = [j for j in locked if j.id in kept]
-        fitted = True
+        fitted, path = True, None
         if self.params.protect_critical:
             committed = (
                 sum(len(j.gpus) * j.remaining_time(len(j.gpus)) for j in kept_jobs),
                 sum(len(j.gpus) for j in kept_jobs),
             )
-            free, fitted = self._reserve(open_plans, committed, total, free)
+            free, fitted, path = self._reserve(open_plans, committed, total, free)
         exponent = self._exponent(open_plans, total)
         m = len(open_plans)
         for i, plan in enumerate(open_plans):
@@ -323,6 +325,7 @@ class AdaptivePolicy:
                     p.queue_slack,
                     now,
                     until,
+                    start=path,
                 )
                 if fitted
                 else now

@@ -34,7 +34,7 @@ import bisect
 import itertools
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from ..model import Job
 from ..speed import Frontier
@@ -55,8 +55,8 @@ class _Options:
 
     __slots__ = ("cheapest", "frontier", "job", "rem")
 
-    def __init__(self, job: Job, frontier: Frontier) -> None:
-        self.job, self.frontier, self.rem = job, frontier, job.remaining_work
+    def __init__(self, job: Job, frontier: Frontier, rem: float) -> None:
+        self.job, self.frontier, self.rem = job, frontier, rem
         self.cheapest = self.rem * frontier.gpu_secs[frontier.best_from[0]]
 
     def seconds(self, i: int) -> float:
@@ -77,12 +77,14 @@ class _Options:
         return math.inf if i is None else self.rem * self.frontier.gpu_secs[i]
 
 
-def _options(job: Job, total: int) -> _Options | None:
+def _options(job: Job, total: int, rem: float | None = None) -> _Options | None:
+    """``job``'s options, with ``rem`` units of work left (default: what it has left)."""
+    rem = job.remaining_work if rem is None else rem
     top = min(job.max_gpus, total)
-    if job.remaining_work <= 0 or top < job.min_gpus:
+    if rem <= 0 or top < job.min_gpus:
         return None
     frontier = job.speed.frontier(job.min_gpus, top)
-    return _Options(job, frontier) if frontier.counts else None
+    return _Options(job, frontier, rem) if frontier.counts else None
 
 
 def horizon(options: list[_Options], committed_gpu_s: float, total: int) -> float:
@@ -126,7 +128,9 @@ class _Freeing:
 
     def __init__(self, options: list[_Options], idle: int) -> None:
         ends = sorted(
-            (o.job.remaining_time(len(o.job.gpus)), len(o.job.gpus)) for o in options if o.job.gpus
+            (o.job.speed.remaining_time(o.rem, len(o.job.gpus)), len(o.job.gpus))
+            for o in options
+            if o.job.gpus
         )
         self.idle = idle
         self.times = [end for end, _ in ends]
@@ -141,7 +145,7 @@ class _Freeing:
 
 
 @dataclass
-class _Path:
+class CriticalPath:
     """The critical path at one instant, with what decided it (for ``holds_between``)."""
 
     earliest: float
@@ -163,8 +167,13 @@ def _path(
     horizon_slack: float,
     queue_slack: float,
     committed_gpus: int,
-) -> _Path | None:
-    options = [o for job in jobs if (o := _options(job, total)) is not None]
+    rems: Iterable[float] | None = None,
+) -> CriticalPath | None:
+    """The path of ``jobs`` (with ``rems`` units of work left each, if given)."""
+    if rems is None:
+        options = [o for job in jobs if (o := _options(job, total)) is not None]
+    else:
+        options = [o for job, r in zip(jobs, rems) if (o := _options(job, total, r)) is not None]
     if not options or total <= 0:
         return None
     earliest = horizon(options, committed_gpu_s, total)
@@ -174,7 +183,7 @@ def _path(
     target = earliest * (1.0 + horizon_slack + queue_slack * min(1.0, waiting / total))
     line = (1.0 - critical_slack) * earliest
     idle = total - committed_gpus - sum(len(o.job.gpus) for o in options)
-    path = _Path(earliest, target, options, [], [], [], [])
+    path = CriticalPath(earliest, target, options, [], [], [], [])
     freeing = _Freeing(options, idle)
     for o in options:
         f = o.frontier
@@ -184,10 +193,9 @@ def _path(
         gpus, left = f.counts[chosen], o.seconds(chosen)
         # What "cheap" means: within critical_slack of the least GPU-time (a job that can
         # catch up later by going wider at that price can wait).
-        cheap = f.gpu_secs[f.best_from[0]] * (1.0 + critical_slack)
-        costly = f.gpu_secs[chosen] > cheap
+        costly = f.gpu_secs[chosen] > f.gpu_secs[f.best_from[0]] * (1.0 + critical_slack)
         # Its time left at its fastest cheap count.
-        fastest_cheap = max(i for i, c in enumerate(f.gpu_secs) if c <= cheap)
+        fastest_cheap = f.fastest_cheap(critical_slack)
         free_left = o.seconds(fastest_cheap)
         # It must start now (or keep running), unless running jobs free its GPUs within its
         # slack anyway.
@@ -200,6 +208,21 @@ def _path(
         path.freed.append(freed)
     path.reservations.sort(key=lambda r: (r.slack_s, r.job.submit_time, r.job.id))
     return path
+
+
+def critical_path_now(
+    jobs: Iterable[Job],
+    committed_gpu_s: float,
+    total: int,
+    critical_slack: float,
+    horizon_slack: float,
+    queue_slack: float,
+    committed_gpus: int = 0,
+) -> CriticalPath | None:
+    """The path itself (``reservations``, ``target``), to hand to ``path_holds_until``."""
+    return _path(
+        jobs, committed_gpu_s, total, critical_slack, horizon_slack, queue_slack, committed_gpus
+    )
 
 
 def critical_path(
@@ -246,8 +269,13 @@ def holds_between(
     between the extremes of the two sides over the interval, whatever the order they move in.
     """
     args = (total, critical_slack, horizon_slack, queue_slack)
-    a = _path(now[0], now[1], args[0], *args[1:], now[2])
-    b = _path(later[0], later[1], args[0], *args[1:], later[2])
+    a = _path(now[0], now[1], *args, now[2])
+    b = _path(later[0], later[1], *args, later[2])
+    return _same_path(a, b, critical_slack)
+
+
+def _same_path(a: CriticalPath | None, b: CriticalPath | None, critical_slack: float) -> bool:
+    """``holds_between`` on the paths at the two instants."""
     if a is None or b is None:
         return a is None and b is None
     if [o.job.id for o in a.options] != [o.job.id for o in b.options]:
@@ -276,13 +304,12 @@ def holds_between(
     return True
 
 
-def _advanced(job: Job, seconds: float) -> Job:
-    """``job`` ``seconds`` on, had it run at its modelled speed on its lease all along (a job
-    mid-resize too: more progress than real only widens the bounds ``holds_between`` uses)."""
+def _left_after(job: Job, seconds: float) -> float:
+    """Work ``job`` has left ``seconds`` on, had it run at its modelled speed on its lease all
+    along (a job mid-resize too: more progress than real only widens the bounds)."""
     if not job.gpus or seconds <= 0:
-        return job
-    done = job.work_done + seconds * job.speed.throughput(len(job.gpus))
-    return replace(job, work_done=min(done, job.total_work))
+        return job.remaining_work
+    return max(job.remaining_work - seconds * job.speed.throughput(len(job.gpus)), 0.0)
 
 
 def path_holds_until(
@@ -295,12 +322,14 @@ def path_holds_until(
     now: float,
     until: float,
     tries: int = 4,
+    start: CriticalPath | None = None,
 ) -> float:
     """How long, up to ``until``, the critical path of ``jobs`` (``kept``: the leases kept
     whatever happens) stays what it is while time passes: ``until`` itself, or a shorter span
     (halved up to ``tries`` times) that ``holds_between`` can vouch for, or ``now``.
 
     Spans end before the first running job could finish (a completion is an event anyway).
+    ``start``: the path now, if already worked out (``critical_path_now``).
     """
     running = [j.remaining_time(len(j.gpus)) for j in (*jobs, *kept) if j.gpus]
     end = min(until, now + min(running, default=math.inf))
@@ -309,20 +338,30 @@ def path_holds_until(
     if not running:
         return until  # nothing progresses: nothing the path reads moves
     args = (total, critical_slack, horizon_slack, queue_slack)
-
-    def committed(at: list[Job]) -> float:
-        return sum(len(j.gpus) * j.remaining_time(len(j.gpus)) for j in at)
-
     gpus = sum(len(j.gpus) for j in kept)
-    start = (jobs, committed(kept), gpus)
+
+    def committed(seconds: float) -> float:
+        return sum(
+            len(j.gpus) * j.speed.remaining_time(_left_after(j, seconds), len(j.gpus)) for j in kept
+        )
+
+    if start is None:
+        start = _path(jobs, committed(0.0), *args, gpus)
     span = (end - now) * (1 - 1e-9)
     for _ in range(tries + 1):
-        later_kept = [_advanced(j, span) for j in kept]
-        later = ([_advanced(j, span) for j in jobs], committed(later_kept), gpus)
-        if holds_between(start, later, *args):
+        rems = [_left_after(j, span) for j in jobs]
+        if _same_path(start, _path(jobs, committed(span), *args, gpus, rems), critical_slack):
             return now + span
         span /= 2
     return now
 
 
-__all__ = ["Reservation", "critical_path", "holds_between", "horizon", "path_holds_until"]
+__all__ = [
+    "CriticalPath",
+    "Reservation",
+    "critical_path",
+    "critical_path_now",
+    "holds_between",
+    "horizon",
+    "path_holds_until",
+]
