@@ -33,8 +33,7 @@ from typing import ClassVar
 from ..model import Decision, Job, Snapshot
 from ..placement import place
 from .base import plural, queued_reason, whole_leases_first
-from .critical import CriticalPath
-from .critical import critical_path_now, path_holds_until
+from .critical import CriticalPath, critical_path_now, path_holds_until
 from .holds import holds_until
 
 _EPS = 1e-12
