@@ -21,8 +21,8 @@ import json
 import os
 import random
 import statistics
-from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 
 from _common import command_line
@@ -41,68 +41,77 @@ GPUS = CONFIG.nodes * CONFIG.gpus_per_node
 TOLERANCE = 1.02
 
 
-def _steady(rng: random.Random) -> dict:
-    """Paper-like: a steady stream that keeps the box busy, a quarter of the jobs large."""
-    return dict(
-        jobs=rng.randint(40, 80),
-        window_s=rng.uniform(4, 8) * 3600,
-        duration=("lognormal", rng.uniform(900, 1800), rng.uniform(0.8, 1.2)),
-        gpu_mix={1: 0.4, 2: 0.25, 4: 0.2, 8: 0.15},
-    )
+#: GPU requests: a quarter of the jobs on 4 or 8 GPUs, as in the paper's workloads.
+PAPER_MIX = {1: 0.4, 2: 0.25, 4: 0.2, 8: 0.15}
 
 
-def _bursty(rng: random.Random) -> dict:
-    """Most jobs at once (a deadline, a class): the queue is long, then drains."""
-    return dict(
-        jobs=rng.randint(30, 60),
-        window_s=rng.uniform(0.25, 1.0) * 3600,
-        duration=("lognormal", rng.uniform(900, 1800), rng.uniform(0.8, 1.2)),
-        gpu_mix={1: 0.4, 2: 0.25, 4: 0.2, 8: 0.15},
-    )
+@dataclass(frozen=True)
+class Kind:
+    """A kind of lab: ranges each workload's knobs are drawn from (uniformly, per seed)."""
+
+    why: str
+    jobs: tuple[int, int]
+    window_h: tuple[float, float]
+    median_s: tuple[float, float]  # of the log-normal run time alone at the requested count
+    sigma: tuple[float, float]
+    gpu_mix: dict[int, float]
+
+    def knobs(self, rng: random.Random) -> dict:
+        return dict(
+            jobs=rng.randint(*self.jobs),
+            window_s=rng.uniform(*self.window_h) * 3600,
+            duration=("lognormal", rng.uniform(*self.median_s), rng.uniform(*self.sigma)),
+            gpu_mix=self.gpu_mix,
+        )
 
 
-def _light(rng: random.Random) -> dict:
-    """Fewer jobs than the box could take: the queue is mostly empty."""
-    return dict(
-        jobs=rng.randint(15, 30),
-        window_s=rng.uniform(6, 12) * 3600,
-        duration=("lognormal", rng.uniform(900, 1800), 1.0),
-        gpu_mix={1: 0.5, 2: 0.25, 4: 0.2, 8: 0.05},
-    )
-
-
-def _heavy_tailed(rng: random.Random) -> dict:
-    """Durations spread over four orders of magnitude: a few jobs dominate the GPU time."""
-    return dict(
-        jobs=rng.randint(40, 80),
-        window_s=rng.uniform(4, 8) * 3600,
-        duration=("lognormal", rng.uniform(400, 900), rng.uniform(1.8, 2.2)),
-        gpu_mix={1: 0.4, 2: 0.25, 4: 0.2, 8: 0.15},
-    )
-
-
-def _philly_like(rng: random.Random) -> dict:
-    """Mostly 1-GPU jobs, as in Microsoft's Philly trace, and a few large ones."""
-    return dict(
-        jobs=rng.randint(60, 120),
-        window_s=rng.uniform(4, 8) * 3600,
-        duration=("lognormal", rng.uniform(900, 1800), rng.uniform(1.0, 1.5)),
-        gpu_mix={1: 0.8, 2: 0.1, 4: 0.07, 8: 0.03},
-    )
-
-
-KINDS: dict[str, Callable[[random.Random], dict]] = {
-    "steady": _steady,
-    "bursty": _bursty,
-    "light": _light,
-    "heavy-tailed": _heavy_tailed,
-    "philly-like": _philly_like,
+KINDS: dict[str, Kind] = {
+    "steady": Kind(
+        "paper-like: a steady stream that keeps the box busy, a quarter of the jobs large",
+        (40, 80),
+        (4, 8),
+        (900, 1800),
+        (0.8, 1.2),
+        PAPER_MIX,
+    ),
+    "bursty": Kind(
+        "most jobs at once (a deadline, a class): the queue is long, then drains",
+        (30, 60),
+        (0.25, 1.0),
+        (900, 1800),
+        (0.8, 1.2),
+        PAPER_MIX,
+    ),
+    "light": Kind(
+        "fewer jobs than the box could take: the queue is mostly empty",
+        (15, 30),
+        (6, 12),
+        (900, 1800),
+        (1.0, 1.0),
+        {1: 0.5, 2: 0.25, 4: 0.2, 8: 0.05},
+    ),
+    "heavy-tailed": Kind(
+        "durations spread over four orders of magnitude: a few jobs dominate the GPU time",
+        (40, 80),
+        (4, 8),
+        (400, 900),
+        (1.8, 2.2),
+        PAPER_MIX,
+    ),
+    "philly-like": Kind(
+        "mostly 1-GPU jobs, as in Microsoft's Philly trace, and a few large ones",
+        (60, 120),
+        (4, 8),
+        (900, 1800),
+        (1.0, 1.5),
+        {1: 0.8, 2: 0.1, 4: 0.07, 8: 0.03},
+    ),
 }
 
 
 def workload(kind: str, seed: int) -> Workload:
     """The workload of ``kind`` drawn from ``seed`` (the same everywhere)."""
-    knobs = KINDS[kind](random.Random(f"sweep/{kind}/{seed}"))
+    knobs = KINDS[kind].knobs(random.Random(f"sweep/{kind}/{seed}"))
     return generate_workload(seed, max_gpus=GPUS, name=f"{kind}-{seed}", **knobs)
 
 

@@ -52,7 +52,8 @@ def test_the_horizon_is_the_packed_work_and_no_less_than_the_longest_job():
 def test_a_long_sub_linear_job_is_reserved_the_width_that_ends_it_with_the_rest():
     shorts = [job(f"s{i}", 3000.0) for i in range(12)]
     long = job("long", 40000.0)
-    target, reservations = critical_path([*shorts, long], 0.0, 8, 0.1, 0.3, 1.0)
+    path = critical_path([*shorts, long], 0.0, 8, 0.1, 0.3, 1.0)
+    target, reservations = path.target, path.reservations
     assert [r.job.id for r in reservations] == ["long"]
     r = reservations[0]
     assert r.gpus > 1  # one GPU would end it long after the others
@@ -64,7 +65,7 @@ def test_a_job_that_can_widen_later_for_free_is_not_critical():
     # Linear speed-up: going wide at the end costs no GPU-time, so nothing is set aside.
     shorts = [job(f"s{i}", 3000.0, LINEAR) for i in range(12)]
     long = job("long", 40000.0, LINEAR)
-    assert critical_path([*shorts, long], 0.0, 8, 0.1, 0.3, 1.0)[1] == []
+    assert critical_path([*shorts, long], 0.0, 8, 0.1, 0.3, 1.0).reservations == []
 
 
 def test_an_urgent_job_waits_for_a_running_job_that_ends_within_its_slack():
@@ -73,9 +74,8 @@ def test_an_urgent_job_waits_for_a_running_job_that_ends_within_its_slack():
     running = Job("r", 0, 2000.0, work_done=1950.0, speed=SpeedModel(rigid), gpus=("0",))
     waiting = Job("w", 1, 5000.0, speed=SpeedModel(rigid))
     # w (500 s) leaves 5 s of slack in a 505 s horizon: it is urgent, but r ends in 5 s.
-    assert critical_path([running, waiting], 0.0, 1, 0.1, 0.3, 1.0)[1] == [] or all(
-        r.job.id != "w" for r in critical_path([running, waiting], 0.0, 1, 0.1, 0.3, 1.0)[1]
-    )
+    path = critical_path([running, waiting], 0.0, 1, 0.1, 0.3, 1.0)
+    assert all(r.job.id != "w" for r in path.reservations)
     d = AdaptivePolicy(protect_critical=True).decide(Snapshot(gpu, (running, waiting)), 100.0)
     assert d.allocations == {"r": ("0",), "w": ()}
 
@@ -146,9 +146,9 @@ def test_a_path_said_to_hold_is_the_same_at_every_instant_between():
         if not holds_between((jobs, 0.0, 0), (later(jobs, dt), 0.0, 0), *args):
             continue
         held += 1
-        first = critical_path(jobs, 0.0, *args)[1]
+        first = critical_path(jobs, 0.0, *args).reservations
         for k in range(1, 21):
-            at = critical_path(later(jobs, dt * k / 20), 0.0, *args)[1]
+            at = critical_path(later(jobs, dt * k / 20), 0.0, *args).reservations
             assert sorted((r.job.id, r.gpus) for r in at) == sorted(
                 (r.job.id, r.gpus) for r in first
             )

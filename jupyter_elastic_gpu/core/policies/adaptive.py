@@ -33,7 +33,7 @@ from typing import ClassVar
 from ..model import Decision, Job, Snapshot
 from ..placement import place
 from .base import plural, queued_reason, whole_leases_first
-from .critical import CriticalPath, critical_path_now, path_holds_until
+from .critical import CriticalPath, critical_path, path_holds_until
 from .holds import holds_until
 
 _EPS = 1e-12
@@ -143,7 +143,7 @@ class AdaptivePolicy:
         other; returns the GPUs left, and whether every reservation fitted (if not, which
         did depends on their order)."""
         p = self.params
-        path = critical_path_now(
+        path = critical_path(
             [plan.job for plan in plans],
             committed[0],
             total,

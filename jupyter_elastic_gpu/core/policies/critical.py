@@ -210,21 +210,6 @@ def _path(
     return path
 
 
-def critical_path_now(
-    jobs: Iterable[Job],
-    committed_gpu_s: float,
-    total: int,
-    critical_slack: float,
-    horizon_slack: float,
-    queue_slack: float,
-    committed_gpus: int = 0,
-) -> CriticalPath | None:
-    """The path itself (``reservations``, ``target``), to hand to ``path_holds_until``."""
-    return _path(
-        jobs, committed_gpu_s, total, critical_slack, horizon_slack, queue_slack, committed_gpus
-    )
-
-
 def critical_path(
     jobs: Iterable[Job],
     committed_gpu_s: float,
@@ -233,17 +218,17 @@ def critical_path(
     horizon_slack: float,
     queue_slack: float,
     committed_gpus: int = 0,
-) -> tuple[float, list[Reservation]]:
-    """(the target horizon, the critical jobs' reservations, least slack first).
+) -> CriticalPath | None:
+    """The critical path now: its ``target`` and ``reservations`` (least slack first); None
+    when there is nothing to plan.
 
     ``jobs`` are those the policy may still give GPUs; ``committed_gpu_s`` and
     ``committed_gpus`` the GPU-seconds and GPUs of jobs whose leases are kept whatever happens
     (mid-resize, about to finish).
     """
-    path = _path(
+    return _path(
         jobs, committed_gpu_s, total, critical_slack, horizon_slack, queue_slack, committed_gpus
     )
-    return (path.target, path.reservations) if path else (0.0, [])
 
 
 def _apart(a: tuple[float, float], b: tuple[float, float]) -> bool:
@@ -329,7 +314,7 @@ def path_holds_until(
     (halved up to ``tries`` times) that ``holds_between`` can vouch for, or ``now``.
 
     Spans end before the first running job could finish (a completion is an event anyway).
-    ``start``: the path now, if already worked out (``critical_path_now``).
+    ``start``: the path now, if already worked out (``critical_path``).
     """
     running = [j.remaining_time(len(j.gpus)) for j in (*jobs, *kept) if j.gpus]
     end = min(until, now + min(running, default=math.inf))
@@ -360,7 +345,6 @@ __all__ = [
     "CriticalPath",
     "Reservation",
     "critical_path",
-    "critical_path_now",
     "holds_between",
     "horizon",
     "path_holds_until",
