@@ -159,17 +159,23 @@ class CriticalPath:
     freed: list[float]
 
 
-def _path(
+def critical_path(
     jobs: Iterable[Job],
     committed_gpu_s: float,
     total: int,
     critical_slack: float,
     horizon_slack: float,
     queue_slack: float,
-    committed_gpus: int,
+    committed_gpus: int = 0,
     rems: Iterable[float] | None = None,
 ) -> CriticalPath | None:
-    """The path of ``jobs`` (with ``rems`` units of work left each, if given)."""
+    """The critical path now: its ``target`` and ``reservations`` (least slack first); None
+    when there is nothing to plan.
+
+    ``jobs`` are those the policy may still give GPUs (with ``rems`` units of work left each,
+    if given: a later instant); ``committed_gpu_s`` and ``committed_gpus`` the GPU-seconds and
+    GPUs of jobs whose leases are kept whatever happens (mid-resize, about to finish).
+    """
     if rems is None:
         options = [o for job in jobs if (o := _options(job, total)) is not None]
     else:
@@ -210,27 +216,6 @@ def _path(
     return path
 
 
-def critical_path(
-    jobs: Iterable[Job],
-    committed_gpu_s: float,
-    total: int,
-    critical_slack: float,
-    horizon_slack: float,
-    queue_slack: float,
-    committed_gpus: int = 0,
-) -> CriticalPath | None:
-    """The critical path now: its ``target`` and ``reservations`` (least slack first); None
-    when there is nothing to plan.
-
-    ``jobs`` are those the policy may still give GPUs; ``committed_gpu_s`` and
-    ``committed_gpus`` the GPU-seconds and GPUs of jobs whose leases are kept whatever happens
-    (mid-resize, about to finish).
-    """
-    return _path(
-        jobs, committed_gpu_s, total, critical_slack, horizon_slack, queue_slack, committed_gpus
-    )
-
-
 def _apart(a: tuple[float, float], b: tuple[float, float]) -> bool:
     """Whether every value in interval ``a`` compares to every value in ``b`` the same way."""
     return a[0] > b[1] or a[1] <= b[0]
@@ -254,8 +239,8 @@ def holds_between(
     between the extremes of the two sides over the interval, whatever the order they move in.
     """
     args = (total, critical_slack, horizon_slack, queue_slack)
-    a = _path(now[0], now[1], *args, now[2])
-    b = _path(later[0], later[1], *args, later[2])
+    a = critical_path(now[0], now[1], *args, now[2])
+    b = critical_path(later[0], later[1], *args, later[2])
     return _same_path(a, b, critical_slack)
 
 
@@ -331,11 +316,13 @@ def path_holds_until(
         )
 
     if start is None:
-        start = _path(jobs, committed(0.0), *args, gpus)
+        start = critical_path(jobs, committed(0.0), *args, gpus)
     span = (end - now) * (1 - 1e-9)
     for _ in range(tries + 1):
         rems = [_left_after(j, span) for j in jobs]
-        if _same_path(start, _path(jobs, committed(span), *args, gpus, rems), critical_slack):
+        if _same_path(
+            start, critical_path(jobs, committed(span), *args, gpus, rems), critical_slack
+        ):
             return now + span
         span /= 2
     return now
