@@ -154,3 +154,40 @@ def test_a_path_said_to_hold_is_the_same_at_every_instant_between():
             )
             checked += 1
     assert held > 200  # the check is not vacuous: most short spans do hold
+
+
+def test_absurd_measurements_and_sizes_always_get_a_decision():
+    # A sidecar reports what it likes: throughput from 5e-324 to 1.7e308 per second, work of
+    # 1e-300 or 2^53 units. Once the horizon walk never ended on such numbers.
+    import random
+
+    from jupyter_elastic_gpu.core.policies import AdaptivePolicy
+
+    vals = [5e-324, 1e-300, 1e-9, 1.0, 1e9, 9007199254740992.0, 1e300, 1.7e308]
+    rng = random.Random(3)
+    gpus = tuple(Gpu(str(i)) for i in range(8))
+    for _ in range(400):
+        jobs, free = [], [g.id for g in gpus]
+        for i in range(rng.randint(1, 5)):
+            held = tuple(free[: rng.choice([0, 1, 2])]) if rng.random() < 0.6 else ()
+            free = free[len(held) :]
+            measured = {len(held): rng.choice(vals)} if held else {}
+            if rng.random() < 0.3:
+                measured[rng.choice([1, 2, 4096])] = rng.choice(vals)
+            work = rng.choice(vals)
+            jobs.append(
+                Job(
+                    f"j{i}",
+                    0.0,
+                    work,
+                    max_gpus=rng.choice([1, 2, 8]),
+                    work_done=work * rng.random(),
+                    speed=SpeedModel(measured),
+                    gpus=held,
+                    started=bool(held),
+                    resize_cost=rng.choice([0.0, 6.0, 1e300]),
+                    queued_s=rng.choice([0.0, 1e300]),
+                )
+            )
+        decision = AdaptivePolicy().decide(Snapshot(gpus, tuple(jobs)), rng.choice([0.0, 1e12]))
+        assert set(decision.allocations) == {j.id for j in jobs}

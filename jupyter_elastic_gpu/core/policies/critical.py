@@ -110,7 +110,9 @@ def horizon(options: list[_Options], committed_gpu_s: float, total: int) -> floa
     at, total_extra, n = lo, sum(extra), 0
     while True:
         need = (work + total_extra) / total
-        step = steps[n][0] if n < len(steps) else math.inf
+        if n == len(steps):  # every count is in: nothing changes past here
+            return max(at, need)
+        step = steps[n][0]
         if max(at, need) < step:
             return max(at, need)
         at = step
