@@ -154,9 +154,8 @@ class CriticalPath:
     target: float
     options: list[_Options]
     reservations: list[Reservation]
-    #: Per option: the index its reservation would take, its fastest cheap index, and the
-    #: time running jobs need to free its minimum (queued jobs only).
-    chosen: list[int]
+    #: Per option: its fastest cheap index, and the time running jobs need to free its
+    #: minimum (queued jobs only).
     fastest_cheap: list[int]
     freed: list[float]
 
@@ -191,7 +190,7 @@ def critical_path(
     target = earliest * (1.0 + horizon_slack + queue_slack * min(1.0, waiting / total))
     line = (1.0 - critical_slack) * earliest
     idle = total - committed_gpus - sum(len(o.job.gpus) for o in options)
-    path = CriticalPath(earliest, target, options, [], [], [], [])
+    path = CriticalPath(earliest, target, options, [], [], [])
     freeing = _Freeing(options, idle)
     for o in options:
         f = o.frontier
@@ -211,7 +210,6 @@ def critical_path(
         urgent = free_left > line and (bool(o.job.gpus) or freed > earliest - free_left)
         if costly or urgent:
             path.reservations.append(Reservation(o.job, gpus, target - left))
-        path.chosen.append(chosen)
         path.fastest_cheap.append(fastest_cheap)
         path.freed.append(freed)
     path.reservations.sort(key=lambda r: (r.slack_s, r.job.submit_time, r.job.id))
