@@ -189,5 +189,6 @@ def test_absurd_measurements_and_sizes_always_get_a_decision():
                     queued_s=rng.choice([0.0, 1e300]),
                 )
             )
-        decision = AdaptivePolicy().decide(Snapshot(gpus, tuple(jobs)), rng.choice([0.0, 1e12]))
+        policy = AdaptivePolicy(protect_critical=True)
+        decision = policy.decide(Snapshot(gpus, tuple(jobs)), rng.choice([0.0, 1e12]))
         assert set(decision.allocations) == {j.id for j in jobs}
