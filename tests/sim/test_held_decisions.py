@@ -30,10 +30,10 @@ def same_run(a: SimResult, b: SimResult) -> bool:
     )
 
 
-def three_ways(workload, mechanism, config):
+def three_ways(workload, mechanism, config, **params):
     """The run that skips held decisions, the tick-by-tick one, and the one that checks every
-    promise (it raises ``BrokenPromise`` on one that is broken)."""
-    policy = make_policy("adaptive")
+    promise (it raises ``BrokenPromise`` on one that is broken); ``params``: adaptive's."""
+    policy = make_policy("adaptive", **params)
     held = simulate(workload, policy, mechanism, config)
     every = simulate(workload, policy, mechanism, replace(config, skip_held=False))
     checked = simulate(workload, policy, mechanism, replace(config, check_holds=True))
@@ -64,6 +64,15 @@ def test_generated_workloads_run_the_same_with_fewer_decisions(seed, rules):
         assert held.skipped > 0  # only decisions the cap leaves as the policy made them hold
     else:
         assert held.skipped > held.decisions / 8
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+@pytest.mark.parametrize("rounds", [False, True])
+def test_the_critical_path_s_promises_hold_too(seed, rounds):
+    workload = generate_workload(seed, jobs=40, window_s=3 * 3600.0, max_gpus=8)
+    config = SimConfig(nodes=2, gpus_per_node=4, start_cost_s=6.0, rounds=rounds)
+    held = three_ways(workload, sidecar(6.0), config, protect_critical=True)
+    assert held.skipped > held.decisions / 8
 
 
 def test_resizes_that_lose_work_run_the_same():
