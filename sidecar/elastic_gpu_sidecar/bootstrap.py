@@ -22,7 +22,7 @@ import time
 import keras
 
 from . import protocol as P
-from . import tfstate
+from . import replica_shapes, tfstate
 from .checkpoint import Checkpoint, CheckpointStore
 from .jobdir import JobDir, fsync_dir
 from .progress import LiveCounter, ProgressWriter, progress_interval, record
@@ -140,6 +140,7 @@ class Runtime:
         self.fit_count += 1
         slot = self.slot(model)
         self.last_model = model
+        replica_shapes.install(model)
         m = self.resume.meta if self.resume is not None else None
         if m is not None and (k < m["fit_index"] or (k == m["fit_index"] and m.get("fit_done"))):
             return self._skip_finished(model, k, slot, fargs)

@@ -7,6 +7,7 @@ the trainer itself reported.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import re
@@ -52,20 +53,20 @@ def load_and_predict(keras, job, n_features):
     return int(model.optimizer.iterations.numpy())
 
 
-def check_resized_run(job, expected_steps, code, err):
+def check_resized_run(job, expected_steps, code, err, plan):
     assert code == P.EXIT_DONE, err
     recs = progress(job)
     # the trainer itself reported each replica count, one per generation
     by_gen = {}
     for r in recs:
         by_gen.setdefault(r["generation"], set()).add(r["replicas"])
-    assert by_gen == {1: {2}, 2: {4}, 3: {1}}
+    leases = [gpus.split(",") for gpus, _ in plan]
+    assert by_gen == {g: {len(lease)} for g, lease in enumerate(leases, start=1)}
     st = status(job)
     assert st["state"] == "done" and st["restarts"] == 0
-    assert [(r["from_gpus"], r["to_gpus"]) for r in st["resizes"]] == [
-        (["0", "1"], ["0", "1", "2", "3"]),
-        (["0", "1", "2", "3"], ["0"]),
-    ]
+    assert [(r["from_gpus"], r["to_gpus"]) for r in st["resizes"]] == list(
+        itertools.pairwise(leases)
+    )
     assert all(r["pause_s"] > 0 for r in st["resizes"])
     # the loss continues across each resize instead of starting over
     first_loss = next(r["loss"] for r in recs if r["loss"] is not None)
@@ -96,7 +97,7 @@ def check_resized_run(job, expected_steps, code, err):
 def test_resize_keeps_every_step(tmp_path, keras, script, n_features, steps, plan):
     job = tmp_path / "job"
     code, err = run_resized(job, script, plan=plan, extra=("--checkpoint-interval", "5"))
-    check_resized_run(job, steps, code, err)
+    check_resized_run(job, steps, code, err, plan)
     assert load_and_predict(keras, job, n_features) == steps
     log = (job / "trainer.log").read_text()
     if script == "subclassed_strategy.py":
@@ -107,12 +108,13 @@ def test_resize_keeps_every_step(tmp_path, keras, script, n_features, steps, pla
 
 
 def test_numpy_input_with_callbacks_and_validation(tmp_path, keras):
+    # 3 replicas do not divide the global batch (32: 11, 11, 10 samples), which Keras' own
+    # build from the first batch cannot take (replica_shapes.py); validation runs there too
     job = tmp_path / "job"
     events = tmp_path / "events.txt"
-    code, err = run_resized(
-        job, "func_numpy.py", [str(events)], plan=[("0,1", None), ("0,1,2,3", 40), ("0", 40)]
-    )
-    check_resized_run(job, 3 * 224, code, err)
+    plan = [("0,1", None), ("0,1,2", 40), ("0", 40)]
+    code, err = run_resized(job, "func_numpy.py", [str(events)], plan=plan)
+    check_resized_run(job, 3 * 224, code, err, plan)
     assert load_and_predict(keras, job, 32) == 3 * 224
     lines = events.read_text().split("\n")
     # each generation is a new process (one train_begin each), but every epoch ended once
