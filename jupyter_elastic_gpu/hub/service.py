@@ -182,8 +182,8 @@ class HubServiceApp(SchedulerDaemonApp):
         super().initialize_handlers()
         self.handlers.append(("/?", RootHandler))
 
-    async def _start_service(self, inventory: Any) -> None:
-        await super()._start_service(inventory)
+    async def _start_service(self, inventory: Any, launcher: Any) -> None:
+        await super()._start_service(inventory, launcher)
         self.backend.set(ScopedBackend(self.backend.backend))
         hub_auth = self.serverapp.identity_provider.hub_auth
         if self.activity_interval > 0:

@@ -12,6 +12,7 @@ per-job secret goes in the environment, never on a command line other users can 
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from typing import Any
@@ -41,6 +42,11 @@ class BaseLauncher(LoggingConfigurable):
     def alive(self, record: dict[str, Any]) -> bool | None:
         """Whether the sidecar recorded by ``launch`` still runs (None: cannot tell)."""
         return None
+
+    async def signal(self, record: dict[str, Any], signum: int = signal.SIGTERM) -> bool:
+        """Send ``signum`` to the sidecar recorded by ``launch`` (and its trainer: SIGTERM asks
+        for a checkpoint, then a stop); False when it is not running or not this side's."""
+        return False
 
 
 def sidecar_command(request: LaunchRequest, python: str) -> list[str]:
@@ -91,6 +97,27 @@ def sidecar_command(request: LaunchRequest, python: str) -> list[str]:
     return [*cmd, "--", os.path.join(request.job_dir, P.SCRIPT), *spec.args]
 
 
+def open_job_dir(request: LaunchRequest) -> Any:
+    """Create (or check: ours, not a link) the job dir, write the script into it without
+    following links (jobdirs, ownfiles), and open the sidecar's output file for appending."""
+    with jobdirs.job_dir_fd(request.job_dir) as dir_fd:
+        if request.spec.kind == P.JobKind.SCRIPT:
+            ownfiles.write_file(dir_fd, P.SCRIPT, (request.spec.script or "").encode())
+        return os.fdopen(ownfiles.open_append(dir_fd, P.SIDECAR_OUT), "ab")
+
+
+#: Credentials a sidecar's environment never carries: the trainer needs no access to any API.
+SECRET_ENV = ("ELASTIC_GPU_TOKEN", "JUPYTER_TOKEN", "JUPYTERHUB_API_TOKEN")
+
+
+def sidecar_env(base: dict[str, str], secret: str) -> dict[str, str]:
+    """The sidecar's environment: ``base`` without API credentials, plus the job's secret."""
+    env = {k: v for k, v in base.items() if k not in SECRET_ENV}
+    env[P.ENV_SECRET] = secret
+    env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's start-up notices drown the user's log
+    return env
+
+
 class LocalLauncher(BaseLauncher):
     """Start sidecars as child processes of this server, in their own session."""
 
@@ -110,16 +137,8 @@ class LocalLauncher(BaseLauncher):
         self._procs: dict[int, subprocess.Popen] = {}
 
     async def launch(self, request: LaunchRequest) -> dict[str, Any]:
-        # The job dir is created (or checked: ours, not a link) here, and its files written
-        # without following links (jobdirs, ownfiles).
-        with jobdirs.job_dir_fd(request.job_dir) as dir_fd:
-            if request.spec.kind == P.JobKind.SCRIPT:
-                ownfiles.write_file(dir_fd, P.SCRIPT, (request.spec.script or "").encode())
-            out = os.fdopen(ownfiles.open_append(dir_fd, P.SIDECAR_OUT), "ab")
-        env = {**os.environ, **self.environment, P.ENV_SECRET: request.secret}
-        env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's start-up notices drown the user's log
-        for name in ("ELASTIC_GPU_TOKEN", "JUPYTER_TOKEN", "JUPYTERHUB_API_TOKEN"):
-            env.pop(name, None)  # the trainer needs no access to any API
+        out = open_job_dir(request)
+        env = sidecar_env({**os.environ, **self.environment}, request.secret)
         cwd = request.spec.cwd or request.job_dir
         if not os.path.isdir(cwd):
             cwd = request.job_dir
@@ -143,6 +162,15 @@ class LocalLauncher(BaseLauncher):
             ",".join(request.gpus),
         )
         return {"pid": proc.pid, "host": os.uname().nodename}
+
+    async def signal(self, record: dict[str, Any], signum: int = signal.SIGTERM) -> bool:
+        if self.alive(record) is not True:
+            return False
+        try:
+            os.killpg(record["pid"], signum)  # the sidecar leads its own session
+        except (ProcessLookupError, PermissionError):
+            return False
+        return True
 
     def alive(self, record: dict[str, Any]) -> bool | None:
         pid = record.get("pid")

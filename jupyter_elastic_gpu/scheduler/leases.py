@@ -26,6 +26,29 @@ def holders(jobs: Iterable[JobRecord]) -> dict[str, str]:
     return {g: j.id for j in jobs for g in j.held_gpus}
 
 
+def on_one_node(
+    target: list[str], current: Collection[str], node: dict[str, str], min_gpus: int
+) -> list[str]:
+    """``target`` cut to one node: a sidecar and its trainer run on one server.
+
+    The policy already keeps a job on one node when one can hold it; a lease that still spans
+    nodes (no node had enough free GPUs) keeps its part on the job's current node, else its
+    largest part, or nothing when that part is below ``min_gpus``. A running job whose lease
+    moves to another node gets nothing this round: it checkpoints, stops, and starts again
+    there like any queued job.
+    """
+    groups: dict[str, list[str]] = {}
+    for g in target:
+        groups.setdefault(node.get(g, ""), []).append(g)
+    here = {node.get(g, "") for g in current}
+    if len(groups) <= 1 and (not here or not groups or here == set(groups)):
+        return list(target)
+    best = max(groups, key=lambda n: (n in here, len(groups[n])))
+    if here and best not in here:
+        return []
+    return groups[best] if len(groups[best]) >= min_gpus else []
+
+
 def busy_elsewhere(job: JobRecord, jobs: Iterable[JobRecord]) -> set[str]:
     """GPUs another job's trainer may still be running on."""
     busy: set[str] = set()

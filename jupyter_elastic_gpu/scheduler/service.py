@@ -447,8 +447,10 @@ class SchedulerService(LoggingConfigurable):
             if not open_jobs:
                 return
             decision = decide(self.decider, self.core_snapshot(), now)
+            node = {g.id: g.node for g in self.gpu_infos()}
             for job in open_jobs:
                 target = list(decision.allocations.get(job.id, ()))
+                target = leases.on_one_node(target, job.desired.gpus, node, job.min_gpus)
                 why = WAITING_FOR_SERVER if self.waits_for_server(job) else None
                 why = why or decision.reasons.get(job.id, job.reason)
                 starts = job.state == JobState.QUEUED and bool(target)
@@ -581,6 +583,7 @@ class SchedulerService(LoggingConfigurable):
     # -- losses and endings ---------------------------------------------------------------
     async def _find_lost(self, now: float) -> None:
         timeout = self.heartbeat_timeout
+        known = {g.id for g in self.gpu_infos()}
         for job in list(self.jobs.values()):
             if not job.state.active or job.launched_at is None:
                 continue
@@ -593,7 +596,9 @@ class SchedulerService(LoggingConfigurable):
                 continue
             silent = now - (job.last_heartbeat or job.launched_at)
             alive = self.launcher.alive(job.launch) if job.launch else None
-            if alive is False and silent > min(5.0, timeout):
+            # a sidecar whose GPUs all left the inventory with it (a lost node) is lost now
+            vanished = bool(job.desired.gpus) and known.isdisjoint(job.desired.gpus)
+            if alive is False and (silent > min(5.0, timeout) or vanished):
                 final = (
                     jobdirs.final_report(job.job_dir) if self.launcher.starts_processes else None
                 )

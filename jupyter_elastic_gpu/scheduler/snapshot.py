@@ -8,6 +8,8 @@ simulator builds the same values from a trace, so a policy means the same in bot
 
 from __future__ import annotations
 
+import dataclasses
+from collections import Counter
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -98,12 +100,22 @@ def build(
     gpus = tuple(
         Gpu(g.id, g.node, healthy=not external.get(g.id) and g.id not in drained) for g in infos
     )
+    per_node = Counter(g.node for g in gpus)
+    widest = max(per_node.values(), default=0)  # a job runs on one node: no wider than one
     jobs = tuple(
-        core_job(j, default_resize_cost_s)
+        _within(core_job(j, default_resize_cost_s), widest)
         for j in jobs
         if not j.final and not (j.held and j.state == JobState.QUEUED)
     )
     return Snapshot(gpus, jobs, user_gpu_cap)
+
+
+def _within(job: Job, widest: int) -> Job:
+    """``job`` asking for no more GPUs than one node has (but never below its minimum)."""
+    top = max(widest, job.min_gpus)
+    if job.max_gpus <= top:
+        return job
+    return dataclasses.replace(job, max_gpus=top, requested_gpus=min(job.requested_gpus, top))
 
 
 def held_reason(job: JobRecord, stopping: bool | None = None) -> str:

@@ -177,6 +177,8 @@ class SchedulerDaemonApp(ElasticGPUApp):
         return AgentLauncher
 
     def service_defaults(self) -> dict[str, Any]:
+        if self.cluster_backend != "local":  # job dirs on the cluster's shared storage
+            return {}
         # Each user's job dirs live in their home, where their own server writes the files.
         return {"job_root": "~{user}/.local/share/jupyter/elastic-gpu/jobs"}
 

@@ -27,7 +27,7 @@ from typing import Any, ClassVar
 from jupyter_core.paths import jupyter_data_dir
 from jupyter_server.extension.application import ExtensionApp
 from jupyter_server.utils import url_path_join
-from traitlets import Bool, Float, Int, List, Type, Unicode, default
+from traitlets import Bool, Enum, Float, Int, List, Type, Unicode, default
 
 from .._version import __version__
 from ..errors import ElasticGPUError, Unavailable
@@ -170,6 +170,34 @@ class ElasticGPUApp(ExtensionApp):
         "collector's reach (gc.freeze): full collections of a loaded JupyterLab server otherwise "
         "pause every request for 100+ ms every few seconds, which sidecar heartbeats feel.",
     )
+    cluster_backend = Enum(
+        ["local", "ray"],
+        "local",
+        config=True,
+        help="Where jobs run: 'local', this server's GPUs (the inventory and launcher "
+        "settings above); 'ray', every node of a Ray cluster (ray_address): the scheduler "
+        "places each job on one node's GPUs and starts its sidecar there (pip install "
+        "'jupyter-elastic-gpu[ray]'; job dirs must be on storage every node sees).",
+    )
+    ray_address = Unicode(
+        "",
+        config=True,
+        help="The Ray cluster's address, HOST:PORT of `ray start --head` (empty: $RAY_ADDRESS, "
+        "or a cluster started on this machine). Users never see it.",
+    )
+    ray_allow_insecure = Bool(
+        False,
+        config=True,
+        help="Use a Ray cluster reached without token authentication (RAY_AUTH_MODE=token). "
+        "Anyone who reaches such a cluster can run code as its nodes' user: only for a "
+        "trusted test setup.",
+    )
+    sidecar_url = Unicode(
+        "",
+        config=True,
+        help="This server as sidecars on other machines reach it (e.g. http://10.0.0.1:8888/), "
+        "for their heartbeats. Default: the server's own URL, which is right on one machine.",
+    )
     launch_agent = Bool(
         True,
         config=True,
@@ -202,6 +230,7 @@ class ElasticGPUApp(ExtensionApp):
         self._service: SchedulerService | None = None
         self._store: Store | None = None
         self._agent_task: asyncio.Task | None = None
+        self._cluster: Any = None  # the Ray connection, in cluster_backend "ray"
 
     def initialize_handlers(self) -> None:
         self.handlers.extend(handlers())  # ExtensionApp prefixes base_url itself
@@ -209,6 +238,13 @@ class ElasticGPUApp(ExtensionApp):
     def api_url(self) -> str:
         """This server's API root as a local process reaches it."""
         return url_path_join(self.serverapp.connection_url, API_PREFIX) + "/"
+
+    def sidecar_api_url(self) -> str:
+        """This server's API root as sidecars reach it (``sidecar_url``, else ``api_url``)."""
+        if not self.sidecar_url:
+            return self.api_url()
+        base = url_path_join(self.sidecar_url, self.serverapp.base_url)
+        return url_path_join(base, API_PREFIX) + "/"
 
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
         await self.backend.ensure_started()
@@ -222,13 +258,17 @@ class ElasticGPUApp(ExtensionApp):
         if self.scheduler_url or self.hub_service_url:
             await self._use_shared_scheduler()
             return
-        if self.inventory_class is not None:
-            inventory = self.inventory_class()
+        if self.cluster_backend == "ray":
+            inventory, launcher = await self._ray_cluster()
         else:
-            inventory, _ = detect(self.simulated_gpus)
+            if self.inventory_class is not None:
+                inventory = self.inventory_class()
+            else:
+                inventory, _ = detect(self.simulated_gpus)
+            launcher = self.launcher_class(parent=self)
         self._store = await Store.open(self.db_path, busy_timeout=self.db_busy_timeout)
         try:
-            await self._start_service(inventory)
+            await self._start_service(inventory, launcher)
         except BaseException:  # let go of the database: a later start may try again
             if self._service:
                 await self._service.stop()
@@ -236,14 +276,28 @@ class ElasticGPUApp(ExtensionApp):
             self._store = self._service = None
             raise
 
-    async def _start_service(self, inventory: Inventory) -> None:
-        api = self.api_url()
+    async def _ray_cluster(self) -> tuple[Inventory, BaseLauncher]:
+        """Connect to the Ray cluster (off the event loop: it takes seconds)."""
+        from ..scheduler.ray_cluster import RayCluster, RayInventory, RayLauncher, RayUnavailable
+
+        try:
+            cluster = await asyncio.to_thread(RayCluster, self.ray_address, self.ray_allow_insecure)
+        except RayUnavailable as e:
+            raise Unavailable(str(e)) from None
+        self._cluster = cluster
+        inventory = RayInventory(cluster, probe_nvml=self.simulated_gpus == 0)
+        await asyncio.to_thread(inventory.snapshot)
+        launcher = await asyncio.to_thread(lambda: RayLauncher(cluster, parent=self))
+        return inventory, launcher
+
+    async def _start_service(self, inventory: Inventory, launcher: BaseLauncher) -> None:
+        api = self.sidecar_api_url()
         configured = self.config.get(self.scheduler_class.__name__, {})
         defaults = {k: v for k, v in self.service_defaults().items() if k not in configured}
         self._service = self.scheduler_class(
             self._store,
             inventory,
-            self.launcher_class(parent=self),
+            launcher,
             heartbeat_url=lambda job_id: f"{api}sidecar/{job_id}/heartbeat",
             parent=self,
             **defaults,
@@ -288,6 +342,8 @@ class ElasticGPUApp(ExtensionApp):
             await self._service.stop()
         if self._store:
             await self._store.close()
+        if self._cluster is not None:
+            self._cluster.close()
 
 
 main = launch_new_instance = ElasticGPUApp.launch_instance

@@ -98,6 +98,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--fresh", action="store_true", help="discard this job dir's previous state")
     run.add_argument("--quiet", action="store_true", help="do not echo events to stderr")
+    run.add_argument(
+        "--die-with-parent",
+        type=int,
+        metavar="PID",
+        help="end (with the trainer) when process PID, the one that started this sidecar, "
+        "ends: a sidecar that a cluster's worker process started must not outlive it",
+    )
     run.add_argument("command", nargs=argparse.REMAINDER, help="-- script.py [args]")
 
     resize = sub.add_parser("resize", help="ask a running job to move to other GPUs")
@@ -208,6 +215,10 @@ def _command(args, parser, job: JobDir) -> dict:
 
 
 def cmd_run(args, parser) -> int:
+    if args.die_with_parent:
+        from .procs import die_with_parent
+
+        die_with_parent(args.die_with_parent)
     from .supervisor import Options, Sidecar
 
     job = JobDir(args.job_dir)

@@ -160,6 +160,12 @@ ENV_LOGICAL_MEMORY_MB = "ELASTIC_GPU_LOGICAL_MEMORY_MB"  # per logical GPU when 
 MAX_GPU_ID_CHARS = 64
 
 
+def device_index(gpu: str) -> str:
+    """The CUDA ordinal of a GPU id on its own node: ``NODE:INDEX`` (a GPU of a cluster of
+    servers) is GPU INDEX of NODE; a plain id is the ordinal itself."""
+    return gpu.rsplit(":", 1)[-1]
+
+
 def check_gpu_id(gpu: str) -> str:
     """A GPU id as used in leases: letters, digits and ``-_:.``; ValueError otherwise."""
     if not gpu or len(gpu) > MAX_GPU_ID_CHARS or not all(c.isalnum() or c in "-_:." for c in gpu):

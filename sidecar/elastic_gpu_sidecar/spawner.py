@@ -37,7 +37,9 @@ class TrainerSpawner:
             P.ENV_GENERATION: str(lease.generation),
             P.ENV_GPUS: ",".join(lease.gpus),
             P.ENV_SIMULATED: "1" if self.simulated else "0",
-            "CUDA_VISIBLE_DEVICES": "" if self.simulated else ",".join(unique),
+            "CUDA_VISIBLE_DEVICES": ""
+            if self.simulated
+            else ",".join(P.device_index(g) for g in unique),
         }
 
     def env(self, lease: P.Lease | None) -> dict:

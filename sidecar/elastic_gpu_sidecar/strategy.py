@@ -36,7 +36,7 @@ def setup_strategy(gpus: list[str], simulated: bool) -> tf.distribute.Strategy:
             # CUDA_VISIBLE_DEVICES did not apply (CUDA was initialised before the lease was
             # known): restrict TensorFlow to the granted ordinals itself
             try:
-                phys = [phys[int(g)] for g in unique]
+                phys = [phys[int(P.device_index(g))] for g in unique]
             except (ValueError, IndexError):
                 raise RuntimeError(
                     f"TensorFlow sees {len(phys)} GPUs and cannot restrict itself to the "

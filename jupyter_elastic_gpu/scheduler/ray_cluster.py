@@ -1,0 +1,330 @@
+"""Several GPU servers: the scheduler's inventory and launcher over a Ray cluster.
+
+Ray provides the nodes, their GPUs and the remote processes; the scheduler stays the one
+authority on policy and decides the exact GPUs. GPU ids are ``NODE:INDEX`` (NODE is the Ray
+node's name: its IP address unless ``ray start --node-name`` says otherwise). A job runs on one
+node: one detached actor per sidecar, pinned to that node, starts ``python -m
+elastic_gpu_sidecar run`` there with the scheduler's GPU ids (Ray never picks them) and waits
+for it. The sidecar ends with its actor (``--die-with-parent``): a lost node takes its sidecars
+with it, and the scheduler resumes their jobs from their last checkpoints on the GPUs left.
+
+Security (docs/several-servers.md): Ray has no access control between its users, so the
+cluster is refused without token authentication (unless ``ray_allow_insecure``), sidecars and
+trainers get neither the address nor the token in their environment, and every trainer runs as
+the OS user of its Ray node.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from elastic_gpu_sidecar import protocol as P
+from traitlets import Dict, Unicode
+
+from ..models import LaunchRequest
+from .inventory import GpuInfo, Inventory, NvmlInventory, NvmlUnavailable
+from .launcher import BaseLauncher, open_job_dir, sidecar_command, sidecar_env
+
+#: Ray namespace of the scheduler's actors (named, so a restarted scheduler finds them).
+NAMESPACE = "jupyter-elastic-gpu"
+#: Name prefix of the actor that hosts one generation of a job's sidecar.
+SIDECAR_ACTOR = "elastic-gpu-sidecar-"
+#: Seconds a node's GPU probe may take before its last answer is used.
+PROBE_TIMEOUT_S = 10.0
+
+
+class RayUnavailable(RuntimeError):
+    """The Ray cluster cannot be used; the message says why and what to do."""
+
+
+def _ray() -> Any:
+    try:
+        import ray
+    except ImportError as e:
+        raise RayUnavailable(
+            f"cluster_backend 'ray' needs Ray ({e}): pip install 'jupyter-elastic-gpu[ray]'"
+        ) from None
+    return ray
+
+
+def gpu_id(node: str, index: int) -> str:
+    return f"{node}:{index}"
+
+
+def node_of(gpu: str) -> str:
+    """The node of a cluster GPU id (``NODE:INDEX``)."""
+    node, sep, _ = gpu.rpartition(":")
+    if not sep:
+        raise ValueError(f"{gpu!r} is not a GPU of a Ray cluster (NODE:INDEX)")
+    return node
+
+
+@dataclass(frozen=True)
+class Node:
+    """An alive Ray node and the GPUs Ray says it has."""
+
+    name: str
+    node_id: str
+    gpus: int
+
+
+class RayCluster:
+    """One connection of this scheduler to a Ray cluster: its nodes, and its actors."""
+
+    def __init__(self, address: str, allow_insecure: bool = False) -> None:
+        ray = _ray()
+        if not ray.is_initialized():
+            try:
+                ray.init(
+                    address=address or None,
+                    namespace=NAMESPACE,
+                    log_to_driver=False,
+                    configure_logging=False,
+                )
+            except (ConnectionError, RuntimeError, ValueError) as e:
+                raise RayUnavailable(
+                    f"cannot connect to the Ray cluster at {address or '(auto)'}: {e}; is "
+                    "`ray start --head` running there (c.ElasticGPUApp.ray_address = "
+                    '"HOST:PORT")?'
+                ) from None
+        from ray._private.authentication.authentication_utils import is_token_auth_enabled
+
+        if not is_token_auth_enabled() and not allow_insecure:
+            ray.shutdown()
+            raise RayUnavailable(
+                f"the Ray cluster at {address or '(auto)'} is reached without token "
+                "authentication: anyone who can reach it can run code as its nodes' user. Start "
+                "every node and this server with RAY_AUTH_MODE=token (Ray 2.52 or later; see "
+                "`ray get-auth-token --generate`), or, for a trusted test setup only, set "
+                "c.ElasticGPUApp.ray_allow_insecure = True"
+            )
+        self.ray = ray
+        self.address = address
+        self.secure = is_token_auth_enabled()
+
+    def nodes(self) -> list[Node]:
+        """Alive nodes, in a stable order (blocking: a call to Ray's control store)."""
+        out = []
+        for n in self.ray.nodes():
+            if n.get("Alive"):
+                gpus = int(n.get("Resources", {}).get("GPU", 0))
+                out.append(Node(n.get("NodeName") or n["NodeManagerAddress"], n["NodeID"], gpus))
+        return sorted(out, key=lambda n: n.name)
+
+    def close(self) -> None:
+        if self.ray.is_initialized():
+            self.ray.shutdown()
+
+
+# -- the inventory ---------------------------------------------------------------------------
+
+
+class _NvmlProbe:
+    """Lives on one node (no CPU held): that node's GPUs as NVML sees them, or None."""
+
+    def __init__(self, node: str) -> None:
+        try:
+            self.nvml: NvmlInventory | None = NvmlInventory(node)
+        except NvmlUnavailable:
+            self.nvml = None
+
+    def snapshot(self) -> list[dict] | None:
+        if self.nvml is None:
+            return None
+        return [g.to_dict() for g in self.nvml.snapshot()]
+
+
+class RayInventory(Inventory):
+    """Every alive node's GPUs: NVML's view through a small actor on each node, or Ray's
+    count of logical GPUs where a node has no NVIDIA driver (simulated GPUs).
+
+    Process lists are left empty: pids are the node's own, so telling our trainers from
+    others' processes is a single-server feature.
+    """
+
+    def __init__(self, cluster: RayCluster, probe_nvml: bool = True) -> None:
+        self.cluster = cluster
+        self.probe_nvml = probe_nvml
+        self._probes: dict[str, Any] = {}
+        self._last: dict[str, list[GpuInfo]] = {}
+        self._lock = threading.Lock()
+        self.source = "simulated"
+        self.reason = f"Ray cluster at {cluster.address or '(auto)'}"
+
+    def snapshot(self) -> list[GpuInfo]:
+        with self._lock:
+            try:
+                nodes = self.cluster.nodes()
+            except Exception:  # the control store is away: the last answer stands
+                return [g for infos in self._last.values() for g in infos]
+            found: dict[str, list[GpuInfo]] = {}
+            real = bool(nodes)
+            for node in nodes:
+                if node.gpus <= 0:
+                    continue
+                infos = self._nvml(node)
+                real = real and infos is not None
+                found[node.name] = infos if infos is not None else _logical(node)
+            self._last = found
+            self.source = "nvml" if real and found else "simulated"
+            n = sum(len(v) for v in found.values())
+            self.reason = f"Ray cluster: {n} GPUs on {len(found)} nodes"
+            return [g for infos in found.values() for g in infos]
+
+    def _nvml(self, node: Node) -> list[GpuInfo] | None:
+        if not self.probe_nvml:
+            return None
+        ray = self.cluster.ray
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        probe = self._probes.get(node.node_id)
+        if probe is None:
+            probe = self._probes[node.node_id] = (
+                ray.remote(num_cpus=0)(_NvmlProbe)
+                .options(scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, False))
+                .remote(node.name)
+            )
+        try:
+            rows = ray.get(probe.snapshot.remote(), timeout=PROBE_TIMEOUT_S)
+        except Exception:
+            self._probes.pop(node.node_id, None)
+            last = self._last.get(node.name)
+            return last if last and last[0].uuid else None
+        if rows is None:
+            return None
+        return [
+            GpuInfo(**{**row, "id": gpu_id(node.name, row["index"]), "processes": []})
+            for row in rows[: node.gpus]
+        ]
+
+
+def _logical(node: Node) -> list[GpuInfo]:
+    return [
+        GpuInfo(
+            id=gpu_id(node.name, i),
+            index=i,
+            node=node.name,
+            name="Simulated GPU (Ray logical GPU)",
+            uuid=None,
+            memory_total_mb=None,
+            memory_used_mb=None,
+            utilization=None,
+        )
+        for i in range(node.gpus)
+    ]
+
+
+# -- the launcher ----------------------------------------------------------------------------
+
+
+class SidecarHost:
+    """Lives on the job's node (no CPU held) for as long as one sidecar runs there."""
+
+    def start(self, argv: list[str], env: dict[str, str], secret: str, cwd: str, out: str) -> int:
+        base = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}  # no address
+        env = sidecar_env({**base, **env}, secret)
+        if not os.path.isdir(cwd):
+            cwd = os.path.dirname(out)
+        run = argv.index("run") + 1  # `python -m elastic_gpu_sidecar run ...`
+        with open(out, "ab") as log:
+            self.proc = subprocess.Popen(
+                [*argv[:run], "--die-with-parent", str(os.getpid()), *argv[run:]],
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+        return self.proc.pid
+
+    def wait(self) -> int:
+        return self.proc.wait()
+
+    def signal(self, signum: int) -> bool:
+        if self.proc.poll() is not None:
+            return False
+        os.killpg(self.proc.pid, signum)
+        return True
+
+
+class RayLauncher(BaseLauncher):
+    """Start each sidecar in an actor on the node of its GPUs."""
+
+    python = Unicode(
+        config=True,
+        help="Python that runs sidecars on the Ray nodes (the same path on every node, with "
+        "jupyter-elastic-gpu and TensorFlow); default: the Python of this server.",
+    )
+    environment = Dict(
+        Unicode(), config=True, help="Extra environment variables for sidecars and trainers."
+    )
+
+    def __init__(self, cluster: RayCluster, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.cluster = cluster
+        ray = cluster.ray
+        self._host = ray.remote(num_cpus=0, max_concurrency=4)(SidecarHost)
+        self._running: dict[str, tuple[Any, Any]] = {}  # actor name -> (actor, its wait)
+        for name in ray.util.list_named_actors():
+            if name.startswith(SIDECAR_ACTOR):  # sidecars started before our restart
+                actor = ray.get_actor(name)
+                self._running[name] = (actor, actor.wait.remote())
+
+    async def launch(self, request: LaunchRequest) -> dict[str, Any]:
+        from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
+
+        nodes = {node_of(g) for g in request.gpus}
+        if len(nodes) != 1:
+            raise ValueError(f"a job runs on one node; GPUs {request.gpus} span {len(nodes)}")
+        node = nodes.pop()
+        found = {n.name: n for n in self.cluster.nodes()}.get(node)
+        if found is None:
+            raise RuntimeError(f"Ray node {node} is gone")
+        open_job_dir(request).close()  # job dir and script, on storage every node sees
+        name = f"{SIDECAR_ACTOR}{request.job_id}-{request.generation}"
+        actor = self._host.options(
+            name=name,
+            lifetime="detached",
+            scheduling_strategy=NodeAffinitySchedulingStrategy(found.node_id, soft=False),
+        ).remote()
+        argv = sidecar_command(request, self.python or sys.executable)
+        out = os.path.join(request.job_dir, P.SIDECAR_OUT)
+        cwd = request.spec.cwd or request.job_dir
+        pid = await actor.start.remote(argv, dict(self.environment), request.secret, cwd, out)
+        self._running[name] = (actor, actor.wait.remote())
+        self.log.info(
+            "job %s: sidecar started on Ray node %s (pid %s there) on GPUs %s",
+            request.job_id,
+            node,
+            pid,
+            ",".join(request.gpus),
+        )
+        return {"ray_actor": name, "node": node, "remote_pid": pid}
+
+    def alive(self, record: dict[str, Any]) -> bool | None:
+        entry = self._running.get(record.get("ray_actor", ""))
+        if entry is None:
+            return None  # not ours to tell: its heartbeats say
+        actor, waiting = entry
+        ready, _ = self.cluster.ray.wait([waiting], timeout=0)
+        if not ready:
+            return True
+        del self._running[record["ray_actor"]]
+        self.cluster.ray.kill(actor)  # its sidecar ended (or its node is gone)
+        return False
+
+    async def signal(self, record: dict[str, Any], signum: int = signal.SIGTERM) -> bool:
+        entry = self._running.get(record.get("ray_actor", ""))
+        if entry is None:
+            return False
+        try:
+            return bool(await entry[0].signal.remote(signum))
+        except Exception:  # the actor (or its node) is gone
+            return False

@@ -1,0 +1,78 @@
+"""A real local Ray cluster (``ray.cluster_utils.Cluster``): a head without GPUs and two GPU
+nodes of 2 logical GPUs each, on 127.0.0.2 and 127.0.0.3; one per module (it takes seconds to
+start), put back to those two nodes before each test."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+ray = pytest.importorskip("ray")
+from ray.cluster_utils import Cluster  # noqa: E402
+
+from jupyter_elastic_gpu.scheduler.ray_cluster import NAMESPACE  # noqa: E402
+
+#: The GPU nodes each test starts with: node name (its address) -> logical GPUs.
+NODES = {"127.0.0.2": 2, "127.0.0.3": 2}
+
+
+class LocalCluster:
+    def __init__(self, tmp) -> None:
+        os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+        os.environ["RAY_TMPDIR"] = str(tmp)
+        self.cluster = Cluster(
+            initialize_head=True,
+            head_node_args={"num_cpus": 2, "num_gpus": 0, "include_dashboard": False},
+        )
+        self.nodes: dict[str, object] = {}
+        self.address = self.cluster.address
+
+    def add(self, name: str, gpus: int = 2) -> None:
+        self.nodes[name] = self.cluster.add_node(num_cpus=1, num_gpus=gpus, node_ip_address=name)
+        self.cluster.wait_for_nodes()
+
+    def remove(self, name: str) -> None:
+        self.cluster.remove_node(self.nodes.pop(name))
+
+    def reset(self) -> None:
+        for name in [n for n in self.nodes if n not in NODES]:
+            self.remove(name)
+        for name, gpus in NODES.items():
+            if name not in self.nodes:
+                self.add(name, gpus)
+
+    def shutdown(self) -> None:
+        if ray.is_initialized():
+            ray.shutdown()
+        self.cluster.shutdown()
+
+
+@pytest.fixture(scope="module")
+def local_cluster(tmp_path_factory):
+    cluster = LocalCluster(tmp_path_factory.mktemp("ray"))
+    yield cluster
+    cluster.shutdown()
+
+
+@pytest.fixture
+def ray_cluster(local_cluster):
+    local_cluster.reset()
+    yield local_cluster
+    # end the actors this test's scheduler left (their sidecars end with them)
+    if not ray.is_initialized():
+        ray.init(address=local_cluster.address, namespace=NAMESPACE, log_to_driver=False)
+    for name in ray.util.list_named_actors():
+        ray.kill(ray.get_actor(name))
+    ray.shutdown()
+
+
+@pytest.fixture
+def jp_server_config(jp_server_config, ray_cluster):
+    """The extension over the Ray cluster (no token on a throw-away local cluster)."""
+    config = jp_server_config
+    config["ElasticGPUApp"].update(
+        cluster_backend="ray", ray_address=ray_cluster.address, ray_allow_insecure=True
+    )
+    del config["ElasticGPUApp"]["simulated_gpus"]
+    return config

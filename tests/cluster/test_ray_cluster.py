@@ -1,0 +1,153 @@
+"""The scheduler over a real local Ray cluster: its GPUs in the inventory, jobs on the nodes,
+a node lost while jobs run there, a node that joins later."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from jupyter_elastic_gpu.scheduler.ray_cluster import RayCluster, RayUnavailable
+
+pytestmark = pytest.mark.slow
+
+
+async def api(jp_fetch, path, method="GET", body=None):
+    r = await jp_fetch(
+        "elastic-gpu",
+        "api",
+        *path.split("/"),
+        method=method,
+        body=json.dumps(body) if body is not None else None,
+    )
+    return json.loads(r.body or b"{}")
+
+
+async def until(check, timeout, what):
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = await check()
+        if last:
+            return last
+        await asyncio.sleep(0.3)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}; last: {last!r}")
+
+
+def synthetic(name, work, gpus=2):
+    return {
+        "name": name,
+        "kind": "synthetic",
+        "min_gpus": gpus,
+        "max_gpus": gpus,
+        "synthetic": {"work": work, "throughput": {"1": 100, "2": 190}, "batch": 10},
+    }
+
+
+async def running(jp_fetch, *ids):
+    jobs = [await api(jp_fetch, f"jobs/{i}") for i in ids]
+    for job in jobs:
+        if job["state"] in ("failed", "cancelled"):
+            raise AssertionError(f"job {job['id']} ended: {job['reason']}")
+    return jobs if all(j["state"] == "running" for j in jobs) else None
+
+
+async def done(jp_fetch, *ids):
+    jobs = [await api(jp_fetch, f"jobs/{i}") for i in ids]
+    for job in jobs:
+        if job["state"] in ("failed", "cancelled"):
+            raise AssertionError(f"job {job['id']} ended: {job['reason']}")
+    return jobs if all(j["state"] == "done" for j in jobs) else None
+
+
+def node(job) -> str:
+    (found,) = {g.rsplit(":", 1)[0] for g in job["gpus"]}
+    return found
+
+
+async def test_every_node_s_gpus_are_in_the_inventory(jp_fetch):
+    gpus = (await api(jp_fetch, "gpus"))["gpus"]
+    assert sorted(g["id"] for g in gpus) == [
+        "127.0.0.2:0",
+        "127.0.0.2:1",
+        "127.0.0.3:0",
+        "127.0.0.3:1",
+    ]
+    assert {g["node"] for g in gpus} == {"127.0.0.2", "127.0.0.3"}
+
+
+async def test_two_jobs_run_at_once_on_different_nodes(jp_fetch):
+    a = await api(jp_fetch, "jobs", "POST", synthetic("A", 1_500))
+    b = await api(jp_fetch, "jobs", "POST", synthetic("B", 1_500))
+    both = await until(lambda: running(jp_fetch, a["id"], b["id"]), 90, "A and B running")
+    assert {node(j) for j in both} == {"127.0.0.2", "127.0.0.3"}
+    # the sidecar was started through Ray on its node, and knows nothing of the cluster
+    for job in both:
+        launch = Path(job["job_dir"]) / "sidecar.log"
+        assert launch.exists()
+    finished = await until(lambda: done(jp_fetch, a["id"], b["id"]), 120, "A and B done")
+    assert all(j["model_path"] is None or Path(j["model_path"]).exists() for j in finished)
+
+
+async def test_a_lost_node_s_job_resumes_on_the_gpus_left(jp_fetch, ray_cluster):
+    a = await api(jp_fetch, "jobs", "POST", synthetic("A", 2_500))
+    b = await api(jp_fetch, "jobs", "POST", synthetic("B", 2_500))
+    both = await until(lambda: running(jp_fetch, a["id"], b["id"]), 90, "A and B running")
+    lost = next(j for j in both if node(j) == "127.0.0.3")
+
+    async def checkpointed():
+        return (Path(lost["job_dir"]) / "checkpoints" / "latest").exists()
+
+    await until(checkpointed, 60, "a checkpoint of the job on the node to lose")
+    ray_cluster.remove("127.0.0.3")
+
+    async def gone():
+        ids = {g["id"] for g in (await api(jp_fetch, "gpus"))["gpus"]}
+        return ids == {"127.0.0.2:0", "127.0.0.2:1"}
+
+    await until(gone, 60, "the lost node's GPUs to leave the inventory")
+    finished = await until(lambda: done(jp_fetch, a["id"], b["id"]), 240, "A and B done")
+    resumed = next(j for j in finished if j["id"] == lost["id"])
+    events = (await api(jp_fetch, f"jobs/{lost['id']}/events"))["events"]
+    assert any(e["kind"] == "lost" for e in events), [e["kind"] for e in events]
+    records = [
+        json.loads(line)
+        for line in (Path(resumed["job_dir"]) / "progress.jsonl").read_text().splitlines()
+    ]
+    # resumed from its checkpoint, not from the start: the second generation did not begin at 0
+    firsts = [r for r in records if r.get("first")]
+    assert len(firsts) >= 2 and firsts[-1]["resumed_from"] > 0
+    assert {g.rsplit(":", 1)[0] for g in resumed["history"][-1]["gpus"]} == {"127.0.0.2"}
+    # the other job kept its node's GPUs throughout: it was never stopped
+    other = next(j for j in finished if j["id"] != lost["id"])
+    assert [len(h["gpus"]) for h in other["history"]] == [2]
+
+
+async def test_a_node_that_joins_is_used(jp_fetch, ray_cluster):
+    ray_cluster.remove("127.0.0.3")
+
+    async def count(n):
+        return len((await api(jp_fetch, "gpus"))["gpus"]) == n or None
+
+    await until(lambda: count(2), 60, "2 GPUs")
+    # B is the longer job: it waits for A (which runs first) while one node is all there is
+    a = await api(jp_fetch, "jobs", "POST", synthetic("A", 4_000))
+    b = await api(jp_fetch, "jobs", "POST", synthetic("B", 8_000))
+    await until(lambda: running(jp_fetch, a["id"]), 90, "A running")
+    assert (await api(jp_fetch, f"jobs/{b['id']}"))["state"] == "queued"
+    ray_cluster.add("127.0.0.4")
+    await until(lambda: count(4), 60, "4 GPUs")
+    started = await until(lambda: running(jp_fetch, b["id"]), 90, "B running on the new node")
+    assert node(started[0]) == "127.0.0.4"
+    for job in (a, b):
+        await api(jp_fetch, f"jobs/{job['id']}/cancel", "POST", {})
+
+
+def test_a_cluster_without_token_authentication_is_refused(ray_cluster):
+    with pytest.raises(RayUnavailable, match="token authentication"):
+        RayCluster(ray_cluster.address, allow_insecure=False)
+    assert "RAY_ADDRESS" not in os.environ
