@@ -25,6 +25,11 @@ from ..models import LaunchRequest
 from . import jobdirs, ownfiles
 
 
+class PlaceGone(RuntimeError):
+    """The GPUs of a launch are not there any more (their node left the cluster): the job
+    waits for GPUs again instead of failing."""
+
+
 class BaseLauncher(LoggingConfigurable):
     """Starts sidecars for the service. Subclass it and set ``c.ElasticGPUApp.launcher_class``.
 
@@ -36,7 +41,9 @@ class BaseLauncher(LoggingConfigurable):
     starts_processes = True
 
     async def launch(self, request: LaunchRequest) -> dict[str, Any]:
-        """Start the sidecar; returns what the launcher wants remembered (e.g. its pid)."""
+        """Start the sidecar; returns what the launcher wants remembered (e.g. its pid).
+        Raises ``PlaceGone`` when the GPUs' node is gone, anything else when the job cannot
+        be started as it is (it fails with that error)."""
         raise NotImplementedError
 
     def alive(self, record: dict[str, Any]) -> bool | None:

@@ -16,6 +16,7 @@ the OS user of its Ray node.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import signal
 import subprocess
@@ -29,12 +30,14 @@ from traitlets import Dict, Unicode
 
 from ..models import LaunchRequest
 from .inventory import GpuInfo, Inventory, NvmlInventory, NvmlUnavailable
-from .launcher import BaseLauncher, open_job_dir, sidecar_command, sidecar_env
+from .launcher import BaseLauncher, PlaceGone, open_job_dir, sidecar_command, sidecar_env
 
 #: Ray namespace of the scheduler's actors (named, so a restarted scheduler finds them).
 NAMESPACE = "jupyter-elastic-gpu"
 #: Name prefix of the actor that hosts one generation of a job's sidecar.
 SIDECAR_ACTOR = "elastic-gpu-sidecar-"
+#: Seconds a node may take to start a sidecar's actor before the launch counts as failed.
+START_TIMEOUT_S = 60.0
 #: Seconds a node's GPU probe may take before its last answer is used.
 PROBE_TIMEOUT_S = 10.0
 
@@ -272,6 +275,8 @@ class RayLauncher(BaseLauncher):
         ray = cluster.ray
         self._host = ray.remote(num_cpus=0, max_concurrency=4)(SidecarHost)
         self._running: dict[str, tuple[Any, Any]] = {}  # actor name -> (actor, its wait)
+        errors = ray.exceptions
+        self._gone = (errors.RayActorError, errors.ActorUnschedulableError, errors.NodeDiedError)
         for name in ray.util.list_named_actors():
             if name.startswith(SIDECAR_ACTOR):  # sidecars started before our restart
                 actor = ray.get_actor(name)
@@ -286,7 +291,7 @@ class RayLauncher(BaseLauncher):
         node = nodes.pop()
         found = {n.name: n for n in self.cluster.nodes()}.get(node)
         if found is None:
-            raise RuntimeError(f"Ray node {node} is gone")
+            raise PlaceGone(f"Ray node {node} left the cluster")
         open_job_dir(request).close()  # job dir and script, on storage every node sees
         name = f"{SIDECAR_ACTOR}{request.job_id}-{request.generation}"
         actor = self._host.options(
@@ -297,7 +302,14 @@ class RayLauncher(BaseLauncher):
         argv = sidecar_command(request, self.python or sys.executable)
         out = os.path.join(request.job_dir, P.SIDECAR_OUT)
         cwd = request.spec.cwd or request.job_dir
-        pid = await actor.start.remote(argv, dict(self.environment), request.secret, cwd, out)
+        started = actor.start.remote(argv, dict(self.environment), request.secret, cwd, out)
+        try:
+            pid = await asyncio.wait_for(asyncio.wrap_future(started.future()), START_TIMEOUT_S)
+        except (asyncio.TimeoutError, *self._gone) as e:  # the node died under the launch
+            self.cluster.ray.kill(actor)
+            raise PlaceGone(
+                f"Ray node {node} did not start the sidecar ({type(e).__name__})"
+            ) from None
         self._running[name] = (actor, actor.wait.remote())
         self.log.info(
             "job %s: sidecar started on Ray node %s (pid %s there) on GPUs %s",

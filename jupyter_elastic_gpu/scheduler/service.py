@@ -49,7 +49,7 @@ from .dbfile import FaultLog
 from .estimates import Estimates
 from .inventory import external_processes
 from .jobs import JobRecord, new_secret, secret_matches
-from .launcher import BaseLauncher
+from .launcher import BaseLauncher, PlaceGone
 from .lifecycle import Lifecycle
 from .principal import Principal
 from .shares import ShareLedger, check_group, check_weight
@@ -565,6 +565,11 @@ class SchedulerService(LoggingConfigurable):
             self._secrets[job.id] = secret
             try:
                 job.launch = await self.launcher.launch(self._launch_request(job, secret))
+            except PlaceGone as e:  # its GPUs went away meanwhile: not the job's fault
+                self._secrets.pop(job.id, None)
+                self.log.warning("elastic-gpu: job %s: not started: %s", job.id, e)
+                reason = f"queued again: {e} before its sidecar started"
+                await self.lifecycle.requeue(job, reason, now, kind=EventKind.LOST)
             except Exception as e:  # the launch itself failed: the job cannot run as sent
                 self.log.exception("elastic-gpu: job %s: launch failed", job.id)
                 self._secrets.pop(job.id, None)

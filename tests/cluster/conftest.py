@@ -68,11 +68,18 @@ def ray_cluster(local_cluster):
 
 
 @pytest.fixture
-def jp_server_config(jp_server_config, ray_cluster):
-    """The extension over the Ray cluster (no token on a throw-away local cluster)."""
-    config = jp_server_config
-    config["ElasticGPUApp"].update(
-        cluster_backend="ray", ray_address=ray_cluster.address, ray_allow_insecure=True
-    )
-    del config["ElasticGPUApp"]["simulated_gpus"]
-    return config
+def backend():
+    """The cluster backend under test: Ray here, unless a test module says otherwise."""
+    return "ray"
+
+
+@pytest.fixture
+def jp_server_config(jp_server_config, backend, request):
+    """The extension over the Ray cluster (no token on a throw-away local cluster), or on
+    this server's 4 simulated GPUs for the single-server backend."""
+    if backend == "ray":
+        cluster = request.getfixturevalue("ray_cluster")
+        app = jp_server_config["ElasticGPUApp"]
+        del app["simulated_gpus"]
+        app.update(cluster_backend="ray", ray_address=cluster.address, ray_allow_insecure=True)
+    return jp_server_config
