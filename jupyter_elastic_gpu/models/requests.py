@@ -69,6 +69,11 @@ class SyntheticSpec(Strict):
         1.0, description="how much faster than real time"
     )
     batch: Annotated[int, Field(ge=1, le=10**7)] = 32
+    save_s: Annotated[float, Field(ge=0, le=600, allow_inf_nan=False)] = Field(
+        0.0,
+        description="seconds each checkpoint takes to write, as saving a real model does: a "
+        "stop or a resize waits for it",
+    )
 
     @model_validator(mode="after")
     def _points(self) -> SyntheticSpec:

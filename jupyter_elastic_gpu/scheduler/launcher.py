@@ -97,6 +97,8 @@ def sidecar_command(request: LaunchRequest, python: str) -> list[str]:
             "--batch",
             str(syn.batch),
         ]
+        if syn.save_s:
+            cmd += ["--save-seconds", f"{syn.save_s:g}"]
         return cmd
     if spec.epochs:
         cmd += ["--epochs", str(spec.epochs)]

@@ -83,6 +83,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--work", type=_positive(int), help="synthetic: samples in total")
     run.add_argument("--time-scale", type=_positive(float), default=1.0)
     run.add_argument("--batch", type=_positive(int), default=32, help="synthetic: step size")
+    run.add_argument(
+        "--save-seconds",
+        type=float,
+        default=0.0,
+        metavar="S",
+        help="synthetic: seconds each checkpoint takes to write",
+    )
     run.add_argument("--scheduler-url", help=f"heartbeat endpoint (secret: ${P.ENV_SECRET})")
     run.add_argument("--job-id", help="job id reported to the scheduler")
     run.add_argument(
@@ -181,6 +188,8 @@ def _command(args, parser, job: JobDir) -> dict:
             "time_scale": args.time_scale,
             "batch": args.batch,
         }
+        if args.save_seconds > 0:
+            new["save_s"] = args.save_seconds
     elif cmd:
         script = Path(cmd[0])
         if not script.is_file():
@@ -189,7 +198,7 @@ def _command(args, parser, job: JobDir) -> dict:
     elif isinstance(prev, dict):
         new = {
             k: prev[k]
-            for k in ("kind", "script", "args", "profile", "work", "time_scale", "batch")
+            for k in ("kind", "script", "args", "profile", "work", "time_scale", "batch", "save_s")
             if k in prev
         }
     else:

@@ -76,6 +76,8 @@ class TrainerSpawner:
                 str(c["batch"]),
                 "--checkpoint-interval",
                 str(c["checkpoint_interval"]),
+                "--save-seconds",
+                str(c.get("save_s", 0.0)),
             ]
         return [self.python, "-m", "elastic_gpu_sidecar.trainer"]
 

@@ -64,6 +64,7 @@ class SyntheticJob:
         self.batch = args.batch
         self.speed = speed_at(parse_profile(args.profile), self.gpus) * args.time_scale
         self.checkpoint_interval = args.checkpoint_interval
+        self.save_s = max(args.save_seconds, 0.0)
         self.store = CheckpointStore(self.job / P.CHECKPOINTS, log=self._log)
         self.stop = StopRequest()
         self.done = 0
@@ -78,6 +79,7 @@ class SyntheticJob:
             return
         state = {"samples": self.done, "global_step": self.steps}
         t0 = time.monotonic()
+        time.sleep(self.save_s)  # the time a real model's save takes, which stops wait for
         self.store.write(
             {"state.json": json.dumps(state).encode()},
             dict(state, reason=reason, generation=self.generation, replicas=self.gpus),
@@ -178,6 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--generation", type=int, default=int(env.get(P.ENV_GENERATION, "1")))
     parser.add_argument(
         "--checkpoint-interval", type=float, default=P.DEFAULT_CHECKPOINT_INTERVAL_S
+    )
+    parser.add_argument(
+        "--save-seconds", type=float, default=0.0, help="seconds each checkpoint takes to write"
     )
     args = parser.parse_args(argv)
     if not args.job_dir:

@@ -91,6 +91,7 @@ async def test_no_gpu_is_held_by_two_generations(jp_fetch, jp_serverapp, request
                     "work": rng.randrange(300, 1500),
                     "throughput": {"1": 100, "2": 190},
                     "batch": 10,
+                    "save_s": rng.uniform(0.3, 1.5),  # a stop or resize takes a while
                 },
             }
             jobs.append(await api(jp_fetch, "jobs", "POST", body))
