@@ -151,3 +151,19 @@ def test_a_cluster_without_token_authentication_is_refused(ray_cluster):
     with pytest.raises(RayUnavailable, match="token authentication"):
         RayCluster(ray_cluster.address, allow_insecure=False)
     assert "RAY_ADDRESS" not in os.environ
+
+
+async def test_users_and_trainers_never_get_the_cluster_s_address(jp_fetch, jp_serverapp):
+    app = next(iter(jp_serverapp.extension_manager.extension_apps["jupyter_elastic_gpu"]))
+    job = await api(jp_fetch, "jobs", "POST", synthetic("A", 3_000))
+    await until(lambda: running(jp_fetch, job["id"]), 90, "A running")
+    record = app._service.jobs[job["id"]].launch
+    environ = Path(f"/proc/{record['remote_pid']}/environ").read_bytes().split(b"\0")
+    names = {item.split(b"=", 1)[0].decode() for item in environ if item}
+    assert not {n for n in names if n.startswith("RAY_")}, names
+    assert not names & {"ELASTIC_GPU_TOKEN", "JUPYTER_TOKEN", "JUPYTERHUB_API_TOKEN"}
+    address = app.ray_address
+    for path in ("gpus", "jobs", f"jobs/{job['id']}", "status", "whoami", "queue"):
+        r = await jp_fetch("elastic-gpu", "api", *path.split("/"))
+        assert address.encode() not in r.body, path
+    await api(jp_fetch, f"jobs/{job['id']}/cancel", "POST", {})
