@@ -31,6 +31,32 @@ def command_line() -> str:
     )
 
 
+def add_adaptive_option(ap) -> None:
+    """``--adaptive NAME=VALUE`` (repeatable): a parameter of ``adaptive`` for every run of it."""
+    ap.add_argument(
+        "--adaptive",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a parameter of adaptive (AdaptiveParams), e.g. protect_critical=false",
+    )
+
+
+def adaptive_params(ap, items: list[str]) -> dict:
+    """The ``--adaptive`` items as keyword arguments of ``AdaptivePolicy`` (usage error on an
+    unknown name)."""
+    from jupyter_elastic_gpu.core.policies import AdaptiveParams
+
+    params = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        if name not in AdaptiveParams.__dataclass_fields__:
+            ap.error(f"unknown parameter of adaptive {name!r}")
+        kind = type(getattr(AdaptiveParams(), name))
+        params[name] = value.lower() in ("1", "true", "yes") if kind is bool else kind(value)
+    return params
+
+
 def sidecar_env(tf_log_level: int = 2) -> dict[str, str]:
     """Environment for sidecar subprocesses: the checkout's sidecar on the path, quiet
     TensorFlow, progress records often enough to time a resize."""

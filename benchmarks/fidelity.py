@@ -8,14 +8,14 @@ Optimus+Oracle 2174.9 s (10615 s), Pollux 1384.2 s (9763 s).
 Target: our tiresias within 10% of theirs. Our adaptive runs in the same setting for context
 (Pollux also tunes each job's batch size, which we do not).
 
-    python benchmarks/fidelity.py [--data DIR]
+    python benchmarks/fidelity.py [--data DIR] [--adaptive NAME=VALUE ...]
 """
 
 from __future__ import annotations
 
 import argparse
 
-from _common import command_line, trace_data
+from _common import adaptive_params, add_adaptive_option, command_line, trace_data
 
 from jupyter_elastic_gpu.core.mechanism import Mechanism
 from jupyter_elastic_gpu.core.policies import make_policy
@@ -43,7 +43,9 @@ def main() -> None:
         "--data",
         help="use this folder's pollux/ instead of the shipped traces (see benchmarks/README.md)",
     )
+    add_adaptive_option(ap)
     args = ap.parse_args()
+    params = adaptive_params(ap, args.adaptive)
     print(f"$ {command_line()}\n")
     folder = trace_data(args.data)
     rows = [
@@ -68,7 +70,8 @@ def main() -> None:
             ("optimus", "optimus"),
             ("adaptive", "pollux"),
         ):
-            s = simulate(wl, make_policy(ours), Mechanism("restart", 30.0), cfg).summary()
+            policy = make_policy(ours, **(params if ours == "adaptive" else {}))
+            s = simulate(wl, policy, Mechanism("restart", 30.0), cfg).summary()
             jct, span = published[theirs]
             label = ours if ours == theirs else f"{ours} (theirs: {theirs})"
             rows.append(

@@ -7,6 +7,7 @@ workloads; prints each table and a summary of the ratios against the paper's fig
 makespan -20%, mean JCT -37%).
 
     python benchmarks/paper_comparison.py [--data DIR] [--json OUT] [--plot-dir DIR]
+        [--adaptive NAME=VALUE ...]
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import json
 import math
 from pathlib import Path
 
-from _common import command_line, trace_data
+from _common import adaptive_params, add_adaptive_option, command_line, trace_data
 
 from jupyter_elastic_gpu.sim.compare import Costs, compare
 from jupyter_elastic_gpu.sim.data import philly_trace, pollux_traces, pollux_workload
@@ -76,13 +77,15 @@ def main() -> None:
     )
     ap.add_argument("--json", help="write every result as JSON")
     ap.add_argument("--plot-dir", help="write one plot per workload here")
+    add_adaptive_option(ap)
     args = ap.parse_args()
+    params = adaptive_params(ap, args.adaptive)
     print(f"$ {command_line()}\n")
     config = SimConfig(nodes=4, gpus_per_node=4, tick_s=60, start_cost_s=6)
     costs = Costs(sidecar_s=6, termination_s=60, checkpoint_interval=600)
     rows, dump = [], {}
     for wl in workloads(trace_data(args.data)):
-        comp = compare(wl, RUNS, config, costs)
+        comp = compare(wl, RUNS, config, costs, policy_params={"adaptive": params})
         print(format_table(comp), end="\n\n")
         dump[wl.name] = comp.to_json()
         if args.plot_dir:

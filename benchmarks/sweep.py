@@ -25,11 +25,11 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from _common import command_line
+from _common import adaptive_params, add_adaptive_option, command_line
 from tqdm import tqdm
 
 from jupyter_elastic_gpu.core.mechanism import sidecar
-from jupyter_elastic_gpu.core.policies import POLICIES, AdaptiveParams, make_policy
+from jupyter_elastic_gpu.core.policies import POLICIES, make_policy
 from jupyter_elastic_gpu.sim.bounds import lower_bounds
 from jupyter_elastic_gpu.sim.engine import SimConfig, SimulationStalled, simulate
 from jupyter_elastic_gpu.sim.generate import generate_workload
@@ -254,13 +254,7 @@ def main() -> None:
     ap.add_argument("--kinds", default=",".join(KINDS), help=f"of {', '.join(KINDS)}")
     ap.add_argument("--policies", default=",".join(POLICIES), help="default: every policy")
     ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
-    ap.add_argument(
-        "--adaptive",
-        action="append",
-        default=[],
-        metavar="NAME=VALUE",
-        help="a parameter of adaptive (AdaptiveParams), e.g. protect_critical=true",
-    )
+    add_adaptive_option(ap)
     ap.add_argument("--plot", help="write the scatter plot (PNG) here")
     ap.add_argument("--json", help="write every figure as JSON here")
     args = ap.parse_args()
@@ -272,13 +266,7 @@ def main() -> None:
     for p in policies:
         if p not in POLICIES:
             ap.error(f"unknown policy {p!r} (known: {', '.join(POLICIES)})")
-    params = {}
-    for item in args.adaptive:
-        name, _, value = item.partition("=")
-        if name not in AdaptiveParams.__dataclass_fields__:
-            ap.error(f"unknown parameter of adaptive {name!r}")
-        kind = type(getattr(AdaptiveParams(), name))
-        params[name] = value.lower() in ("1", "true", "yes") if kind is bool else kind(value)
+    params = adaptive_params(ap, args.adaptive)
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     tasks = [(k, s, p, params) for k in kinds for s in seeds for p in policies]
     print(f"$ {command_line()}\n")

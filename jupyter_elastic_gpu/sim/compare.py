@@ -9,7 +9,7 @@ the named difference separates two rows of a table.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from tqdm import tqdm  # text bars: in a kernel too (ipywidgets is not a dependency)
@@ -92,7 +92,10 @@ def compare(
     config: SimConfig | None = None,
     costs: Costs | None = None,
     progress: bool = True,
+    policy_params: Mapping[str, Mapping[str, object]] | None = None,
 ) -> Comparison:
+    """Each run of ``runs`` on ``workload``; ``policy_params``: {policy: its parameters} for
+    the runs of that policy (whatever their mechanism)."""
     config = config or SimConfig()
     costs = costs or Costs()
     plan = [(name, *parse_run(name)) for name in runs]  # fail before any work on a typo
@@ -109,7 +112,11 @@ def compare(
         ) as bar:
             try:
                 out.results[name] = simulate(
-                    workload, make_policy(policy), costs.mechanism(mech), config, bar.update
+                    workload,
+                    make_policy(policy, **(policy_params or {}).get(policy, {})),
+                    costs.mechanism(mech),
+                    config,
+                    bar.update,
                 )
             except SimulationStalled as e:
                 out.stalled[name] = str(e)
