@@ -68,9 +68,9 @@ class AdaptiveParams:
     #: plus up to ``queue_slack`` x horizon more while the queue is deep (what the waiting
     #: jobs need at their minimum, over the cluster's GPUs): shorter jobs go first meanwhile.
     queue_slack: float = 1.0
-    #: Serve the critical path first (False: the order and weights alone). Off by default
-    #: until its live resizes are safe: it picks widths like 3 GPUs, and a Keras job resized to
-    #: 3 replicas failed in the live tests (per-replica batches of unequal size).
+    #: Serve the critical path first (False: the order and weights alone). Off by default: a
+    #: critical job keeps its width when a short job arrives (docs/policies.md says why it is
+    #: not yet on).
     protect_critical: bool = False
 
     def __post_init__(self) -> None:
