@@ -254,6 +254,7 @@ class Simulation:
         self.on_finish = on_finish
         self.now = 0.0
         self.jobs = [_SimJob(spec) for spec in workload.jobs]
+        self.by_id: dict[str, _SimJob] = {}  # the active jobs by id (and some finished ones)
         self.active: list[_SimJob] = []
         self.timeline: list[tuple[float, int]] = [(0.0, 0)]
         self.decisions = 0
@@ -283,6 +284,7 @@ class Simulation:
             self.usage = {u: decayed(self.usage.get(u, 0.0), n, dt, h) for u, n in held.items()}
         done = []
         completion = pause_end = math.inf
+        # The hottest loop of a run: ``finish_time`` and ``remaining`` are spelled out.
         for job in self.active:
             gpus = job.gpus
             if not gpus:
@@ -294,13 +296,16 @@ class Simulation:
                 pause_end = pause
             if job.finish is not None:
                 continue
+            speed = job.speed
+            work = job.spec.work
             if dt > 0:
                 job.attained_gpu_s += dt * len(gpus)
-                productive = until - max(now, pause)
+                productive = until - (now if now > pause else pause)
                 if productive > 0:
-                    job.work_done = min(job.spec.work, job.work_done + productive * job.speed)
-            if job.speed > 0:
-                end = job.finish_time(until)
+                    job.work_done = min(work, job.work_done + productive * speed)
+            if speed > 0:
+                left = work - job.work_done
+                end = (until if until >= pause else pause) + (0.0 if left < 0.0 else left) / speed
                 if end <= until + _DONE_EPS:
                     done.append(job)
                 elif end < completion:
@@ -316,7 +321,9 @@ class Simulation:
         for job in self.active:
             if job.gpus:
                 if job.finish is None and job.speed > 0:
-                    completion = min(completion, job.finish_time(now))
+                    end = job.finish_time(now)
+                    if end < completion:
+                        completion = end
                 if now < job.pause_until < pause_end:
                     pause_end = job.pause_until
         return completion, pause_end
@@ -380,13 +387,14 @@ class Simulation:
 
     def _snapshot(self) -> Snapshot:
         cost = self.mechanism.policy_cost_s()
+        now = self.now
         jobs = []
         for j in self.active:
             if j.finish is not None:
                 continue
             s = j.spec
             held = len(j.gpus)
-            if held and self.now >= j.pause_until and j.measured.get(held) != j.speed:
+            if held and now >= j.pause_until and j.measured.get(held) != j.speed:
                 j.measured[held] = j.speed  # what a live sidecar would report by now
                 j.model = None
             jobs.append(
@@ -407,7 +415,7 @@ class Simulation:
                     queued_s=j.queued_s,
                     resizes=j.resizes,
                     last_change=j.last_change,
-                    pinned=bool(j.gpus) and self.now < j.pause_until,
+                    pinned=bool(held) and now < j.pause_until,
                 )
             )
         cfg = self.config
@@ -437,7 +445,7 @@ class Simulation:
             self.promise = decision
             until = decision.holds_until
             self.promise_until = -math.inf if until is None else until
-        by_id = {j.spec.job_id: j for j in self.active}
+        by_id = self.by_id
         # Release first, then grow: the mechanism sees each job's own change only.
         changes = [(by_id[k], tuple(v)) for k, v in decision.allocations.items()]
         changes.sort(key=lambda c: len(c[1]) - len(c[0].gpus))
@@ -533,7 +541,9 @@ class Simulation:
                 self._complete(job)
                 remaining -= 1
             while next_arrival < len(arrivals) and arrivals[next_arrival].spec.submit_time <= t:
-                self.active.append(arrivals[next_arrival])
+                job = arrivals[next_arrival]
+                self.active.append(job)
+                self.by_id[job.spec.job_id] = job
                 next_arrival += 1
                 event = True
             if event:
