@@ -407,7 +407,7 @@ class Simulation:
                     max_gpus=s.max_gpus,
                     requested_gpus=s.requested_gpus,
                     user=s.user,
-                    speed=j.speed_model(),
+                    speed=j.model or j.speed_model(),
                     resize_cost=cost,
                     gpus=j.gpus,
                     started=j.started,
@@ -447,7 +447,11 @@ class Simulation:
             self.promise_until = -math.inf if until is None else until
         by_id = self.by_id
         # Release first, then grow: the mechanism sees each job's own change only.
-        changes = [(by_id[k], tuple(v)) for k, v in decision.allocations.items()]
+        changes = []
+        for job_id, lease in decision.allocations.items():
+            job = by_id[job_id]
+            if lease != job.gpus:
+                changes.append((job, tuple(lease)))
         changes.sort(key=lambda c: len(c[1]) - len(c[0].gpus))
         for job, new in changes:
             self._apply(job, new)

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -108,6 +108,51 @@ class _Plan:
     critical: bool = False
     start: int = 0  # its GPUs when the hand-out begins (a reservation on the critical path)
     first: tuple[float, int] | None = None  # its first move in the hand-out: (ratio, count)
+
+    def __copy__(self) -> _Plan:
+        """``copy.copy`` without its generic machinery: ``holds`` walks copies of plans."""
+        return _Plan(
+            self.job,
+            self.key,
+            self.frozen,
+            self.count,
+            self.weight,
+            self.scale,
+            self.penalty,
+            self.critical,
+            self.start,
+            self.first,
+        )
+
+
+class _Reasons(Mapping[str, str]):
+    """Each job's reason, written out when first read: people read them, the simulator's
+    thousands of decisions never do."""
+
+    __slots__ = ("_plans", "_free", "_text")
+
+    def __init__(self, plans: list[_Plan], free: int) -> None:
+        self._plans, self._free = plans, free
+        self._text: dict[str, str] | None = None
+
+    def _written(self) -> dict[str, str]:
+        if self._text is None:
+            plans = self._plans
+            ahead = [p.job for p in plans if p.count]
+            self._text = {p.job.id: AdaptivePolicy._reason(p, self._free, ahead) for p in plans}
+        return self._text
+
+    def __getitem__(self, job_id: str) -> str:
+        return self._written()[job_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._written())
+
+    def __len__(self) -> int:
+        return len(self._plans)
+
+    def __repr__(self) -> str:
+        return repr(self._written())
 
 
 def _rank(plan: _Plan) -> tuple[float, float, str]:
@@ -261,7 +306,7 @@ class AdaptivePolicy:
         free = total
         locked = [p.job for p in plans if p.frozen in _LOCKED]
         kept = set()
-        for job in whole_leases_first(locked, snapshot):
+        for job in whole_leases_first(locked, snapshot) if locked else ():
             if len(job.gpus) <= free:
                 free -= len(job.gpus)
                 kept.add(job.id)
@@ -285,6 +330,8 @@ class AdaptivePolicy:
         exponent = self._exponent(open_plans, total)
         m = len(open_plans)
         margin = 1.0 + self.params.resize_margin
+        best_move = self._best_move
+        heap: list[tuple[float, int, int, int]] = []  # (-ratio, order, target, count at push)
         for i, plan in enumerate(open_plans):
             weight = plan.weight = float(m - i) ** exponent
             job = plan.job
@@ -297,10 +344,7 @@ class AdaptivePolicy:
                 r = job.remaining_time(held)
                 if 0 < r < math.inf:
                     plan.penalty = weight * speed.speedup(lo, held) * job.resize_cost * margin / r
-
-        heap: list[tuple[float, int, int, int]] = []  # (-ratio, order, target, count at push)
-        for i, plan in enumerate(open_plans):
-            move = self._best_move(plan, free)
+            move = best_move(plan, free)
             plan.start, plan.first = plan.count, move
             if move:
                 heap.append((-move[0], i, move[1], plan.count))
@@ -309,26 +353,25 @@ class AdaptivePolicy:
             _, i, target, at = heapq.heappop(heap)
             plan = open_plans[i]
             if at != plan.count or target - plan.count > free:
-                move = self._best_move(plan, free)
+                move = best_move(plan, free)
                 if move:
                     heapq.heappush(heap, (-move[0], i, move[1], plan.count))
                 continue
             free -= target - plan.count
             plan.count = target
-            move = self._best_move(plan, free)
-            if move:
-                heapq.heappush(heap, (-move[0], i, move[1], plan.count))
+            if target < plan.job.max_gpus:  # (at its maximum it has no move left)
+                move = best_move(plan, free)
+                if move:
+                    heapq.heappush(heap, (-move[0], i, move[1], target))
 
-        counts = {p.job.id: p.count for p in plans}
+        order = tuple(p.job.id for p in plans)
         allocations = place(
             snapshot.gpus,
-            {j.id: j.gpus for j in snapshot.jobs},
-            counts,
-            [p.job.id for p in plans],
+            {p.job.id: p.job.gpus for p in plans},
+            {p.job.id: p.count for p in plans},
+            order,
         )
-        ahead = [p.job for p in plans if p.count]
-        reasons = {p.job.id: self._reason(p, free, ahead) for p in plans}
-        order = tuple(p.job.id for p in plans)
+        reasons = _Reasons(plans, free)
         until = holds_until(self, snapshot, now, plans, open_plans, exponent, free, allocations)
         if until is not None and until > now and self.params.protect_critical:
             # The reservations the hand-out started from must stay as they are too.
