@@ -129,7 +129,7 @@ class _Reasons(Mapping[str, str]):
     """Each job's reason, written out when first read: people read them, the simulator's
     thousands of decisions never do."""
 
-    __slots__ = ("_plans", "_free", "_text")
+    __slots__ = ("_free", "_plans", "_text")
 
     def __init__(self, plans: list[_Plan], free: int) -> None:
         self._plans, self._free = plans, free
