@@ -26,7 +26,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from ..core.fairshare import DEFAULT_HALF_LIFE_S, FairShare, decayed
 from ..core.mechanism import Mechanism
@@ -36,11 +36,37 @@ from ..core.policies import Policy
 from ..core.schedule import decide
 from ..core.speed import SpeedModel
 from .bounds import lower_bounds
+from .traces.csvutil import paused_gc
 from .workload import JobSpec, Workload
 
 _DONE_EPS = 1e-9
 #: A measured speed this far off the model's estimate triggers a new decision.
 MATERIAL_CHANGE = 0.05
+
+
+#: ``Job``'s fields in order, as ``Simulation._snapshot`` passes them (weight: 1, every job).
+_JOB_FIELDS = (
+    "id",
+    "submit_time",
+    "total_work",
+    "min_gpus",
+    "max_gpus",
+    "requested_gpus",
+    "work_done",
+    "user",
+    "weight",
+    "speed",
+    "resize_cost",
+    "gpus",
+    "started",
+    "attained_gpu_s",
+    "queued_s",
+    "resizes",
+    "last_change",
+    "pinned",
+)
+if tuple(f.name for f in fields(Job)) != _JOB_FIELDS:  # pragma: no cover
+    raise ImportError("core.model.Job's fields changed: update sim.engine._snapshot to match")
 
 
 class SimulationStalled(RuntimeError):
@@ -106,7 +132,7 @@ class SimConfig:
         )
 
 
-@dataclass
+@dataclass(slots=True)
 class _SimJob:
     spec: JobSpec
     work_done: float = 0.0
@@ -398,24 +424,25 @@ class Simulation:
                 j.measured[held] = j.speed  # what a live sidecar would report by now
                 j.model = None
             jobs.append(
-                Job(
-                    id=s.job_id,
-                    submit_time=s.submit_time,
-                    total_work=s.work,
-                    work_done=j.work_done,
-                    min_gpus=s.min_gpus,
-                    max_gpus=s.max_gpus,
-                    requested_gpus=s.requested_gpus,
-                    user=s.user,
-                    speed=j.model or j.speed_model(),
-                    resize_cost=cost,
-                    gpus=j.gpus,
-                    started=j.started,
-                    attained_gpu_s=j.attained_gpu_s,
-                    queued_s=j.queued_s,
-                    resizes=j.resizes,
-                    last_change=j.last_change,
-                    pinned=bool(held) and now < j.pause_until,
+                Job(  # by position (_JOB_FIELDS): a fifth faster than by name
+                    s.job_id,
+                    s.submit_time,
+                    s.work,
+                    s.min_gpus,
+                    s.max_gpus,
+                    s.requested_gpus,
+                    j.work_done,
+                    s.user,
+                    1.0,
+                    j.model or j.speed_model(),
+                    cost,
+                    j.gpus,
+                    j.started,
+                    j.attained_gpu_s,
+                    j.queued_s,
+                    j.resizes,
+                    j.last_change,
+                    bool(held) and now < j.pause_until,
                 )
             )
         cfg = self.config
@@ -507,6 +534,12 @@ class Simulation:
 
     # -- the loop -------------------------------------------------------------------------
     def run(self) -> SimResult:
+        # A run makes millions of snapshots, plans and decisions, none in a reference cycle:
+        # the collector's scans of them were a tenth of the time and never freed anything.
+        with paused_gc():
+            return self._run()
+
+    def _run(self) -> SimResult:
         cfg = self.config
         arrivals = list(self.jobs)  # sorted by submit time (Workload sorts)
         next_arrival = 0

@@ -253,7 +253,8 @@ class AdaptivePolicy:
         """How long a job is left alone after a change of its lease."""
         p = self.params
         wait = max(p.cooldown * job.resize_cost, p.min_cooldown_s)
-        return wait * 2 ** (job.resizes // p.resize_budget)
+        doublings = job.resizes // p.resize_budget
+        return wait * 2**doublings if doublings else wait
 
     # -- step 3 helpers -------------------------------------------------------------------
     @staticmethod
