@@ -10,7 +10,6 @@ when no node can hold it.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from itertools import pairwise
 
 from .model import Gpu
 
@@ -26,8 +25,38 @@ def _by_node(gpu_ids: Iterable[str], node_of: Mapping[str, str]) -> dict[str, li
     return out
 
 
+class _Layout:
+    """What placement reads of a GPU list: the usable GPUs' order, nodes and nodes' order."""
+
+    __slots__ = ("gpus", "node_of", "node_rank", "rank", "usable")
+
+    def __init__(self, gpus: tuple[Gpu, ...]) -> None:
+        self.gpus = gpus
+        usable = [g for g in gpus if g.healthy]
+        self.usable = len(usable)
+        self.node_of = {g.id: g.node for g in usable}
+        self.rank = {g.id: i for i, g in enumerate(usable)}
+        self.node_rank: dict[str, int] = {}
+        for g in usable:
+            self.node_rank.setdefault(g.node, len(self.node_rank))
+
+
+#: The last layout made: a driver asks about the same GPUs decision after decision.
+_last_layout: list[_Layout] = []
+
+
+def _layout(gpus: Sequence[Gpu]) -> _Layout:
+    key = tuple(gpus)
+    last = _last_layout[-1] if _last_layout else None
+    if last is not None and last.gpus == key:  # the same objects: compared by identity
+        return last
+    layout = _Layout(key)
+    _last_layout[:] = [layout]
+    return layout
+
+
 def _unchanged(
-    gpus: Sequence[Gpu], current: Mapping[str, Sequence[str]], counts: Mapping[str, int]
+    rank: Mapping[str, int], current: Mapping[str, Sequence[str]], counts: Mapping[str, int]
 ) -> dict[str, tuple[str, ...]] | None:
     """Every job keeps its healthy lease (the common case at a tick): no work to do."""
     leases = {}
@@ -38,13 +67,14 @@ def _unchanged(
             return None
         leases[job_id] = lease
         held += count
-    rank = {g.id: i for i, g in enumerate(gpus) if g.healthy}
     taken = {gid for lease in leases.values() for gid in lease}
     if len(taken) != held or not taken.issubset(rank):
         return None
     for job_id, lease in leases.items():
-        if len(lease) > 1 and any(rank[a] > rank[b] for a, b in pairwise(lease)):
-            leases[job_id] = tuple(sorted(lease, key=rank.__getitem__))
+        if len(lease) > 1:
+            ranks = [rank[gid] for gid in lease]
+            if ranks != sorted(ranks):
+                leases[job_id] = tuple(sorted(lease, key=rank.__getitem__))
     return leases
 
 
@@ -59,24 +89,24 @@ def place(
     ``current`` is each job's present lease; ``order`` breaks ties between new jobs (earlier
     first). Only healthy GPUs are handed out; a job keeps a GPU it holds only while it is healthy.
     """
-    unchanged = _unchanged(gpus, current, counts)
+    layout = _layout(gpus)
+    node_of, rank, node_rank = layout.node_of, layout.rank, layout.node_rank
+    unchanged = _unchanged(rank, current, counts)
     if unchanged is not None:
         return unchanged
-    usable = [g for g in gpus if g.healthy]
-    node_of = {g.id: g.node for g in usable}
-    rank = {g.id: i for i, g in enumerate(usable)}
-    node_rank: dict[str, int] = {}
-    for g in usable:
-        node_rank.setdefault(g.node, len(node_rank))
-    if sum(counts.values()) > len(usable):
-        raise PlacementError(f"{sum(counts.values())} GPUs asked for, {len(usable)} usable")
+    if sum(counts.values()) > layout.usable:
+        raise PlacementError(f"{sum(counts.values())} GPUs asked for, {layout.usable} usable")
 
     free = set(node_of)
     result: dict[str, list[str]] = {}
     # 1. Keep what each job holds, trimmed to its new count (fullest node first).
     for job_id, count in counts.items():
-        held = [gid for gid in current.get(job_id, ()) if gid in free]
-        if count <= 0 or not held:
+        lease = current.get(job_id)
+        if count <= 0 or not lease:
+            result[job_id] = []
+            continue
+        held = [gid for gid in lease if gid in free]
+        if not held:
             result[job_id] = []
             continue
         if count >= len(held):  # keeps all it holds
@@ -126,7 +156,10 @@ def place(
             raise PlacementError(f"job {job_id}: {need} more GPUs needed, {len(chosen)} free")
         result[job_id].extend(chosen)
         free.difference_update(chosen)
-    return {job_id: tuple(sorted(ids, key=rank.__getitem__)) for job_id, ids in result.items()}
+    return {
+        job_id: tuple(sorted(ids, key=rank.__getitem__)) if ids else ()
+        for job_id, ids in result.items()
+    }
 
 
 def nodes_spanned(gpu_ids: Iterable[str], gpus: Sequence[Gpu]) -> tuple[int, ...]:

@@ -11,6 +11,7 @@ measured points are, and every lookup is a dict hit after the first.
 from __future__ import annotations
 
 import bisect
+import math
 from collections.abc import Mapping
 
 #: Exponent of the default prior ``X(g) = X(1) * g**alpha`` used before anything is known:
@@ -92,7 +93,16 @@ class SpeedModel:
     immutable after construction and cache their answers.
     """
 
-    __slots__ = ("_cache", "_curve", "_frontiers", "_measured", "_prior", "alpha")
+    __slots__ = (
+        "_cache",
+        "_curve",
+        "_exponents",
+        "_frontiers",
+        "_measured",
+        "_prior",
+        "_speedups",
+        "alpha",
+    )
 
     def __init__(
         self,
@@ -106,6 +116,8 @@ class SpeedModel:
         self._cache: dict[int, float] = {}
         self._curve: list[float] = [0.0]
         self._frontiers: dict[tuple[int, int], Frontier] = {}
+        self._speedups: dict[tuple[int, int], float] = {}
+        self._exponents: dict[tuple[int, int], float | None] = {}
 
     def with_measurement(self, gpus: int, throughput: float) -> SpeedModel:
         """A new model that also knows ``throughput`` at ``gpus``."""
@@ -128,6 +140,26 @@ class SpeedModel:
         for g in range(len(curve), top + 1):
             curve.append(self.throughput(g))
         return curve
+
+    def speedup(self, lo: int, g: int) -> float:
+        """Speed at ``g`` GPUs in units of one GPU at ``lo`` GPUs, ``lo * X(g) / X(lo)`` (0 when
+        nothing runs at ``lo``); cached."""
+        key = (lo, g)
+        found = self._speedups.get(key)
+        if found is None:
+            x_lo = self.throughput(lo)
+            found = lo * self.throughput(g) / x_lo if x_lo > 0 else 0.0
+            self._speedups[key] = found
+        return found
+
+    def exponent(self, lo: int, top: int) -> float | None:
+        """p of the power law through the speed-ups at ``lo`` and ``top`` GPUs,
+        ``(top / lo)^p = speedup(lo, top) / lo`` (None when nothing runs at ``top``); cached."""
+        key = (lo, top)
+        if key not in self._exponents:
+            s = self.speedup(lo, top) / lo
+            self._exponents[key] = math.log(s) / math.log(top / lo) if s > 0 else None
+        return self._exponents[key]
 
     def frontier(self, lo: int, top: int) -> Frontier:
         """The counts in ``lo..top`` that are faster than every smaller one (the only ones

@@ -26,7 +26,7 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from ..core.fairshare import DEFAULT_HALF_LIFE_S, FairShare, decayed
 from ..core.mechanism import Mechanism
@@ -36,11 +36,37 @@ from ..core.policies import Policy
 from ..core.schedule import decide
 from ..core.speed import SpeedModel
 from .bounds import lower_bounds
+from .traces.csvutil import paused_gc
 from .workload import JobSpec, Workload
 
 _DONE_EPS = 1e-9
 #: A measured speed this far off the model's estimate triggers a new decision.
 MATERIAL_CHANGE = 0.05
+
+
+#: ``Job``'s fields in order, as ``Simulation._snapshot`` passes them (weight: 1, every job).
+_JOB_FIELDS = (
+    "id",
+    "submit_time",
+    "total_work",
+    "min_gpus",
+    "max_gpus",
+    "requested_gpus",
+    "work_done",
+    "user",
+    "weight",
+    "speed",
+    "resize_cost",
+    "gpus",
+    "started",
+    "attained_gpu_s",
+    "queued_s",
+    "resizes",
+    "last_change",
+    "pinned",
+)
+if tuple(f.name for f in fields(Job)) != _JOB_FIELDS:  # pragma: no cover
+    raise ImportError("core.model.Job's fields changed: update sim.engine._snapshot to match")
 
 
 class SimulationStalled(RuntimeError):
@@ -106,7 +132,7 @@ class SimConfig:
         )
 
 
-@dataclass
+@dataclass(slots=True)
 class _SimJob:
     spec: JobSpec
     work_done: float = 0.0
@@ -254,6 +280,7 @@ class Simulation:
         self.on_finish = on_finish
         self.now = 0.0
         self.jobs = [_SimJob(spec) for spec in workload.jobs]
+        self.by_id: dict[str, _SimJob] = {}  # the active jobs by id (and some finished ones)
         self.active: list[_SimJob] = []
         self.timeline: list[tuple[float, int]] = [(0.0, 0)]
         self.decisions = 0
@@ -283,6 +310,7 @@ class Simulation:
             self.usage = {u: decayed(self.usage.get(u, 0.0), n, dt, h) for u, n in held.items()}
         done = []
         completion = pause_end = math.inf
+        # The hottest loop of a run: ``finish_time`` and ``remaining`` are spelled out.
         for job in self.active:
             gpus = job.gpus
             if not gpus:
@@ -294,13 +322,16 @@ class Simulation:
                 pause_end = pause
             if job.finish is not None:
                 continue
+            speed = job.speed
+            work = job.spec.work
             if dt > 0:
                 job.attained_gpu_s += dt * len(gpus)
-                productive = until - max(now, pause)
+                productive = until - (now if now > pause else pause)
                 if productive > 0:
-                    job.work_done = min(job.spec.work, job.work_done + productive * job.speed)
-            if job.speed > 0:
-                end = job.finish_time(until)
+                    job.work_done = min(work, job.work_done + productive * speed)
+            if speed > 0:
+                left = work - job.work_done
+                end = (until if until >= pause else pause) + (0.0 if left < 0.0 else left) / speed
                 if end <= until + _DONE_EPS:
                     done.append(job)
                 elif end < completion:
@@ -316,7 +347,9 @@ class Simulation:
         for job in self.active:
             if job.gpus:
                 if job.finish is None and job.speed > 0:
-                    completion = min(completion, job.finish_time(now))
+                    end = job.finish_time(now)
+                    if end < completion:
+                        completion = end
                 if now < job.pause_until < pause_end:
                     pause_end = job.pause_until
         return completion, pause_end
@@ -380,34 +413,36 @@ class Simulation:
 
     def _snapshot(self) -> Snapshot:
         cost = self.mechanism.policy_cost_s()
+        now = self.now
         jobs = []
         for j in self.active:
             if j.finish is not None:
                 continue
             s = j.spec
             held = len(j.gpus)
-            if held and self.now >= j.pause_until and j.measured.get(held) != j.speed:
+            if held and now >= j.pause_until and j.measured.get(held) != j.speed:
                 j.measured[held] = j.speed  # what a live sidecar would report by now
                 j.model = None
             jobs.append(
-                Job(
-                    id=s.job_id,
-                    submit_time=s.submit_time,
-                    total_work=s.work,
-                    work_done=j.work_done,
-                    min_gpus=s.min_gpus,
-                    max_gpus=s.max_gpus,
-                    requested_gpus=s.requested_gpus,
-                    user=s.user,
-                    speed=j.speed_model(),
-                    resize_cost=cost,
-                    gpus=j.gpus,
-                    started=j.started,
-                    attained_gpu_s=j.attained_gpu_s,
-                    queued_s=j.queued_s,
-                    resizes=j.resizes,
-                    last_change=j.last_change,
-                    pinned=bool(j.gpus) and self.now < j.pause_until,
+                Job(  # by position (_JOB_FIELDS): a fifth faster than by name
+                    s.job_id,
+                    s.submit_time,
+                    s.work,
+                    s.min_gpus,
+                    s.max_gpus,
+                    s.requested_gpus,
+                    j.work_done,
+                    s.user,
+                    1.0,
+                    j.model or j.speed_model(),
+                    cost,
+                    j.gpus,
+                    j.started,
+                    j.attained_gpu_s,
+                    j.queued_s,
+                    j.resizes,
+                    j.last_change,
+                    bool(held) and now < j.pause_until,
                 )
             )
         cfg = self.config
@@ -437,9 +472,13 @@ class Simulation:
             self.promise = decision
             until = decision.holds_until
             self.promise_until = -math.inf if until is None else until
-        by_id = {j.spec.job_id: j for j in self.active}
+        by_id = self.by_id
         # Release first, then grow: the mechanism sees each job's own change only.
-        changes = [(by_id[k], tuple(v)) for k, v in decision.allocations.items()]
+        changes = []
+        for job_id, lease in decision.allocations.items():
+            job = by_id[job_id]
+            if lease != job.gpus:
+                changes.append((job, tuple(lease)))
         changes.sort(key=lambda c: len(c[1]) - len(c[0].gpus))
         for job, new in changes:
             self._apply(job, new)
@@ -495,6 +534,12 @@ class Simulation:
 
     # -- the loop -------------------------------------------------------------------------
     def run(self) -> SimResult:
+        # A run makes millions of snapshots, plans and decisions, none in a reference cycle:
+        # the collector's scans of them were a tenth of the time and never freed anything.
+        with paused_gc():
+            return self._run()
+
+    def _run(self) -> SimResult:
         cfg = self.config
         arrivals = list(self.jobs)  # sorted by submit time (Workload sorts)
         next_arrival = 0
@@ -533,7 +578,9 @@ class Simulation:
                 self._complete(job)
                 remaining -= 1
             while next_arrival < len(arrivals) and arrivals[next_arrival].spec.submit_time <= t:
-                self.active.append(arrivals[next_arrival])
+                job = arrivals[next_arrival]
+                self.active.append(job)
+                self.by_id[job.spec.job_id] = job
                 next_arrival += 1
                 event = True
             if event:

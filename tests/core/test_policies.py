@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 from dataclasses import replace
 
 import pytest
@@ -229,3 +231,29 @@ def test_invalid_job_is_refused():
         Job("x", 0, 10, min_gpus=3, max_gpus=2)
     with pytest.raises(ValueError, match="must not be negative"):
         Job("x", 0, -1)
+
+
+def test_a_copied_plan_keeps_every_field():
+    # holds.py walks copies of the adaptive policy's plans; each field must come along.
+    from jupyter_elastic_gpu.core.policies.adaptive import _Plan
+
+    plan = _Plan(Job("j", 0.0, 1.0), 1.0)
+    for f in dataclasses.fields(_Plan):
+        setattr(plan, f.name, object())
+    copied = copy.copy(plan)
+    assert copied is not plan
+    assert all(getattr(copied, f.name) is getattr(plan, f.name) for f in dataclasses.fields(_Plan))
+
+
+def test_adaptive_reasons_read_as_a_mapping():
+    gpus = tuple(Gpu(f"g{i}") for i in range(2))
+    jobs = (
+        Job("short", 0.0, 100.0, speed=SpeedModel(prior={1: 1.0})),
+        Job("long", 0.0, 1000.0, speed=SpeedModel(prior={1: 1.0}), gpus=("g0",), started=True),
+        Job("wide", 0.0, 500.0, min_gpus=2, max_gpus=2, speed=SpeedModel(prior={2: 2.0})),
+    )
+    decision = AdaptivePolicy().decide(Snapshot(gpus, jobs), 0.0)
+    reasons = decision.reasons
+    assert list(reasons) == list(decision.order) and len(reasons) == 3
+    assert reasons == dict(reasons) and dict(reasons) == reasons
+    assert reasons.get("wide", "").startswith("queued") and "nope" not in reasons

@@ -84,3 +84,22 @@ def test_unhealthy_gpus_are_never_placed():
     assert place(gpus, {"x": ("a0",)}, {"x": 1})["x"] == ("a1",)
     with pytest.raises(PlacementError):
         place(gpus, {}, {"x": 2})
+
+
+def test_speed_ups_and_the_power_law_through_two_counts():
+    m = SpeedModel(prior={1: 100.0, 2: 180.0, 4: 320.0})
+    assert m.speedup(1, 4) == 3.2
+    assert m.speedup(2, 4) == pytest.approx(2 * 320.0 / 180.0)
+    assert m.exponent(1, 4) == pytest.approx(math.log(3.2) / math.log(4))
+    assert m.exponent(1, 4) == m.exponent(1, 4)  # cached, the same
+    idle = SpeedModel({1: 0.0, 2: 0.0})
+    assert idle.speedup(1, 2) == 0.0 and idle.exponent(1, 2) is None
+
+
+def test_placement_sees_a_gpu_turn_busy_between_two_calls():
+    gpus = _two_nodes()
+    assert place(gpus, {"x": ("a0", "a1")}, {"x": 2})["x"] == ("a0", "a1")
+    gpus[1] = Gpu("a1", "a", healthy=False)  # the same list, changed in place
+    moved = place(gpus, {"x": ("a0", "a1")}, {"x": 2})["x"]
+    assert "a1" not in moved and len(moved) == 2
+    assert place(_two_nodes(), {"x": ("a0", "a1")}, {"x": 2})["x"] == ("a0", "a1")

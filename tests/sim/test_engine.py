@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 
 from jupyter_elastic_gpu.core.mechanism import Mechanism, sidecar, termination
+from jupyter_elastic_gpu.core.model import Job
 from jupyter_elastic_gpu.core.policies import POLICIES, make_policy
 from jupyter_elastic_gpu.sim.bounds import lower_bounds
 from jupyter_elastic_gpu.sim.compare import Costs, compare, parse_run
-from jupyter_elastic_gpu.sim.engine import SimConfig, SimulationStalled, simulate
+from jupyter_elastic_gpu.sim.engine import SimConfig, Simulation, SimulationStalled, simulate
 from jupyter_elastic_gpu.sim.generate import generate_workload
 from jupyter_elastic_gpu.sim.report import format_table
 from jupyter_elastic_gpu.sim.workload import JobSpec, Workload
@@ -179,3 +182,41 @@ def test_a_policy_that_never_finishes_is_reported_not_looped_forever():
     alone = compare(wl, ["optimus@termination"], cfg, progress=False)
     table = format_table(alone)
     assert "40 jobs on 2 x 4 GPUs" in table and "optimus@termination" in table
+
+
+def test_the_collector_is_paused_while_a_run_lasts_and_only_then():
+    wl = Workload("w", [linear_job("a", 0, 100), linear_job("b", 10, 100)])
+    during = []
+    simulate(
+        wl, make_policy("adaptive"), FREE, one_node(2), lambda n: during.append(gc.isenabled())
+    )
+    assert during == [False, False] and gc.isenabled()
+
+
+def test_a_snapshot_shows_each_job_as_the_simulation_has_it():
+    wl = Workload("w", [linear_job("a", 0, 100, 1, 4, 2)])
+    sim = Simulation(wl, make_policy("adaptive"), sidecar(6.0), one_node(4))
+    job = sim.jobs[0]
+    sim.active = [job]
+    sim.now = 50.0
+    job.work_done, job.gpus, job.started, job.pause_until = 30.0, ("n0-g0", "n0-g1"), True, 60.0
+    job.attained_gpu_s, job.queued_s, job.resizes, job.last_change = 70.0, 5.0, 3, 45.0
+    (seen,) = sim._snapshot().jobs
+    assert seen == Job(
+        id="a",
+        submit_time=0.0,
+        total_work=100.0,
+        min_gpus=1,
+        max_gpus=4,
+        requested_gpus=2,
+        work_done=30.0,
+        speed=seen.speed,
+        resize_cost=6.0,
+        gpus=("n0-g0", "n0-g1"),
+        started=True,
+        attained_gpu_s=70.0,
+        queued_s=5.0,
+        resizes=3,
+        last_change=45.0,
+        pinned=True,
+    )

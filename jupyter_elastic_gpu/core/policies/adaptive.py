@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -93,7 +94,7 @@ class AdaptiveParams:
             raise ValueError("resize_budget must be at least 1")
 
 
-@dataclass
+@dataclass(slots=True)
 class _Plan:
     """Per-job working values of one decision."""
 
@@ -102,11 +103,61 @@ class _Plan:
     frozen: str = ""  # why this job keeps its GPUs, or "" if it may change
     count: int = 0
     weight: float = 1.0
-    penalty: float = 0.0
-    values: list[float] | None = None
+    scale: float = 0.0  # weight x speed-up per unit of throughput: V(g) = scale x X(g) ...
+    penalty: float = 0.0  # ... less this at every count but the one it holds
     critical: bool = False
     start: int = 0  # its GPUs when the hand-out begins (a reservation on the critical path)
     first: tuple[float, int] | None = None  # its first move in the hand-out: (ratio, count)
+
+    def __copy__(self) -> _Plan:
+        """``copy.copy`` without its generic machinery: ``holds`` walks copies of plans."""
+        return _Plan(
+            self.job,
+            self.key,
+            self.frozen,
+            self.count,
+            self.weight,
+            self.scale,
+            self.penalty,
+            self.critical,
+            self.start,
+            self.first,
+        )
+
+
+class _Reasons(Mapping[str, str]):
+    """Each job's reason, written out when first read: people read them, the simulator's
+    thousands of decisions never do."""
+
+    __slots__ = ("_free", "_plans", "_text")
+
+    def __init__(self, plans: list[_Plan], free: int) -> None:
+        self._plans, self._free = plans, free
+        self._text: dict[str, str] | None = None
+
+    def _written(self) -> dict[str, str]:
+        if self._text is None:
+            plans = self._plans
+            ahead = [p.job for p in plans if p.count]
+            self._text = {p.job.id: AdaptivePolicy._reason(p, self._free, ahead) for p in plans}
+        return self._text
+
+    def __getitem__(self, job_id: str) -> str:
+        return self._written()[job_id]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._written())
+
+    def __len__(self) -> int:
+        return len(self._plans)
+
+    def __repr__(self) -> str:
+        return repr(self._written())
+
+
+def _rank(plan: _Plan) -> tuple[float, float, str]:
+    """Place in the order: smallest key first, then the earliest submitted."""
+    return plan.key, plan.job.submit_time, plan.job.id
 
 
 class AdaptivePolicy:
@@ -121,21 +172,50 @@ class AdaptivePolicy:
     # -- step 1 ---------------------------------------------------------------------------
     def priority_key(self, job: Job) -> float:
         """Smaller runs first: GPU-time left at the minimum, weighted and aged."""
-        gpu_time = job.min_gpus * job.remaining_time(job.min_gpus)
-        key = gpu_time / job.weight / (1.0 + job.queued_s / max(self.params.aging_s, _EPS))
-        return key * (1.0 - self.params.stickiness) if job.running else key
+        return self._plans((job,), 0.0)[0].key
 
-    def _frozen(self, job: Job, now: float) -> str:
-        if job.pinned:
-            return "its resize is in progress"
-        if not job.running:
-            return ""
-        p, cost = self.params, job.resize_cost
-        if cost > 0 and job.remaining_time(len(job.gpus)) <= p.finish_guard * cost:
-            return "it is about to finish"
-        if job.last_change is not None and now - job.last_change < self.cooldown_s(job):
-            return "it was resized moments ago" if job.resizes else "it started moments ago"
-        return ""
+    def _plans(self, jobs: Iterable[Job], now: float) -> list[_Plan]:
+        """Each job's priority key, and why it keeps its GPUs now ("": it may change).
+
+        The hottest loop of a decision: ``Job.remaining_time`` is spelled out."""
+        p = self.params
+        aging = max(p.aging_s, _EPS)
+        sticky = 1.0 - p.stickiness
+        plans = []
+        for job in jobs:
+            left = job.total_work - job.work_done
+            if left < 0.0:
+                left = 0.0
+            speed, lo = job.speed, job.min_gpus
+            if left <= 0:
+                at_min = 0.0
+            else:
+                x = speed.throughput(lo)
+                at_min = left / x if x > 0 else math.inf
+            key = lo * at_min / job.weight / (1.0 + job.queued_s / aging)
+            held = len(job.gpus)
+            if not held:
+                plans.append(_Plan(job, key, "its resize is in progress" if job.pinned else ""))
+                continue
+            key *= sticky
+            if job.pinned:
+                plans.append(_Plan(job, key, "its resize is in progress"))
+                continue
+            cost = job.resize_cost
+            if cost > 0:
+                if left <= 0:
+                    at_held = 0.0
+                else:
+                    x = speed.throughput(held)
+                    at_held = left / x if x > 0 else math.inf
+                if at_held <= p.finish_guard * cost:
+                    plans.append(_Plan(job, key, "it is about to finish"))
+                    continue
+            frozen = ""
+            if job.last_change is not None and now - job.last_change < self.cooldown_s(job):
+                frozen = "it was resized moments ago" if job.resizes else "it started moments ago"
+            plans.append(_Plan(job, key, frozen))
+        return plans
 
     # -- step 2: the critical path --------------------------------------------------------
     def _reserve(
@@ -173,61 +253,45 @@ class AdaptivePolicy:
         """How long a job is left alone after a change of its lease."""
         p = self.params
         wait = max(p.cooldown * job.resize_cost, p.min_cooldown_s)
-        return wait * 2 ** (job.resizes // p.resize_budget)
+        doublings = job.resizes // p.resize_budget
+        return wait * 2**doublings if doublings else wait
 
     # -- step 3 helpers -------------------------------------------------------------------
     @staticmethod
-    def _speedup(job: Job, g: int) -> float:
-        """Speed at g GPUs in units of one GPU at the job's minimum (linear below it)."""
-        x_min = job.speed.throughput(job.min_gpus)
-        return job.min_gpus * job.speed.throughput(g) / x_min if x_min > 0 else 0.0
-
-    def _exponent(self, plans: list[_Plan], total: int) -> float:
+    def _exponent(plans: list[_Plan], total: int) -> float:
         """p of a power-law fit S(g) = g^p averaged over the jobs that can scale."""
         fits = []
         for plan in plans:
             job = plan.job
             top = min(job.max_gpus, total)
             if top > job.min_gpus:
-                s = self._speedup(job, top) / job.min_gpus
-                if s > 0:
-                    fits.append(math.log(s) / math.log(top / job.min_gpus))
+                fit = job.speed.exponent(job.min_gpus, top)
+                if fit is not None:
+                    fits.append(fit)
         return min(max(sum(fits) / len(fits), 0.0), 1.0) if fits else 1.0
 
-    def _values(self, plan: _Plan, free: int) -> list[float]:
-        """V(g) for every count the job can reach (up to its max, or what is free now):
-        weighted speed-up, less the resize penalty for leaving its current size."""
-        job = plan.job
-        top = min(job.max_gpus, plan.count + free)
-        if plan.values is None or len(plan.values) <= top:  # a decision only asks for less
-            job = plan.job
-            curve = job.speed.curve(top)
-            x_min = curve[job.min_gpus]
-            scale = plan.weight * job.min_gpus / x_min if x_min > 0 else 0.0
-            held = len(job.gpus)
-            penalty = plan.penalty if held else 0.0
-            values = [scale * x - penalty for x in curve[: top + 1]]
-            if 0 < held <= top:
-                values[held] = scale * curve[held]
-            plan.values = values
-        return plan.values
-
-    def _best_move(self, plan: _Plan, free: int) -> tuple[float, int] | None:
-        """The allowed count above the current one with the best value gained per extra GPU."""
+    @staticmethod
+    def _best_move(plan: _Plan, free: int) -> tuple[float, int] | None:
+        """The allowed count above the current one with the best value gained per extra GPU:
+        a count's value V(g) is the job's weighted speed-up there, less the resize penalty
+        for leaving the count it holds."""
         a, job = plan.count, plan.job
         top = a + free
         if job.max_gpus < top:
             top = job.max_gpus
-        if plan.frozen and len(job.gpus) < top:  # resized moments ago: may shrink, not grow
-            top = len(job.gpus)
+        held = len(job.gpus)
+        if plan.frozen and held < top:  # resized moments ago: may shrink, not grow
+            top = held
         first = a + 1 if a >= job.min_gpus else job.min_gpus
         if first > top:
             return None
-        values = self._values(plan, free)  # long enough: computed with at least this ``free``
-        here = values[a]
+        curve = job.speed.curve(top)
+        scale, penalty = plan.scale, plan.penalty
+        here = scale * curve[a] if a == held else scale * curve[a] - penalty
         best_ratio, best_g = _EPS, 0
         for g in range(first, top + 1):
-            ratio = (values[g] - here) / (g - a)
+            value = scale * curve[g] if g == held else scale * curve[g] - penalty
+            ratio = (value - here) / (g - a)
             if ratio > best_ratio + _EPS:
                 best_ratio, best_g = ratio, g
         return (best_ratio, best_g) if best_g else None
@@ -235,15 +299,15 @@ class AdaptivePolicy:
     # -- the decision ---------------------------------------------------------------------
     def decide(self, snapshot: Snapshot, now: float) -> Decision:
         total = len(snapshot.usable_gpus)
-        plans = [_Plan(j, self.priority_key(j), self._frozen(j, now)) for j in snapshot.jobs]
-        plans.sort(key=lambda p: (p.key, p.job.submit_time, p.job.id))
+        plans = self._plans(snapshot.jobs, now)
+        plans.sort(key=_rank)
 
         # Jobs mid-resize or about to finish keep their GPUs whatever comes (whole leases
         # first: one on a GPU that turned busy is moved, if there is room, or competes).
         free = total
         locked = [p.job for p in plans if p.frozen in _LOCKED]
         kept = set()
-        for job in whole_leases_first(locked, snapshot):
+        for job in whole_leases_first(locked, snapshot) if locked else ():
             if len(job.gpus) <= free:
                 free -= len(job.gpus)
                 kept.add(job.id)
@@ -266,24 +330,22 @@ class AdaptivePolicy:
             free, fitted, path = self._reserve(open_plans, committed, total, free)
         exponent = self._exponent(open_plans, total)
         m = len(open_plans)
+        margin = 1.0 + self.params.resize_margin
+        best_move = self._best_move
+        heap: list[tuple[float, int, int, int]] = []  # (-ratio, order, target, count at push)
         for i, plan in enumerate(open_plans):
-            plan.weight = float(m - i) ** exponent
+            weight = plan.weight = float(m - i) ** exponent
             job = plan.job
-            if job.running and job.resize_cost > 0:
+            speed, lo = job.speed, job.min_gpus
+            x_min = speed.throughput(lo)
+            plan.scale = weight * lo / x_min if x_min > 0 else 0.0
+            if job.gpus and job.resize_cost > 0:
+                # Leaving its count costs the share of its time left that a resize takes.
                 held = len(job.gpus)
                 r = job.remaining_time(held)
                 if 0 < r < math.inf:
-                    plan.penalty = (
-                        plan.weight
-                        * self._speedup(job, held)
-                        * job.resize_cost
-                        * (1.0 + self.params.resize_margin)
-                        / r
-                    )
-
-        heap: list[tuple[float, int, int, int]] = []  # (-ratio, order, target, count at push)
-        for i, plan in enumerate(open_plans):
-            move = self._best_move(plan, free)
+                    plan.penalty = weight * speed.speedup(lo, held) * job.resize_cost * margin / r
+            move = best_move(plan, free)
             plan.start, plan.first = plan.count, move
             if move:
                 heap.append((-move[0], i, move[1], plan.count))
@@ -292,26 +354,25 @@ class AdaptivePolicy:
             _, i, target, at = heapq.heappop(heap)
             plan = open_plans[i]
             if at != plan.count or target - plan.count > free:
-                move = self._best_move(plan, free)
+                move = best_move(plan, free)
                 if move:
                     heapq.heappush(heap, (-move[0], i, move[1], plan.count))
                 continue
             free -= target - plan.count
             plan.count = target
-            move = self._best_move(plan, free)
-            if move:
-                heapq.heappush(heap, (-move[0], i, move[1], plan.count))
+            if target < plan.job.max_gpus:  # (at its maximum it has no move left)
+                move = best_move(plan, free)
+                if move:
+                    heapq.heappush(heap, (-move[0], i, move[1], target))
 
-        counts = {p.job.id: p.count for p in plans}
+        order = tuple(p.job.id for p in plans)
         allocations = place(
             snapshot.gpus,
-            {j.id: j.gpus for j in snapshot.jobs},
-            counts,
-            [p.job.id for p in plans],
+            {p.job.id: p.job.gpus for p in plans},
+            {p.job.id: p.count for p in plans},
+            order,
         )
-        ahead = [p.job for p in plans if p.count]
-        reasons = {p.job.id: self._reason(p, free, ahead) for p in plans}
-        order = tuple(p.job.id for p in plans)
+        reasons = _Reasons(plans, free)
         until = holds_until(self, snapshot, now, plans, open_plans, exponent, free, allocations)
         if until is not None and until > now and self.params.protect_critical:
             # The reservations the hand-out started from must stay as they are too.

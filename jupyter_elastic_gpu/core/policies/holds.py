@@ -64,7 +64,6 @@ class Plan(Protocol):
     frozen: str  # why it keeps its GPUs, or ""
     count: int  # GPUs it gets
     weight: float  # its weight in the hand-out (open plans)
-    values: list[float] | None  # value at each count, weighted, penalty included
     start: int  # its GPUs when the hand-out begins: 0, or its reservation (critical path)
     first: tuple[float, int] | None  # its first move in the hand-out (from ``start``)
 
