@@ -127,19 +127,37 @@ def sidecar_env(base: dict[str, str], secret: str) -> dict[str, str]:
     return env
 
 
-class LocalLauncher(BaseLauncher):
-    """Start sidecars as child processes of this server, in their own session."""
+def spawn_sidecar(argv: list[str], env: dict[str, str], cwd: str, out: Any) -> subprocess.Popen:
+    """Start a sidecar in a session of its own (no signal to its starter's group reaches it),
+    its output appended to ``out``."""
+    return subprocess.Popen(
+        argv,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        stdout=out,
+        stderr=subprocess.STDOUT,
+        start_new_session=True,
+    )
+
+
+class ProcessLauncher(BaseLauncher):
+    """A launcher that starts sidecar processes itself, with these settings."""
 
     python = Unicode(
         config=True,
-        help="Python that runs sidecars and trainers (it needs TensorFlow for script jobs); "
-        "default: the Python of this server.",
+        help="Python that runs sidecars and trainers (it needs TensorFlow for script jobs; on "
+        "a cluster, the same path on every node); default: the Python of this server.",
     )
     environment = Dict(
         Unicode(),
         config=True,
         help="Extra environment variables for sidecars and their trainers.",
     )
+
+
+class LocalLauncher(ProcessLauncher):
+    """Start sidecars as child processes of this server, in their own session."""
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
@@ -152,14 +170,8 @@ class LocalLauncher(BaseLauncher):
         if not os.path.isdir(cwd):
             cwd = request.job_dir
         try:
-            proc = subprocess.Popen(
-                sidecar_command(request, self.python or sys.executable),
-                cwd=cwd,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
+            proc = spawn_sidecar(
+                sidecar_command(request, self.python or sys.executable), env, cwd, out
             )
         finally:
             out.close()

@@ -19,18 +19,23 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
 import sys
 import threading
 from dataclasses import dataclass
 from typing import Any
 
 from elastic_gpu_sidecar import protocol as P
-from traitlets import Dict, Unicode
 
 from ..models import LaunchRequest
 from .inventory import GpuInfo, Inventory, NvmlInventory, NvmlUnavailable
-from .launcher import BaseLauncher, PlaceGone, open_job_dir, sidecar_command, sidecar_env
+from .launcher import (
+    PlaceGone,
+    ProcessLauncher,
+    open_job_dir,
+    sidecar_command,
+    sidecar_env,
+    spawn_sidecar,
+)
 
 #: Ray namespace of the scheduler's actors (named, so a restarted scheduler finds them).
 NAMESPACE = "jupyter-elastic-gpu"
@@ -236,15 +241,8 @@ class SidecarHost:
             cwd = os.path.dirname(out)
         run = argv.index("run") + 1  # `python -m elastic_gpu_sidecar run ...`
         with open(out, "ab") as log:
-            self.proc = subprocess.Popen(
-                [*argv[:run], "--die-with-parent", str(os.getpid()), *argv[run:]],
-                cwd=cwd,
-                env=env,
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+            argv = [*argv[:run], "--die-with-parent", str(os.getpid()), *argv[run:]]
+            self.proc = spawn_sidecar(argv, env, cwd, log)
         return self.proc.pid
 
     def wait(self) -> int:
@@ -257,17 +255,8 @@ class SidecarHost:
         return True
 
 
-class RayLauncher(BaseLauncher):
+class RayLauncher(ProcessLauncher):
     """Start each sidecar in an actor on the node of its GPUs."""
-
-    python = Unicode(
-        config=True,
-        help="Python that runs sidecars on the Ray nodes (the same path on every node, with "
-        "jupyter-elastic-gpu and TensorFlow); default: the Python of this server.",
-    )
-    environment = Dict(
-        Unicode(), config=True, help="Extra environment variables for sidecars and trainers."
-    )
 
     def __init__(self, cluster: RayCluster, **kwargs: Any) -> None:
         super().__init__(**kwargs)

@@ -13,7 +13,6 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import itertools
-import json
 import random
 import re
 import signal
@@ -21,6 +20,7 @@ import time
 from pathlib import Path
 
 import pytest
+from apikit import api
 
 pytestmark = pytest.mark.slow
 
@@ -31,18 +31,6 @@ ENDED = re.compile(r"^(\S+ \S+) trainer (\d+) ended")
 @pytest.fixture(params=["local", "ray"])
 def backend(request):
     return request.param
-
-
-async def api(jp_fetch, path, method="GET", body=None, params=None):
-    r = await jp_fetch(
-        "elastic-gpu",
-        "api",
-        *path.split("/"),
-        method=method,
-        body=json.dumps(body) if body is not None else None,
-        params=params,
-    )
-    return json.loads(r.body or b"{}")
 
 
 def stamp(text: str) -> float:

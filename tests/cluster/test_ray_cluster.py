@@ -3,39 +3,16 @@ a node lost while jobs run there, a node that joins later."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import os
-import time
 from pathlib import Path
 
 import pytest
+from apikit import api, until
 
 from jupyter_elastic_gpu.scheduler.ray_cluster import RayCluster, RayUnavailable
 
 pytestmark = pytest.mark.slow
-
-
-async def api(jp_fetch, path, method="GET", body=None):
-    r = await jp_fetch(
-        "elastic-gpu",
-        "api",
-        *path.split("/"),
-        method=method,
-        body=json.dumps(body) if body is not None else None,
-    )
-    return json.loads(r.body or b"{}")
-
-
-async def until(check, timeout, what):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = await check()
-        if last:
-            return last
-        await asyncio.sleep(0.3)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}; last: {last!r}")
 
 
 def synthetic(name, work, gpus=2):
@@ -48,20 +25,13 @@ def synthetic(name, work, gpus=2):
     }
 
 
-async def running(jp_fetch, *ids):
+async def in_state(jp_fetch, state, *ids):
+    """The jobs, once all are in ``state``; any of them failed or cancelled fails the test."""
     jobs = [await api(jp_fetch, f"jobs/{i}") for i in ids]
     for job in jobs:
         if job["state"] in ("failed", "cancelled"):
             raise AssertionError(f"job {job['id']} ended: {job['reason']}")
-    return jobs if all(j["state"] == "running" for j in jobs) else None
-
-
-async def done(jp_fetch, *ids):
-    jobs = [await api(jp_fetch, f"jobs/{i}") for i in ids]
-    for job in jobs:
-        if job["state"] in ("failed", "cancelled"):
-            raise AssertionError(f"job {job['id']} ended: {job['reason']}")
-    return jobs if all(j["state"] == "done" for j in jobs) else None
+    return jobs if all(j["state"] == state for j in jobs) else None
 
 
 def node(job) -> str:
@@ -83,20 +53,26 @@ async def test_every_node_s_gpus_are_in_the_inventory(jp_fetch):
 async def test_two_jobs_run_at_once_on_different_nodes(jp_fetch):
     a = await api(jp_fetch, "jobs", "POST", synthetic("A", 1_500))
     b = await api(jp_fetch, "jobs", "POST", synthetic("B", 1_500))
-    both = await until(lambda: running(jp_fetch, a["id"], b["id"]), 90, "A and B running")
+    both = await until(
+        lambda: in_state(jp_fetch, "running", a["id"], b["id"]), 90, "A and B running"
+    )
     assert {node(j) for j in both} == {"127.0.0.2", "127.0.0.3"}
     # the sidecar was started through Ray on its node, and knows nothing of the cluster
     for job in both:
         launch = Path(job["job_dir"]) / "sidecar.log"
         assert launch.exists()
-    finished = await until(lambda: done(jp_fetch, a["id"], b["id"]), 120, "A and B done")
+    finished = await until(
+        lambda: in_state(jp_fetch, "done", a["id"], b["id"]), 120, "A and B done"
+    )
     assert all(j["model_path"] is None or Path(j["model_path"]).exists() for j in finished)
 
 
 async def test_a_lost_node_s_job_resumes_on_the_gpus_left(jp_fetch, ray_cluster):
     a = await api(jp_fetch, "jobs", "POST", synthetic("A", 2_500))
     b = await api(jp_fetch, "jobs", "POST", synthetic("B", 2_500))
-    both = await until(lambda: running(jp_fetch, a["id"], b["id"]), 90, "A and B running")
+    both = await until(
+        lambda: in_state(jp_fetch, "running", a["id"], b["id"]), 90, "A and B running"
+    )
     lost = next(j for j in both if node(j) == "127.0.0.3")
 
     async def checkpointed():
@@ -110,7 +86,9 @@ async def test_a_lost_node_s_job_resumes_on_the_gpus_left(jp_fetch, ray_cluster)
         return ids == {"127.0.0.2:0", "127.0.0.2:1"}
 
     await until(gone, 60, "the lost node's GPUs to leave the inventory")
-    finished = await until(lambda: done(jp_fetch, a["id"], b["id"]), 240, "A and B done")
+    finished = await until(
+        lambda: in_state(jp_fetch, "done", a["id"], b["id"]), 240, "A and B done"
+    )
     resumed = next(j for j in finished if j["id"] == lost["id"])
     events = (await api(jp_fetch, f"jobs/{lost['id']}/events"))["events"]
     assert any(e["kind"] == "lost" for e in events), [e["kind"] for e in events]
@@ -137,11 +115,13 @@ async def test_a_node_that_joins_is_used(jp_fetch, ray_cluster):
     # B is the longer job: it waits for A (which runs first) while one node is all there is
     a = await api(jp_fetch, "jobs", "POST", synthetic("A", 4_000))
     b = await api(jp_fetch, "jobs", "POST", synthetic("B", 8_000))
-    await until(lambda: running(jp_fetch, a["id"]), 90, "A running")
+    await until(lambda: in_state(jp_fetch, "running", a["id"]), 90, "A running")
     assert (await api(jp_fetch, f"jobs/{b['id']}"))["state"] == "queued"
     ray_cluster.add("127.0.0.4")
     await until(lambda: count(4), 60, "4 GPUs")
-    started = await until(lambda: running(jp_fetch, b["id"]), 90, "B running on the new node")
+    started = await until(
+        lambda: in_state(jp_fetch, "running", b["id"]), 90, "B running on the new node"
+    )
     assert node(started[0]) == "127.0.0.4"
     for job in (a, b):
         await api(jp_fetch, f"jobs/{job['id']}/cancel", "POST", {})
@@ -156,7 +136,7 @@ def test_a_cluster_without_token_authentication_is_refused(ray_cluster):
 async def test_users_and_trainers_never_get_the_cluster_s_address(jp_fetch, jp_serverapp):
     app = next(iter(jp_serverapp.extension_manager.extension_apps["jupyter_elastic_gpu"]))
     job = await api(jp_fetch, "jobs", "POST", synthetic("A", 3_000))
-    await until(lambda: running(jp_fetch, job["id"]), 90, "A running")
+    await until(lambda: in_state(jp_fetch, "running", job["id"]), 90, "A running")
     record = app._service.jobs[job["id"]].launch
     environ = Path(f"/proc/{record['remote_pid']}/environ").read_bytes().split(b"\0")
     names = {item.split(b"=", 1)[0].decode() for item in environ if item}

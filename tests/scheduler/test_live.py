@@ -2,34 +2,11 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import time
 from pathlib import Path
 
 import pytest
-
-
-async def api(jp_fetch, path, method="GET", body=None):
-    r = await jp_fetch(
-        "elastic-gpu",
-        "api",
-        *path.split("/"),
-        method=method,
-        body=json.dumps(body) if body is not None else None,
-    )
-    return json.loads(r.body or b"{}")
-
-
-async def until(check, timeout, what):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = await check()
-        if last:
-            return last
-        await asyncio.sleep(0.3)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}; last: {last!r}")
+from apikit import api, until
 
 
 def synthetic(name, work, max_gpus, min_gpus=1):

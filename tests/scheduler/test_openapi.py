@@ -7,13 +7,12 @@ document declares for that route and status.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
-import time
 from pathlib import Path
 
 import pytest
+from apikit import until
 from elastic_gpu_sidecar import protocol as P
 from openapi_check import HTTP_METHODS, document, documented, response_pointer, validate
 from servers import (
@@ -186,17 +185,6 @@ class Api:
         validate(payload, response_pointer(template, method.lower(), r.code))
         self.called.add((template, method.lower()))
         return r.code, payload
-
-
-async def until(check, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    last = None
-    while time.monotonic() < deadline:
-        last = await check()
-        if last:
-            return last
-        await asyncio.sleep(0.2)
-    raise AssertionError(f"timed out after {timeout} s waiting for {what}; last: {last!r}")
 
 
 def synthetic(name: str, min_gpus: int, max_gpus: int) -> dict:

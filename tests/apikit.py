@@ -1,0 +1,34 @@
+"""Calling the extension's API from in-process server tests (pytest-jupyter's ``jp_fetch``),
+and waiting for what it shows."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+
+
+async def api(jp_fetch, path: str, method: str = "GET", body=None, params=None):
+    """The JSON answer of ``elastic-gpu/api/PATH``."""
+    r = await jp_fetch(
+        "elastic-gpu",
+        "api",
+        *path.split("/"),
+        method=method,
+        body=json.dumps(body) if body is not None else None,
+        params=params,
+    )
+    return json.loads(r.body or b"{}")
+
+
+async def until(check, timeout: float, what: str):
+    """The first truthy answer of ``await check()``, asked again until ``timeout`` seconds
+    have passed; the assertion names ``what`` and the last answer."""
+    deadline = time.monotonic() + timeout
+    last = None
+    while time.monotonic() < deadline:
+        last = await check()
+        if last:
+            return last
+        await asyncio.sleep(0.2)
+    raise AssertionError(f"timed out after {timeout} s waiting for {what}; last: {last!r}")
