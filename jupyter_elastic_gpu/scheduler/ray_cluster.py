@@ -17,6 +17,7 @@ the OS user of its Ray node.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import signal
 import sys
@@ -171,45 +172,52 @@ class RayInventory(Inventory):
                 nodes = self.cluster.nodes()
             except Exception:  # the control store is away: the last answer stands
                 return [g for infos in self._last.values() for g in infos]
-            found: dict[str, list[GpuInfo]] = {}
-            real = bool(nodes)
-            for node in nodes:
-                if node.gpus <= 0:
-                    continue
-                infos = self._nvml(node)
-                real = real and infos is not None
-                found[node.name] = infos if infos is not None else _logical(node)
+            with_gpus = [n for n in nodes if n.gpus > 0]
+            probed = self._probe(with_gpus)
+            found = {n.name: probed.get(n.name) or _logical(n) for n in with_gpus}
             self._last = found
-            self.source = "nvml" if real and found else "simulated"
+            real = bool(found) and all(probed.get(n.name) for n in with_gpus)
+            self.source = "nvml" if real else "simulated"
             n = sum(len(v) for v in found.values())
             self.reason = f"Ray cluster: {n} GPUs on {len(found)} nodes"
             return [g for infos in found.values() for g in infos]
 
-    def _nvml(self, node: Node) -> list[GpuInfo] | None:
-        if not self.probe_nvml:
-            return None
+    def _probe(self, nodes: list[Node]) -> dict[str, list[GpuInfo]]:
+        """NVML's GPUs of each node that has a driver, asked of all nodes at once; a node that
+        does not answer in time keeps its last NVML answer."""
+        if not self.probe_nvml or not nodes:
+            return {}
         ray = self.cluster.ray
         from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-        probe = self._probes.get(node.node_id)
-        if probe is None:
-            probe = self._probes[node.node_id] = (
-                ray.remote(num_cpus=0)(_NvmlProbe)
-                .options(scheduling_strategy=NodeAffinitySchedulingStrategy(node.node_id, False))
-                .remote(node.name)
-            )
-        try:
-            rows = ray.get(probe.snapshot.remote(), timeout=PROBE_TIMEOUT_S)
-        except Exception:
-            self._probes.pop(node.node_id, None)
-            last = self._last.get(node.name)
-            return last if last and last[0].uuid else None
-        if rows is None:
-            return None
-        return [
-            GpuInfo(**{**row, "id": gpu_id(node.name, row["index"]), "processes": []})
-            for row in rows[: node.gpus]
-        ]
+        asked = {}
+        for node in nodes:
+            probe = self._probes.get(node.node_id)
+            if probe is None:
+                pinned = NodeAffinitySchedulingStrategy(node.node_id, soft=False)
+                probe = self._probes[node.node_id] = (
+                    ray.remote(num_cpus=0)(_NvmlProbe)
+                    .options(scheduling_strategy=pinned)
+                    .remote(node.name)
+                )
+            asked[node] = probe.snapshot.remote()
+        ray.wait(list(asked.values()), num_returns=len(asked), timeout=PROBE_TIMEOUT_S)
+        out = {}
+        for node, ref in asked.items():
+            try:
+                rows = ray.get(ref, timeout=0)
+            except Exception:  # late, or its actor died: ask a new one next time
+                self._probes.pop(node.node_id, None)
+                last = self._last.get(node.name)
+                if last and last[0].uuid:
+                    out[node.name] = last
+                continue
+            if rows is not None:
+                out[node.name] = [
+                    GpuInfo(**{**row, "id": gpu_id(node.name, row["index"]), "processes": []})
+                    for row in rows[: node.gpus]
+                ]
+        return out
 
 
 def _logical(node: Node) -> list[GpuInfo]:
@@ -232,7 +240,8 @@ def _logical(node: Node) -> list[GpuInfo]:
 
 
 class SidecarHost:
-    """Lives on the job's node (no CPU held) for as long as one sidecar runs there."""
+    """Lives on the job's node (no CPU held) for as long as one sidecar runs there: it ends
+    itself when its sidecar ends, so no idle actor is left behind whoever is listening."""
 
     def start(self, argv: list[str], env: dict[str, str], secret: str, cwd: str, out: str) -> int:
         base = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}  # no address
@@ -243,7 +252,14 @@ class SidecarHost:
         with open(out, "ab") as log:
             argv = [*argv[:run], "--die-with-parent", str(os.getpid()), *argv[run:]]
             self.proc = spawn_sidecar(argv, env, cwd, log)
+        threading.Thread(target=self._end_with_sidecar, daemon=True).start()
         return self.proc.pid
+
+    def _end_with_sidecar(self) -> None:
+        self.proc.wait()
+        import ray
+
+        ray.kill(ray.get_runtime_context().current_actor)
 
     def wait(self) -> int:
         return self.proc.wait()
@@ -314,11 +330,15 @@ class RayLauncher(ProcessLauncher):
         if entry is None:
             return None  # not ours to tell: its heartbeats say
         actor, waiting = entry
-        ready, _ = self.cluster.ray.wait([waiting], timeout=0)
+        try:
+            ready, _ = self.cluster.ray.wait([waiting], timeout=0)
+        except Exception:  # the cluster is away: its heartbeats say
+            return None
         if not ready:
             return True
         del self._running[record["ray_actor"]]
-        self.cluster.ray.kill(actor)  # its sidecar ended (or its node is gone)
+        with contextlib.suppress(Exception):  # its sidecar ended, or its node is gone
+            self.cluster.ray.kill(actor)
         return False
 
     async def signal(self, record: dict[str, Any], signum: int = signal.SIGTERM) -> bool:

@@ -8,9 +8,10 @@ import os
 from pathlib import Path
 
 import pytest
+import ray
 from apikit import api, until
 
-from jupyter_elastic_gpu.scheduler.ray_cluster import RayCluster, RayUnavailable
+from jupyter_elastic_gpu.scheduler.ray_cluster import SIDECAR_ACTOR, RayCluster, RayUnavailable
 
 pytestmark = pytest.mark.slow
 
@@ -65,6 +66,11 @@ async def test_two_jobs_run_at_once_on_different_nodes(jp_fetch):
         lambda: in_state(jp_fetch, "done", a["id"], b["id"]), 120, "A and B done"
     )
     assert all(j["model_path"] is None or Path(j["model_path"]).exists() for j in finished)
+
+    async def no_actor_left():  # each sidecar's actor ended with it: no idle worker stays
+        return not [n for n in ray.util.list_named_actors() if n.startswith(SIDECAR_ACTOR)]
+
+    await until(no_actor_left, 30, "the sidecars' actors to end")
 
 
 async def test_a_lost_node_s_job_resumes_on_the_gpus_left(jp_fetch, ray_cluster):
