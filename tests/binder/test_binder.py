@@ -354,13 +354,9 @@ def test_the_paper_notebook_prints_what_the_scripts_print(paper_notebook, image)
         expected = done.stdout.split("\n", 1)[1]  # after its own command line
         assert f"$ python benchmarks/{' '.join(args)}" in out
         assert expected.strip() in out, expected
-    images = [
-        o
-        for c in paper_notebook.cells
-        for o in c.get("outputs", [])
-        if "image/png" in o.get("data", {})
-    ]
-    assert len(images) == 7 + 1 + 1, len(images)  # a plot per workload, the bounds, the sweep
+    outputs = [o for c in paper_notebook.cells for o in c.get("outputs", [])]
+    images = sum("image/png" in o.get("data", {}) for o in outputs)
+    assert images == 7 + 1 + 1  # a plot per workload, the bounds, the sweep
     assert "$ python benchmarks/live_comparison.py --scale 0.3" in out
     assert re.search(r"adaptive / static +makespan", out), out
 
