@@ -304,7 +304,7 @@ class RayLauncher(ProcessLauncher):
             lifetime="detached",
             scheduling_strategy=NodeAffinitySchedulingStrategy(found.node_id, soft=False),
         ).remote()
-        argv = sidecar_command(request, self.python or sys.executable)
+        argv = sidecar_command(request, self.python or sys.executable, self.standby)
         out = os.path.join(request.job_dir, P.SIDECAR_OUT)
         cwd = request.spec.cwd or request.job_dir
         started = actor.start.remote(argv, dict(self.environment), request.secret, cwd, out)
