@@ -115,7 +115,6 @@ class RayCluster:
             )
         self.ray = ray
         self.address = address
-        self.secure = is_token_auth_enabled()
 
     def nodes(self) -> list[Node]:
         """Alive nodes, in a stable order (blocking: a call to Ray's control store)."""
