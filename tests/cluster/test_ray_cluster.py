@@ -58,7 +58,7 @@ async def test_two_jobs_run_at_once_on_different_nodes(jp_fetch):
         lambda: in_state(jp_fetch, "running", a["id"], b["id"]), 90, "A and B running"
     )
     assert {node(j) for j in both} == {"127.0.0.2", "127.0.0.3"}
-    # the sidecar was started through Ray on its node, and knows nothing of the cluster
+    # each sidecar, started through Ray on its node, writes its log into the shared job dir
     for job in both:
         launch = Path(job["job_dir"]) / "sidecar.log"
         assert launch.exists()
