@@ -13,8 +13,8 @@ from collections.abc import Sequence
 
 from ._version import __version__
 from .commands import add_client_commands
-from .errors import ExitCode, exit_codes_text
 from .doctor import add_doctor
+from .errors import ExitCode, exit_codes_text
 from .hub.demo import add_hub_demo
 from .sim.commands import add_simulate, add_workload
 

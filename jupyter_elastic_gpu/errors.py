@@ -120,13 +120,10 @@ class ExitCode(IntEnum):
 EXIT_CODE_HELP = {
     ExitCode.OK: "success",
     ExitCode.REFUSED: "the scheduler refused (a conflict, an error on its side)",
-    ExitCode.USAGE: "bad usage or input (an unknown option, a bad file, a value the scheduler "
-    "refuses): nothing was done",
+    ExitCode.USAGE: "bad usage or input: nothing was done",
     ExitCode.NOT_FOUND: "no such job",
-    ExitCode.FORBIDDEN: "not allowed: a missing or wrong token (ELASTIC_GPU_TOKEN), or another "
-    "user's job",
-    ExitCode.UNREACHABLE: "no scheduler found or reachable, or it cannot answer now (restarting, "
-    "its storage failing)",
+    ExitCode.FORBIDDEN: "forbidden: a wrong or missing token (ELASTIC_GPU_TOKEN), or not yours",
+    ExitCode.UNREACHABLE: "no scheduler found, reachable or able to answer now",
     ExitCode.INTERRUPTED: "interrupted (Ctrl-C)",
 }
 

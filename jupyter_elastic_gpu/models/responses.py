@@ -123,8 +123,7 @@ class JobView(Strict):
     )
     kept: bool = Field(
         False,
-        description="kept past the retention: once finished, it never expires (POST "
-        "jobs/ID/keep)",
+        description="kept past the retention: once finished, it never expires (POST jobs/ID/keep)",
     )
 
 
