@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -27,6 +28,7 @@ from jupyter_elastic_gpu.commands import (
     new_lines,
     parse_throughput,
 )
+from jupyter_elastic_gpu.errors import EXIT_CODE_HELP, ExitCode
 from jupyter_elastic_gpu.notebook.client import SchedulerClient
 
 
@@ -296,6 +298,24 @@ def test_status_table():
         "the others help other jobs more\n"
         "j-99    -      bob   queued   -     2/2      -           -"
     )
+
+
+def test_the_readme_lists_every_exit_status_as_the_cli_does():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    for code, meaning in EXIT_CODE_HELP.items():
+        assert f"| {int(code)} | {meaning} |" in readme, code
+    assert ExitCode.of_status(None) == ExitCode.UNREACHABLE == 5
+    assert [ExitCode.of_status(s) for s in (400, 401, 403, 404, 409, 413, 500, 503, 507)] == [
+        2,
+        4,
+        4,
+        3,
+        1,
+        2,
+        1,
+        5,
+        5,
+    ]
 
 
 def test_status_table_when_empty():

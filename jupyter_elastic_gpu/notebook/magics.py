@@ -153,7 +153,7 @@ class ElasticMagics(Magics):
         me = self._call(self.client.whoami)["user"]
         user = query.user or me
         listed = self._call(self.client.jobs, query.model_copy(update={"user": user}).as_query())
-        who = "yours" if user == me else f"of {user}"
+        who = "of yours" if user == me else f"of {user}"
         print(jobs_table(listed["jobs"]) if listed["jobs"] else f"no jobs {who}")
         note = hidden_line(listed.get("hidden") or 0, args)
         if note:

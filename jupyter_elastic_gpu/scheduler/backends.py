@@ -48,8 +48,7 @@ from .service import SchedulerService
 from .shares import check_group
 
 M = TypeVar("M", bound=BaseModel)
-#: A list's query when none is given: open jobs and the most recent finished ones.
-NO_FILTER = JobFilter()
+NO_FILTER = views.NO_FILTER
 
 
 class LocalBackend:

@@ -35,6 +35,8 @@ from .principal import Principal
 
 #: Lease changes a job view carries (the newest).
 HISTORY_SHOWN = 50
+#: A list's query when none is given: open jobs and the most recent finished ones.
+NO_FILTER = JobFilter()
 
 
 def progress_view(job: JobRecord) -> JobProgress | None:
@@ -153,7 +155,10 @@ def select(
 
 
 def job_list(
-    jobs: Iterable[JobRecord], who: Principal, finished_per_user: int, query: JobFilter
+    jobs: Iterable[JobRecord],
+    who: Principal,
+    finished_per_user: int,
+    query: JobFilter = NO_FILTER,
 ) -> JobList:
     """The jobs ``query`` selects (``select``): in full where ``who`` may see them."""
     listed, hidden = select(jobs, who, query, finished_per_user)
@@ -209,7 +214,7 @@ def status(
     holders: Mapping[str, str],
     who: Principal,
     finished_per_user: int,
-    query: JobFilter,
+    query: JobFilter = NO_FILTER,
 ) -> Status:
     """What ``jupyter elastic-gpu status`` shows: GPUs and their holders, and the jobs
     ``query`` selects among the open ones and the caller's finished ones."""
