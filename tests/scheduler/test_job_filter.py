@@ -182,3 +182,22 @@ def test_filters_and_rights_through_the_api_and_the_cli(daemon):
     assert code == 400
     code, doc = call("POST", url + "launches/removed", tokens["alice"], {"jobs": ["j-1"]})
     assert (code, doc) == (200, {"jobs": ["j-1"]})
+
+
+def test_a_users_server_forwards_the_filters_and_keep_to_the_shared_scheduler(daemon, user_server):
+    d, tokens = daemon
+    server = user_server("alice")
+    code, job = call("POST", server.api_url + "jobs", server.token, synthetic("a"))
+    assert code == 201, job
+    assert call("POST", server.api_url + f"jobs/{job['id']}/cancel", server.token, {})[0] == 202
+    code, doc = call("GET", server.api_url + "jobs?state=cancelled&all=true", server.token)
+    assert code == 200 and [j["id"] for j in doc["jobs"]] == [job["id"]]
+    code, doc = call("GET", server.api_url + "status?user=bob", server.token)
+    assert code == 403 and "only admins may list the jobs of another user" in doc["message"]
+    code, doc = call("GET", server.api_url + "jobs?state=nope", server.token)
+    assert code == 400 and "unknown state 'nope'" in doc["message"]
+    code, kept = call(
+        "POST", server.api_url + f"jobs/{job['id']}/keep", server.token, {"kept": True}
+    )
+    assert code == 200 and kept["kept"] is True
+    assert call("GET", d.api_url + f"jobs/{job['id']}", tokens["alice"])[1]["kept"] is True
