@@ -1,7 +1,8 @@
 """`jupyter-elastic-gpu` (also `jupyter elastic-gpu`): one entry point, one sub-command a task.
 
-Errors a user can fix (a bad file, a wrong option) end with one line on stderr and exit
-status 2, never a traceback.
+Errors a user can fix (a bad file, a wrong option) end with one line on stderr and an exit
+status of ``errors.ExitCode`` (2 for usage), never a traceback. A wrong option of a
+sub-command is answered with that sub-command's usage, not the top-level one.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from collections.abc import Sequence
 from ._version import __version__
 from .commands import add_client_commands
 from .doctor import add_doctor
+from .errors import ExitCode, exit_codes_text
 from .hub.demo import add_hub_demo
 from .sim.commands import add_simulate, add_workload
 
@@ -26,6 +28,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="jupyter-elastic-gpu",
         description="Elastic, adaptive GPU scheduling for shared Jupyter GPU servers.",
+        epilog=exit_codes_text(),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=__version__)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -61,15 +65,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         hub_service(argv[1:])
         return 0
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # said with the sub-command's own usage (argparse would show the top-level one)
+        subcommand(parser, args.command).error(f"unrecognized arguments: {' '.join(unknown)}")
     try:
         return args.func(args)
     except (ValueError, OSError) as e:  # TraceError is a ValueError
         print(f"jupyter-elastic-gpu {args.command}: error: {e}", file=sys.stderr)
-        return 2
+        return ExitCode.USAGE
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
-        return 130
+        return ExitCode.INTERRUPTED
+
+
+def subcommand(parser: argparse.ArgumentParser, name: str) -> argparse.ArgumentParser:
+    """The parser of the sub-command ``name`` (``parser`` itself if there is none)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction) and name in action.choices:
+            return action.choices[name]
+    return parser
 
 
 if __name__ == "__main__":

@@ -1,12 +1,12 @@
-"""`jupyter-elastic-gpu submit | status | logs | cancel | suspend | resume`: the scheduler for people outside
-notebooks (terminals, shell scripts, cron).
+"""`jupyter-elastic-gpu submit | status | logs | cancel | suspend | resume | keep`: the
+scheduler for people outside notebooks (terminals, shell scripts, cron).
 
 The scheduler is found as notebooks find it (``notebook.discovery.discover``): environment, the
 Jupyter server this terminal runs under, or the shared daemon. Output is made for scripts:
 ``submit`` prints the job id alone on stdout, ``cancel`` the new state, ``status --json`` the
-``status`` document; human lines go to stderr. Exit status: 0 ok; 1 the scheduler refused
-(its message is printed); 2 bad usage or input (nothing was sent); 3 no scheduler found or
-reachable. Every error is one line on stderr, never a traceback.
+``status`` document; human lines go to stderr. The exit status says what went wrong
+(``errors.ExitCode``: 2 usage, 3 not found, 4 forbidden, 5 unreachable, 1 any other refusal).
+Every error is one line on stderr, never a traceback.
 """
 
 from __future__ import annotations
@@ -25,13 +25,14 @@ from typing import Any, TextIO
 
 from elastic_gpu_sidecar.protocol import JobKind, JobState
 
+from .errors import ExitCode, exit_codes_text
+from .listing import add_filter_options, hidden_line, job_filter
 from .models import SubmitRequest
 from .notebook.client import SchedulerClient, SchedulerError
 from .notebook.discovery import discover
 from .notebook.text import epoch_text
 from .options import add_job_options, as_flags, job_request
 
-EXIT_OK, EXIT_REFUSED, EXIT_USAGE, EXIT_UNREACHABLE = 0, 1, 2, 3
 #: Lines fetched per poll by ``logs --follow``: new lines are found by aligning two windows.
 FOLLOW_WINDOW = 2000
 #: How long ``logs --follow`` rides out an unreachable scheduler (a restart) before giving up.
@@ -39,10 +40,22 @@ FOLLOW_RECONNECT_S = 30.0
 _NAME_UNSAFE = re.compile(r"[^\w.\- ]+")
 
 
+class HelpFormatter(argparse.HelpFormatter):
+    """Descriptions wrapped as usual; an epilog of several lines (the exit statuses) as is."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if "\n" in text:
+            return "".join(indent + line for line in text.splitlines(keepends=True))
+        return super()._fill_text(text, width, indent)
+
+
 def add_client_commands(sub: argparse._SubParsersAction) -> None:
-    """Register ``submit``, ``status``, ``logs``, ``cancel``, ``suspend`` and ``resume`` on the
-    CLI's sub-parsers."""
-    p = sub.add_parser(
+    """Register ``submit``, ``status``, ``logs``, ``cancel``, ``suspend``, ``resume`` and
+    ``keep`` on the CLI's sub-parsers; each one's ``--help`` ends with the exit statuses."""
+    add_parser = functools.partial(
+        sub.add_parser, epilog=exit_codes_text(), formatter_class=HelpFormatter
+    )
+    p = add_parser(
         "submit",
         help="submit a training script (or a synthetic job) to the scheduler",
         description="Submit a Keras/TensorFlow training script as an elastic job: the scheduler "
@@ -63,16 +76,19 @@ def add_client_commands(sub: argparse._SubParsersAction) -> None:
     y.add_argument("--time-scale", type=float, metavar="F", help="run F times faster (default 1)")
     p.set_defaults(func=_guarded(run_submit))
 
-    p = sub.add_parser(
+    p = add_parser(
         "status",
         help="the GPUs and the jobs of the scheduler",
-        description="Show who holds each GPU and every job (id, name, user, state, GPUs, "
-        "min/max, epoch, reason).",
+        description="Show who holds each GPU and the jobs (id, name, user, state, GPUs, "
+        "min/max, epoch, reason): the open ones and those finished in the last 24 h unless "
+        "--all or --since says otherwise. Other users' finished jobs are not listed; their "
+        "open ones show owner, size and state only.",
     )
     p.add_argument("--json", action="store_true", help="print the status document as JSON")
+    add_filter_options(p)
     p.set_defaults(func=_guarded(run_status))
 
-    p = sub.add_parser(
+    p = add_parser(
         "logs",
         help="print a job's trainer log (or its sidecar log)",
         description="Print the end of a job's trainer log; --follow keeps printing until the job "
@@ -87,8 +103,12 @@ def add_client_commands(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=_guarded(run_logs))
 
     for name, run, summary, description in JOB_CHANGES:
-        p = sub.add_parser(name, help=summary, description=description)
+        p = add_parser(name, help=summary, description=description)
         p.add_argument("id", help="job id")
+        if name == "keep":
+            p.add_argument(
+                "--off", action="store_true", help="no longer keep it: it expires as others do"
+            )
         p.set_defaults(func=_guarded(run))
 
 
@@ -101,13 +121,13 @@ def _guarded(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Nam
             return run(args)
         except SchedulerError as e:
             _error(args, e.message)
-            return EXIT_REFUSED if e.status is not None else EXIT_UNREACHABLE
+            return ExitCode.of_status(e.status)
         except BrokenPipeError:  # `... | head` stopped reading: not an error
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-            return EXIT_OK
+            return ExitCode.OK
         except (ValueError, OSError) as e:
             _error(args, str(e))
-            return EXIT_USAGE
+            return ExitCode.USAGE
 
     return wrapper
 
@@ -186,6 +206,8 @@ def _script_part(args: argparse.Namespace) -> dict[str, Any]:
     if args.script is None:
         raise ValueError("give the training script to run (or --synthetic)")
     path = Path(args.script).expanduser()
+    if path.is_dir():
+        raise ValueError(f"{args.script}: is a directory: give the training script in it")
     if not path.is_file():
         raise ValueError(f"{args.script}: no such file")
     try:
@@ -194,6 +216,7 @@ def _script_part(args: argparse.Namespace) -> dict[str, Any]:
         raise ValueError(f"{args.script}: not a UTF-8 text file") from None
     if not source.strip():
         raise ValueError(f"{args.script}: the script is empty")
+    check_compiles(source, args.script)
     return {
         "kind": JobKind.SCRIPT,
         "script": source,
@@ -202,12 +225,27 @@ def _script_part(args: argparse.Namespace) -> dict[str, Any]:
     }
 
 
+def check_compiles(source: str, name: str) -> None:
+    """Refuse a script Python cannot compile, with FILE:LINE, before anything is submitted
+    (it would otherwise wait for GPUs, start TensorFlow, then fail)."""
+    try:
+        compile(source, name, "exec", dont_inherit=True)
+    except SyntaxError as e:  # IndentationError and TabError too
+        where = f"{name}:{e.lineno}" if e.lineno else name
+        line = f": {e.text.strip()}" if e.text and e.text.strip() else ""
+        raise ValueError(
+            f"{where}: {type(e).__name__}: {e.msg}{line} (nothing was submitted)"
+        ) from None
+    except ValueError as e:  # null bytes, on Pythons that do not call them a SyntaxError
+        raise ValueError(f"{name}: {e} (nothing was submitted)") from None
+
+
 def run_submit(args: argparse.Namespace) -> int:
     request = build_request(args)
     job = _client().submit(request.model_dump(mode="json", exclude_none=True))
     print(job["id"])
     print(describe_submitted(job), file=sys.stderr)
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def describe_submitted(job: dict[str, Any]) -> str:
@@ -225,9 +263,16 @@ def describe_submitted(job: dict[str, Any]) -> str:
 
 
 def run_status(args: argparse.Namespace) -> int:
-    doc = _client().status()
-    print(json.dumps(doc, indent=2) if args.json else format_status(doc))
-    return EXIT_OK
+    query = job_filter(args, time.time())
+    doc = _client().status(query.as_query())
+    if args.json:
+        print(json.dumps(doc, indent=2))
+        return ExitCode.OK
+    print(format_status(doc))
+    note = hidden_line(doc.get("hidden") or 0, args)
+    if note:
+        print(note, file=sys.stderr)
+    return ExitCode.OK
 
 
 def _cell(value: Any, width: int | None = None) -> str:
@@ -304,12 +349,12 @@ def run_logs(args: argparse.Namespace) -> int:
     if not args.follow:
         text = client.logs(args.id, tail=args.tail).get(key) or ""
         sys.stdout.write(text if not text or text.endswith("\n") else text + "\n")
-        return EXIT_OK
+        return ExitCode.OK
     job = follow_logs(client, args.id, key, args.tail)
     error = job.get("error")
     why = f": {error.get('message') or error}" if isinstance(error, dict) else ""
     print(f"job {args.id} ended {job.get('state')}{why}", file=sys.stderr)
-    return EXIT_OK
+    return ExitCode.OK
 
 
 def new_lines(seen: list[str], current: list[str]) -> tuple[list[str], bool]:
@@ -400,7 +445,7 @@ def run_cancel(args: argparse.Namespace) -> int:
             f"cancelling {args.id}: it saves a checkpoint at its next step and stops",
             file=sys.stderr,
         )
-    return EXIT_OK
+    return ExitCode.OK
 
 
 # -- suspend and resume -------------------------------------------------------------------------
@@ -413,9 +458,21 @@ def _changed(how: Callable[[SchedulerClient, str], dict]) -> Callable[[argparse.
         job = how(_client(), args.id)
         print(job.get("state"))
         print(f"{args.id}: {job.get('reason')}", file=sys.stderr)
-        return EXIT_OK
+        return ExitCode.OK
 
     return run
+
+
+def run_keep(args: argparse.Namespace) -> int:
+    job = _client().keep(args.id, not args.off)
+    print("kept" if job.get("kept") else "not kept")
+    how = (
+        "it is never removed"
+        if job.get("kept")
+        else "it is removed with its files once the retention after its end has passed"
+    )
+    print(f"{args.id}: {how}", file=sys.stderr)
+    return ExitCode.OK
 
 
 #: (command, what it runs, help, description) of the commands that change one job.
@@ -440,5 +497,13 @@ JOB_CHANGES = (
         "resume a suspended job (from its checkpoint)",
         "Resume a suspended job: it waits in the queue again and goes on from its checkpoint "
         "when it gets GPUs. Prints the job's new state.",
+    ),
+    (
+        "keep",
+        run_keep,
+        "keep a job past the retention (or, with --off, no longer)",
+        "Keep a job: once finished it is never removed. Finished jobs are otherwise removed, "
+        "their files (logs, checkpoints, the saved model) with them, when the scheduler's "
+        "retention has passed (30 days unless the admin set another). Prints kept or not kept.",
     ),
 )

@@ -7,6 +7,8 @@ are one sentence that says what to do: they end up in a notebook cell or a termi
 
 from __future__ import annotations
 
+from enum import IntEnum
+
 
 class ElasticGPUError(Exception):
     """A request that could not be honoured; ``status`` and ``reason`` go to the client."""
@@ -85,3 +87,49 @@ class ReadByOwner(Conflict):
     """Job files (logs) are read by the job owner's side, never by the shared scheduler."""
 
     reason = "read-by-owner"
+
+
+class ExitCode(IntEnum):
+    """The exit status of every ``jupyter-elastic-gpu`` client command (``submit``, ``status``,
+    ``logs``, ``cancel``, ``suspend``, ``resume``, ``keep``): the one place it is spelled. The
+    CLI's ``--help`` and the README list it from ``EXIT_CODE_HELP``."""
+
+    OK = 0
+    REFUSED = 1
+    USAGE = 2
+    NOT_FOUND = 3
+    FORBIDDEN = 4
+    UNREACHABLE = 5
+    INTERRUPTED = 130
+
+    @classmethod
+    def of_status(cls, status: int | None) -> ExitCode:
+        """The exit status for a request that ended in HTTP ``status`` (None: no answer)."""
+        if status is None or status in (Unavailable.status, StorageFull.status, 502, 504):
+            return cls.UNREACHABLE
+        if status in (Unauthorized.status, Forbidden.status):
+            return cls.FORBIDDEN
+        if status == NotFound.status:
+            return cls.NOT_FOUND
+        if status in (BadRequest.status, TooLarge.status, 422):
+            return cls.USAGE
+        return cls.REFUSED
+
+
+#: What each exit status means, for ``--help`` and the docs.
+EXIT_CODE_HELP = {
+    ExitCode.OK: "success",
+    ExitCode.REFUSED: "the scheduler refused (a conflict, an error on its side)",
+    ExitCode.USAGE: "bad usage or input: nothing was done",
+    ExitCode.NOT_FOUND: "no such job",
+    ExitCode.FORBIDDEN: "forbidden: a wrong or missing token (ELASTIC_GPU_TOKEN), or not yours",
+    ExitCode.UNREACHABLE: "no scheduler found, reachable or able to answer now",
+    ExitCode.INTERRUPTED: "interrupted (Ctrl-C)",
+}
+
+
+def exit_codes_text() -> str:
+    """The exit statuses as the CLI's ``--help`` epilog lists them."""
+    return "exit status:\n" + "\n".join(
+        f"  {int(code):<3}  {meaning}" for code, meaning in EXIT_CODE_HELP.items()
+    )

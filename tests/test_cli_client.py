@@ -1,7 +1,7 @@
 """`jupyter-elastic-gpu submit | status | logs | cancel`.
 
 Unit tests check argument validation (nothing is sent for bad input: the scheduler URL points
-at a closed port, so a request would exit 3, not 2), output formatting and the exit codes that
+at a closed port, so a request would exit 5, not 2), output formatting and the exit codes that
 need no scheduler. Integration tests run the real CLI (a subprocess, as a user's shell does)
 against a running scheduler from the ``scheduler_api`` fixture: ``(api_url, token)``.
 """
@@ -15,6 +15,7 @@ import socket
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -27,6 +28,7 @@ from jupyter_elastic_gpu.commands import (
     new_lines,
     parse_throughput,
 )
+from jupyter_elastic_gpu.errors import EXIT_CODE_HELP, ExitCode
 from jupyter_elastic_gpu.notebook.client import SchedulerClient
 
 
@@ -211,7 +213,7 @@ def test_bad_script_submissions(tmp_path, script, unreachable, capsys):
     binary.write_bytes(b"\x89HDF\r\n\x1a\n\xff\xfe")
     cases = [
         ([str(tmp_path / "missing.py")], "missing.py: no such file"),
-        ([str(tmp_path)], ": no such file"),
+        ([str(tmp_path)], f"{tmp_path}: is a directory: give the training script in it"),
         ([str(empty)], "the script is empty"),
         ([str(binary)], "not a UTF-8 text file"),
         ([], "give the training script to run (or --synthetic)"),
@@ -240,12 +242,12 @@ def test_logs_tail_must_be_positive(unreachable, capsys):
     assert code == 2 and "--tail must be at least 1" in err
 
 
-# -- exit 3: no scheduler -----------------------------------------------------------------------
+# -- exit 5: no scheduler -----------------------------------------------------------------------
 
 
-def test_no_scheduler_found_exits_3_with_one_line(nowhere, capsys):
+def test_no_scheduler_found_exits_5_with_one_line(nowhere, capsys):
     code, out, err = run(["status"], capsys)
-    assert (code, out) == (3, "")
+    assert (code, out) == (5, "")
     assert err.startswith("jupyter-elastic-gpu status: error: no elastic-gpu scheduler found (")
     assert err.count("\n") == 1
 
@@ -260,10 +262,10 @@ def test_no_scheduler_found_exits_3_with_one_line(nowhere, capsys):
         [*SYN, "--min-gpus", "1", "--max-gpus", "1"],
     ],
 )
-def test_unreachable_scheduler_exits_3(argv, unreachable, capsys, monkeypatch):
+def test_unreachable_scheduler_exits_5(argv, unreachable, capsys, monkeypatch):
     monkeypatch.setattr("jupyter_elastic_gpu.commands.FOLLOW_RECONNECT_S", 0.0)
     code, out, err = run(argv, capsys)
-    assert (code, out) == (3, "")
+    assert (code, out) == (5, "")
     assert f"error: cannot reach the scheduler at {unreachable}" in err
     assert err.count("\n") == 1
 
@@ -296,6 +298,24 @@ def test_status_table():
         "the others help other jobs more\n"
         "j-99    -      bob   queued   -     2/2      -           -"
     )
+
+
+def test_the_readme_lists_every_exit_status_as_the_cli_does():
+    readme = (Path(__file__).resolve().parents[1] / "README.md").read_text()
+    for code, meaning in EXIT_CODE_HELP.items():
+        assert f"| {int(code)} | {meaning} |" in readme, code
+    assert ExitCode.of_status(None) == ExitCode.UNREACHABLE == 5
+    assert [ExitCode.of_status(s) for s in (400, 401, 403, 404, 409, 413, 500, 503, 507)] == [
+        2,
+        4,
+        4,
+        3,
+        1,
+        2,
+        1,
+        5,
+        5,
+    ]
 
 
 def test_status_table_when_empty():
@@ -397,7 +417,7 @@ def test_submit_prints_the_id_alone_and_status_shows_the_job(scheduler_api):
     res = cli(scheduler_api, "status", "--json")
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
-    assert set(doc) == {"gpus", "jobs"}
+    assert set(doc) == {"gpus", "jobs", "hidden"}
     assert all(set(g) >= {"id", "holder"} for g in doc["gpus"])
     [mine] = [j for j in doc["jobs"] if j["id"] == job_id]
     assert set(mine) >= {"id", "name", "user", "state", "gpus", "min_gpus", "max_gpus", "progress"}
@@ -457,11 +477,63 @@ def test_a_script_job_is_submitted_with_its_folder_and_name(scheduler_api, scrip
     assert cli(scheduler_api, "cancel", job_id).returncode == 0
 
 
-def test_refusals_exit_1_with_the_schedulers_message(scheduler_api):
-    for argv in (["cancel", "j-does-not-exist"], ["logs", "j-does-not-exist"]):
-        res = cli(scheduler_api, *argv)
-        assert (res.returncode, res.stdout) == (1, ""), argv
+def test_each_refusal_has_its_exit_code_and_one_line(scheduler_api, tmp_path):
+    """Not found 3, a wrong token 4 (naming ELASTIC_GPU_TOKEN), a value the scheduler refuses 2;
+    each with one line on stderr and nothing on stdout (exit codes of ``errors.ExitCode``)."""
+    cases = [
+        (["cancel", "j-does-not-exist"], scheduler_api, 3, "no job 'j-does-not-exist'"),
+        (["logs", "j-does-not-exist"], scheduler_api, 3, "no job 'j-does-not-exist'"),
+        (["suspend", "j-nope"], scheduler_api, 3, "no job 'j-nope'"),
+        (
+            ["status"],
+            (scheduler_api[0], "not-a-token"),
+            4,
+            "set ELASTIC_GPU_TOKEN to a token of the server at http://127.0.0.1:",
+        ),
+        (
+            [*SYN, "--min-gpus", "64"],
+            scheduler_api,
+            2,
+            "--min-gpus (64) is more than the 4 GPUs of this server",
+        ),
+    ]
+    for argv, api, code, message in cases:
+        res = cli(api, *argv)
+        assert (res.returncode, res.stdout) == (code, ""), (argv, res.stderr)
         assert res.stderr.startswith(f"jupyter-elastic-gpu {argv[0]}: error: ")
+        assert message in res.stderr, (argv, res.stderr)
         assert res.stderr.count("\n") == 1 and "Traceback" not in res.stderr
-    res = cli((scheduler_api[0], "not-a-token"), "status")
-    assert res.returncode == 1 and res.stderr.count("\n") == 1
+
+
+def test_an_unknown_option_prints_its_subcommands_usage(tmp_path):
+    api = (f"http://127.0.0.1:{closed_port()}/", "t")  # nothing is sent: usage comes first
+    for argv, unknown in (
+        (["submit", "x.py", "--bogus"], "--bogus"),
+        (["status", "--bogus", "1"], "--bogus 1"),
+        (["cancel", "j-1", "--now"], "--now"),
+    ):
+        res = cli(api, *argv)
+        assert (res.returncode, res.stdout) == (2, ""), res.stderr
+        assert res.stderr.startswith(f"usage: jupyter-elastic-gpu {argv[0]} "), res.stderr
+        assert f"{argv[0]}: error: unrecognized arguments: {unknown}\n" in res.stderr
+    res = cli(api, "--help")
+    assert "exit status:" in res.stdout and "  4    forbidden: " in res.stdout
+    assert "exit status:" in cli(api, "status", "--help").stdout
+
+
+def test_a_script_that_does_not_compile_is_refused_at_once(scheduler_api, tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("import keras\n\nfor x in range(3)\n    print(x)\n")
+    client = SchedulerClient(*scheduler_api)
+    before = len(client.jobs({"all": "true"})["jobs"])
+    res = cli(scheduler_api, "submit", str(bad))
+    assert (res.returncode, res.stdout) == (2, ""), res.stderr
+    assert f"error: {bad}:3: SyntaxError: expected ':': for x in range(3)" in res.stderr
+    assert "nothing was submitted" in res.stderr and res.stderr.count("\n") == 1
+    indented = tmp_path / "indent.py"
+    indented.write_text("x = 1\n  y = 2\n")
+    res = cli(scheduler_api, "submit", str(indented))
+    assert res.returncode == 2 and f"{indented}:2: IndentationError: unexpected indent" in (
+        res.stderr
+    )
+    assert len(client.jobs({"all": "true"})["jobs"]) == before

@@ -1,15 +1,17 @@
-"""What clients send: a job to submit, a sidecar's heartbeat (and the progress and errors in
-it), and what a user's server needs to start a sidecar."""
+"""What clients send: a job to submit, which jobs to list, a sidecar's heartbeat (and the
+progress and errors in it), and what a user's server needs to start a sidecar."""
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import Annotated
 
 from elastic_gpu_sidecar.protocol import (
     MAX_PROGRESS_BACKLOG,
     BatchPolicy,
     JobKind,
+    JobState,
     Mechanism,
     SidecarState,
 )
@@ -37,6 +39,7 @@ from .base import (
     Text,
     Value,
     at_most,
+    parse,
 )
 
 
@@ -291,3 +294,89 @@ class DrainChange(Strict):
     """The body of ``POST gpus/ID/drain`` (admins): true drains the GPU, false puts it back."""
 
     drained: Annotated[bool, Field(strict=True)]
+
+
+class JobFilter(Strict):
+    """The query of ``GET jobs`` and ``GET status``: which jobs to list (docs/api.md).
+
+    Open jobs are always current; finished ones are listed by ``since`` (those that ended at
+    or after it), ``all`` (every one the scheduler keeps), or, with neither, the most recent
+    few of each user (``SchedulerService.recent_jobs``). ``state`` and ``user`` narrow any of
+    these. Another user's jobs may be asked for by name only by admins and readers of every
+    job (``Principal``): everyone else sees others' open jobs in the queue, as owner, size and
+    state.
+    """
+
+    all: bool = False
+    state: Annotated[list[JobState], Field(min_length=1, max_length=len(JobState))] | None = None
+    user: Annotated[str, Field(min_length=1, max_length=200)] | None = None
+    since: Seconds | None = Field(None, description="epoch seconds")
+
+    @model_validator(mode="after")
+    def _one_window(self) -> JobFilter:
+        if self.all and self.since is not None:
+            raise ValueError(
+                "'all' (every job) and 'since' (jobs finished since a time) do not go together: "
+                "give one of them"
+            )
+        return self
+
+    @classmethod
+    def from_query(cls, get: Callable[[str], str | None]) -> JobFilter:
+        """The filter of a query string (``get(name)``: a parameter's value or None), or
+        BadRequest: ``all=true``, ``state=running,done``, ``user=NAME``, ``since=SECONDS``."""
+        fields: dict = {}
+        raw_all = get("all")
+        if raw_all is not None:
+            if raw_all.lower() not in ("", "1", "true", "0", "false"):
+                raise BadRequest(f"all: expected true or false, got {raw_all[:40]!r}")
+            fields["all"] = raw_all.lower() in ("", "1", "true")
+        raw_state = get("state")
+        if raw_state is not None:
+            states = [s.strip() for s in raw_state.split(",") if s.strip()]
+            unknown = [s for s in states if s not in JobState.values()]
+            if unknown or not states:
+                raise BadRequest(
+                    f"state: unknown state {(unknown or [raw_state])[0][:40]!r}: choose among "
+                    f"{', '.join(JobState.values())} (comma-separated)"
+                )
+            fields["state"] = sorted(set(states), key=JobState.values().index)
+        if get("user") is not None:
+            fields["user"] = get("user")
+        raw_since = get("since")
+        if raw_since is not None:
+            try:
+                fields["since"] = float(raw_since)
+            except ValueError:
+                raise BadRequest(
+                    f"since: expected a time in epoch seconds, got {raw_since[:40]!r}"
+                ) from None
+        return parse(cls, fields, "job filter")
+
+    def as_query(self) -> dict[str, str]:
+        """The query string's parameters that say this filter (what ``from_query`` reads)."""
+        query = {}
+        if self.all:
+            query["all"] = "true"
+        if self.state:
+            query["state"] = ",".join(s.value for s in self.state)
+        if self.user is not None:
+            query["user"] = self.user
+        if self.since is not None:
+            query["since"] = repr(self.since)
+        return query
+
+
+class KeepChange(Strict):
+    """The body of ``POST jobs/ID/keep``: true keeps the finished job (its record and its
+    files) past the retention (``SchedulerService.job_retention_days``); false lets it expire
+    again."""
+
+    kept: Annotated[bool, Field(strict=True)]
+
+
+class Removed(Strict):
+    """The body of ``POST launches/removed``: expired jobs of the caller whose directories
+    their server has removed (``Launches.expired``)."""
+
+    jobs: Annotated[list[Annotated[str, Field(max_length=64)]], Field(max_length=10_000)]

@@ -33,6 +33,8 @@ class EventKind(Vocabulary):
     RELEASE = "release"  # resumed by a person: queued again
     PRIORITY = "priority"  # an admin changed its priority
     DRAIN = "drain"  # an admin drained a GPU or put it back (job_id null)
+    KEPT = "kept"  # its owner (or an admin) kept it past the retention, or let it expire again
+    EXPIRED = "expired"  # finished jobs past the retention were forgotten (job_id null)
 
 
 class ErrorBody(Strict):
@@ -119,6 +121,10 @@ class JobView(Strict):
     notebook: str | None = Field(
         None, description="the notebook that submitted it, relative to the server's root"
     )
+    kept: bool = Field(
+        False,
+        description="kept past the retention: once finished, it never expires (POST jobs/ID/keep)",
+    )
 
 
 class PublicJob(Strict):
@@ -133,8 +139,16 @@ class PublicJob(Strict):
     position: int | None
 
 
+#: What a list of jobs says about those it left out.
+HIDDEN = (
+    "finished jobs that match the filter but were left out by its time window (the most recent "
+    "of each user, or 'since'): 'all=true' lists them"
+)
+
+
 class JobList(Strict):
     jobs: list[JobView | PublicJob]
+    hidden: int = Field(0, description=HIDDEN)
 
 
 class QueueEntry(Strict):
@@ -195,6 +209,7 @@ class Status(Strict):
 
     gpus: list[StatusGpu]
     jobs: list[StatusJob]
+    hidden: int = Field(0, description=HIDDEN)
 
 
 class GpuProcessView(Strict):
@@ -255,8 +270,27 @@ class Updates(Strict):
     version: int
 
 
+class Expired(Strict):
+    """A job that expired (``SchedulerService.job_retention_days``) whose directory its owner's
+    side removes: the shared scheduler never touches job files itself."""
+
+    id: str
+    job_dir: str
+
+
+class Forgotten(Strict):
+    """The answer of ``POST launches/removed``: the expired jobs no longer listed."""
+
+    jobs: list[str]
+
+
 class Launches(Strict):
     launches: list[LaunchRequest]
+    expired: list[Expired] = Field(
+        [],
+        description="the caller's expired jobs whose directories are still to be removed: the "
+        "caller's server removes each, then says so (POST launches/removed)",
+    )
 
 
 class ShareUser(Strict):

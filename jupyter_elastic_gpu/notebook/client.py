@@ -77,8 +77,10 @@ class SchedulerClient:
     def gpus(self) -> dict:
         return self._request("GET", "gpus")
 
-    def jobs(self) -> dict:
-        return self._request("GET", "jobs")
+    def jobs(self, query: Mapping[str, str] | None = None) -> dict:
+        """The jobs ``query`` selects (``models.JobFilter.as_query``; none: the open jobs and
+        the most recent finished ones)."""
+        return self._request("GET", "jobs", query=query)
 
     def submit(self, body: dict) -> dict:
         return self._request("POST", "jobs", body=body)
@@ -94,6 +96,9 @@ class SchedulerClient:
 
     def resume(self, job_id: str) -> dict:
         return self._request("POST", f"jobs/{_quote(job_id)}/resume", body={})
+
+    def keep(self, job_id: str, kept: bool = True) -> dict:
+        return self._request("POST", f"jobs/{_quote(job_id)}/keep", body={"kept": kept})
 
     def logs(self, job_id: str, tail: int = 200) -> dict:
         """The ends of the job's logs. A shared scheduler reads no job files (it answers
@@ -131,8 +136,8 @@ class SchedulerClient:
     def queue(self) -> dict:
         return self._request("GET", "queue")
 
-    def status(self) -> dict:
-        return self._request("GET", "status")
+    def status(self, query: Mapping[str, str] | None = None) -> dict:
+        return self._request("GET", "status", query=query)
 
     def launches(self) -> dict:
         return self._request("GET", "launches")
@@ -231,11 +236,22 @@ def _http_error(e: urllib.error.HTTPError, url: str) -> SchedulerError:
         reason = doc.get("reason")
     if not message:
         message = f"HTTP {e.code} {e.reason} from {url}"
-        if e.code in (401, 403):
-            message += f": the token was refused (check {ENV_TOKEN} or the token file)"
-        elif e.code == 404 and doc is None:
+        if e.code == 404 and doc is None:
             message += ": is the jupyter-elastic-gpu server extension enabled?"
+    if e.code == 401 or (e.code == 403 and reason is None):  # no user: the token is the cause
+        message = f"{str(message).rstrip('.')}; {token_advice(url)}"
     return SchedulerError(str(message), e.code, reason)
+
+
+def token_advice(url: str) -> str:
+    """What to do when the scheduler at ``url`` refused the token (or got none)."""
+    base = urllib.parse.urlunsplit((*urllib.parse.urlsplit(url)[:2], "", "", ""))
+    return (
+        f"the token was refused or missing: set {ENV_TOKEN} to a token of the server at "
+        f"{base} (`jupyter server list` shows a Jupyter server's; JupyterHub gives one at "
+        "/hub/token; a shared scheduler's admin gives one with `jupyter elastic-gpu scheduler "
+        "add-user`)"
+    )
 
 
 def api_root(url: str) -> str:

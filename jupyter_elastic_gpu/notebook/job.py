@@ -20,7 +20,7 @@ from typing import Any, Literal
 from elastic_gpu_sidecar.protocol import JobState
 
 from .client import SchedulerClient, SchedulerError
-from .text import FINAL, describe_job
+from .text import FINAL, describe_job, error_hint
 
 #: Longest a wait asks the server to hold one long poll.
 LONG_POLL_S = 25.0
@@ -150,7 +150,7 @@ class ElasticJob:
             err = job.get("error") or {}
             raise JobFailed(
                 f"job {self.id} failed: {err.get('type')}: {err.get('message')}\n"
-                f"{err.get('traceback') or ''}{err.get('hint') or ''}"
+                f"{err.get('traceback') or ''}{error_hint(err) or ''}"
             )
         return job
 

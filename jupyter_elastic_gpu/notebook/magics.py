@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import posixpath
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,6 +20,7 @@ from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
 from ..errors import BadRequest
+from ..listing import hidden_line, job_filter, magic_filter_options
 from ..models.requests import check_notebook_path
 from ..options import as_flags, job_request, magic_job_options
 from .client import SchedulerClient, SchedulerError
@@ -136,15 +138,32 @@ class ElasticMagics(Magics):
         handle._skip_display = shown
         return handle
 
+    @magic_arguments()
+    @magic_filter_options
     @line_magic
     def elastic_jobs(self, line: str = "") -> None:
-        """Print my jobs and the queue (others' jobs as owner, size and state)."""
+        """Print my jobs (open ones and those finished in the last 24 h, unless --all or
+        --since says otherwise) and the queue (others' jobs as owner, size and state). The
+        options are those of `jupyter elastic-gpu status`."""
+        args = parse_argstring(self.elastic_jobs, line)
+        try:
+            query = job_filter(args, time.time())
+        except ValueError as e:
+            raise UsageError(str(e)) from None
         me = self._call(self.client.whoami)["user"]
-        jobs = self._call(self.client.jobs)["jobs"]
-        mine = [j for j in jobs if j["user"] == me]
-        print(jobs_table(mine) if mine else "no jobs of yours")
+        user = query.user or me
+        listed = self._call(self.client.jobs, query.model_copy(update={"user": user}).as_query())
+        who = "of yours" if user == me else f"of {user}"
+        print(jobs_table(listed["jobs"]) if listed["jobs"] else f"no jobs {who}")
+        note = hidden_line(listed.get("hidden") or 0, args)
+        if note:
+            print(note)
+        if query.user is not None:
+            return
         queue = self._call(self.client.queue)["queue"]
-        others = [q for q in queue if q["user"] != me]
+        others = [
+            q for q in queue if q["user"] != me and (not query.state or q["state"] in query.state)
+        ]
         if others:
             print("\nothers' jobs:")
             for q in others:

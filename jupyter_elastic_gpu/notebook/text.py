@@ -9,6 +9,20 @@ from typing import Any
 from elastic_gpu_sidecar.protocol import FINAL_JOB_STATES, JobState
 
 FINAL = frozenset(s.value for s in FINAL_JOB_STATES)
+#: What a notebook says of an undefined name: the most common surprise of a cell run as a job.
+#: Only notebook views say it (the trainer's own hint speaks of scripts, which the CLI shows).
+CELL_HINT = (
+    "the cell runs in its own process, not in your notebook kernel: variables from the "
+    "notebook are not defined there; pass them with --pass NAME,... (or define or load them "
+    "in the cell)"
+)
+
+
+def error_hint(error: Mapping[str, Any]) -> str | None:
+    """The hint a notebook shows with a failed job's error."""
+    if error.get("type") == "NameError":
+        return CELL_HINT
+    return error.get("hint")
 
 
 def eta_text(seconds: float | None) -> str | None:
@@ -68,7 +82,7 @@ def describe_job(job: dict[str, Any]) -> str:
         lines.append(f"model: {job['model_path']} (load it: model = job.load_model())")
     elif job["state"] == JobState.FAILED and job.get("error"):
         err = job["error"]
-        lines.append(f"{err.get('type')}: {err.get('message')}\n{err.get('hint') or ''}".rstrip())
+        lines.append(f"{err.get('type')}: {err.get('message')}\n{error_hint(err) or ''}".rstrip())
     elif job.get("reason") and job["state"] not in FINAL:
         lines.append(job["reason"])
     return "\n".join(lines)

@@ -2,7 +2,8 @@
 
 The shared daemon decides but never starts processes (it may run as another account); each
 user's server polls it for launches of its user's jobs and starts them with the local
-launcher, so trainers run as the user who submitted them. Level-triggered: a launch the daemon
+launcher, so trainers run as the user who submitted them. It removes the directories of its
+user's expired jobs the same way (``retention.py``). Level-triggered: a launch the daemon
 still lists after the sidecar started is ignored; one that was lost is listed again.
 """
 
@@ -13,6 +14,7 @@ import logging
 from typing import Any
 
 from ..errors import ElasticGPUError
+from . import jobdirs
 from .launcher import BaseLauncher
 from .principal import Principal
 
@@ -28,16 +30,35 @@ class LaunchAgent:
         self._complained = False
 
     async def run_once(self) -> int:
-        """Start every listed launch not started yet; returns how many were started."""
+        """Start every listed launch not started yet, and remove the directories of expired
+        jobs; returns how many were started."""
         started = 0
-        for request in (await self.backend.launches(self.who)).launches:
+        listed = await self.backend.launches(self.who)
+        for request in listed.launches:
             key = (request.job_id, request.generation)
             record = self.started.get(key)
             if record is not None and self.launcher.alive(record) is not False:
                 continue
             self.started[key] = await self.launcher.launch(request)
             started += 1
+        if listed.expired:
+            await self._remove(listed.expired)
         return started
+
+    async def _remove(self, expired: list[Any]) -> None:
+        """Remove expired jobs' dirs as this server's user, then say they are gone (one that
+        cannot be removed is said in the log and not listed again)."""
+        for job in expired:
+            try:
+                await asyncio.to_thread(jobdirs.remove_job_dir, job.job_dir, job.id)
+            except (OSError, ElasticGPUError) as e:
+                log.warning(
+                    "elastic-gpu: expired job %s: its directory %s is left in place: %s",
+                    job.id,
+                    job.job_dir,
+                    getattr(e, "message", None) or e,
+                )
+        await self.backend.removed(self.who, {"jobs": [job.id for job in expired]})
 
     async def run(self) -> None:
         while True:

@@ -21,16 +21,20 @@ from ..errors import Relayed, Unavailable
 from ..models import (
     Event,
     Events,
+    Forgotten,
     Gpus,
     GpuView,
     GroupWeightRequest,
+    JobFilter,
     JobList,
     JobView,
+    KeepChange,
     Launches,
     LeaseView,
     Logs,
     ProgressList,
     Queue,
+    Removed,
     Shares,
     Status,
     SubmitRequest,
@@ -44,6 +48,7 @@ from .service import SchedulerService
 from .shares import check_group
 
 M = TypeVar("M", bound=BaseModel)
+NO_FILTER = views.NO_FILTER
 
 
 class LocalBackend:
@@ -62,8 +67,8 @@ class LocalBackend:
             s.gpu_infos(), s.jobs, s.holders(), s.external(), source, who, s.admin.drained
         )
 
-    async def jobs(self, who: Principal) -> JobList:
-        return views.job_list(self.service.jobs.values(), who, self.service.recent_jobs)
+    async def jobs(self, who: Principal, query: JobFilter = NO_FILTER) -> JobList:
+        return views.job_list(self.service.jobs.values(), who, self.service.recent_jobs, query)
 
     async def submit(self, who: Principal, body: Any) -> JobView:
         request = parse(SubmitRequest, body, "job")
@@ -104,16 +109,25 @@ class LocalBackend:
         forecast = await self.service.estimates.forecast()
         return views.queue(self.service.jobs.values(), who, forecast)
 
-    async def status(self, who: Principal) -> Status:
+    async def status(self, who: Principal, query: JobFilter = NO_FILTER) -> Status:
         s = self.service
         ids = [g.id for g in s.gpu_infos()]
-        return views.status(s.jobs.values(), ids, s.holders(), who)
+        return views.status(s.jobs.values(), ids, s.holders(), who, s.recent_jobs, query)
 
     async def wait_updates(self, who: Principal, since: int, timeout: float) -> Updates:
         return Updates(version=await self.service.wait_updates(since, timeout))
 
     async def launches(self, who: Principal) -> Launches:
-        return Launches(launches=self.service.pending_launches(who))
+        return Launches(
+            launches=self.service.pending_launches(who),
+            expired=await self.service.retention.pending(who),
+        )
+
+    async def removed(self, who: Principal, body: Any) -> Forgotten:
+        return await self.service.retention.removed(who, body)
+
+    async def keep(self, who: Principal, job_id: str, body: Any) -> JobView:
+        return views.job_view(await self.service.retention.keep(who, job_id, body))
 
     async def heartbeat(self, job_id: str, secret: str, body: Any) -> LeaseView:
         return await self.service.heartbeat(job_id, secret, body)
@@ -183,8 +197,8 @@ class RemoteBackend:
     async def gpus(self, who: Principal) -> Gpus:
         return await self._call(Gpus, "GET", "gpus")
 
-    async def jobs(self, who: Principal) -> JobList:
-        return await self._call(JobList, "GET", "jobs")
+    async def jobs(self, who: Principal, query: JobFilter = NO_FILTER) -> JobList:
+        return await self._call(JobList, "GET", "jobs", query=query.as_query() or None)
 
     async def submit(self, who: Principal, body: Any) -> JobView:
         request = parse(SubmitRequest, body, "job")  # refuse a bad body here, with the same words
@@ -233,8 +247,8 @@ class RemoteBackend:
     async def queue(self, who: Principal) -> Queue:
         return await self._call(Queue, "GET", "queue")
 
-    async def status(self, who: Principal) -> Status:
-        return await self._call(Status, "GET", "status")
+    async def status(self, who: Principal, query: JobFilter = NO_FILTER) -> Status:
+        return await self._call(Status, "GET", "status", query=query.as_query() or None)
 
     async def wait_updates(self, who: Principal, since: int, timeout: float) -> Updates:
         query = {"since": since, "timeout": timeout}
@@ -242,6 +256,14 @@ class RemoteBackend:
 
     async def launches(self, who: Principal) -> Launches:
         return await self._call(Launches, "GET", "launches")
+
+    async def removed(self, who: Principal, body: Any) -> Forgotten:
+        sent = parse(Removed, body, "removed jobs").model_dump(mode="json")
+        return await self._call(Forgotten, "POST", "launches/removed", sent)
+
+    async def keep(self, who: Principal, job_id: str, body: Any) -> JobView:
+        kept = parse(KeepChange, body, "keep").kept
+        return await self._call(JobView, "POST", f"jobs/{job_id}/keep", {"kept": kept})
 
     async def heartbeat(self, job_id: str, secret: str, body: Any) -> LeaseView:
         raise Relayed(404, "sidecars of a shared scheduler heartbeat to the scheduler itself")

@@ -14,6 +14,8 @@ import contextlib
 import json
 import os
 import pwd
+import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -126,3 +128,33 @@ def saved_model(job_dir: str) -> str | None:
     """The trained model the bootstrap saved, if it did (a regular file, not a link)."""
     path = Path(job_dir) / P.MODEL
     return str(path) if ownfiles.is_regular(path) else None
+
+
+def remove_job_dir(job_dir: str, job_id: str) -> bool:
+    """Remove an expired job's directory and everything in it, with this process's rights, as
+    every job file is handled here: the folders above it checked (``ownfiles.open_folder``),
+    nothing followed through a link (``shutil.rmtree`` works on descriptors; a link planted in
+    the directory's place is removed, not what it points to). Only a directory named after
+    its job is removed. False when it was gone already; ``Conflict`` when it is not this side's
+    to remove."""
+    path = Path(job_dir)
+    if path.name != job_id or not path.is_absolute():
+        raise Conflict(f"{job_dir} is not the directory of job {job_id}: not removed")
+    try:
+        parent = ownfiles.open_folder(path.parent)
+    except FileNotFoundError:
+        return False
+    except ownfiles.UnsafePath as e:
+        raise Conflict(f"job dir {job_dir}: {e}") from None
+    try:
+        try:
+            st = os.stat(path.name, dir_fd=parent, follow_symlinks=False)
+        except FileNotFoundError:
+            return False
+        if stat.S_ISDIR(st.st_mode):
+            shutil.rmtree(path.name, dir_fd=parent)
+        else:
+            os.unlink(path.name, dir_fd=parent)
+        return True
+    finally:
+        os.close(parent)

@@ -90,6 +90,9 @@ class JobRecord:
     # Who suspended the job (its owner or an admin) and holds it: no GPUs until resumed
     # (``admin.py``). In the record, so a restarted scheduler keeps it held.
     held_by: str | None = None
+    # Kept past the retention by its owner (or an admin): once finished it never expires
+    # (``retention.py``).
+    kept: bool = False
 
     # -- facts ------------------------------------------------------------------------------
     @property

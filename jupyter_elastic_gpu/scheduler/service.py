@@ -52,6 +52,7 @@ from .jobs import JobRecord, new_secret, secret_matches
 from .launcher import BaseLauncher, PlaceGone
 from .lifecycle import Lifecycle
 from .principal import Principal
+from .retention import Retention
 from .shares import ShareLedger, check_group, check_weight
 from .store import Store
 
@@ -155,6 +156,15 @@ class SchedulerService(LoggingConfigurable):
         help="Finished jobs of each user that GET jobs (and the JupyterLab panel) still list, the "
         "most recently finished first; older ones stay in the database and GET jobs/ID.",
     )
+    job_retention_days = Float(
+        30.0,
+        min=0.0,
+        config=True,
+        help="Days a finished job (done, failed or cancelled) is kept after it ended; then its "
+        "record, progress, events and job directory (logs, checkpoints, the saved model) are "
+        "removed, unless its owner kept it (`jupyter elastic-gpu keep JOB`, POST jobs/ID/keep). "
+        "0 keeps every job forever.",
+    )
     server_timeout = Float(
         20.0,
         config=True,
@@ -216,6 +226,7 @@ class SchedulerService(LoggingConfigurable):
             store, self.fair_share_half_life, self.group_weights, enabled=self.fair_share
         )
         self.admin = AdminActions(self)  # suspend/resume, priorities, drained GPUs
+        self.retention = Retention(self)  # finished jobs expire (job_retention_days)
 
     @property
     def simulated(self) -> bool:
@@ -298,6 +309,7 @@ class SchedulerService(LoggingConfigurable):
         if decide:
             await self._decide(now)
         await self._launch_ready(now)
+        await self.retention.step(now)
 
     # -- users' requests ----------------------------------------------------------------------
     async def submit(self, who: Principal, req: SubmitRequest) -> JobRecord:

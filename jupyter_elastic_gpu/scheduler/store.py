@@ -103,6 +103,17 @@ MIGRATIONS: tuple[str, ...] = (
         at REAL NOT NULL
     );
     """,
+    # 6: jobs past the retention whose rows are gone and whose directories are still to be
+    # removed by their owner's side (``retention.py``); a row leaves once its directory has.
+    """
+    CREATE TABLE expired (
+        id TEXT PRIMARY KEY,
+        user TEXT NOT NULL,
+        job_dir TEXT NOT NULL,
+        expired_at REAL NOT NULL
+    );
+    CREATE INDEX expired_user ON expired(user);
+    """,
 )
 
 FINAL_STATES = tuple(sorted(s.value for s in FINAL_JOB_STATES))
@@ -354,6 +365,47 @@ class Store:
             await self._write(QUARANTINE[0], (time.time(), error, rowid))
             await self._write(QUARANTINE[1], (rowid,))
             await self.add_event(job_id, QUARANTINED, quarantine_message(job_id, error))
+
+    # -- retention --------------------------------------------------------------------------
+    async def expire(self, jobs: Iterable[tuple[str, str, str]], at: float) -> None:
+        """Forget the jobs ``(id, user, job_dir)``: their rows, progress and events go, and each
+        job dir is listed in ``expired`` to be removed; all in one transaction (a crash leaves
+        every job as it was, or gone with its dir listed)."""
+        rows = [(job_id, user, job_dir, at) for job_id, user, job_dir in jobs]
+        if not rows:
+            return
+        ids = [(row[0],) for row in rows]
+        async with self.transaction():
+            await self._write(
+                "INSERT OR REPLACE INTO expired (id, user, job_dir, expired_at) "
+                "VALUES (?, ?, ?, ?)",
+                rows,
+                many=True,
+            )
+            for table, column in (("jobs", "id"), ("progress", "job_id"), ("events", "job_id")):
+                await self._write(f"DELETE FROM {table} WHERE {column} = ?", ids, many=True)
+        for (job_id,) in ids:
+            self._since_trim.pop(job_id, None)
+
+    @_reading
+    async def expired(self, user: str | None = None) -> list[dict[str, Any]]:
+        """Expired jobs whose directories are still to be removed (``user``'s only, if given):
+        ``{id, user, job_dir}``, oldest first."""
+        query, args = "SELECT id, user, job_dir FROM expired", []
+        if user is not None:
+            query, args = query + " WHERE user = ?", [user]
+        async with self.db.execute(query + " ORDER BY expired_at, id", args) as cur:
+            return [dict(row) async for row in cur]
+
+    async def forget_expired(self, ids: Iterable[str], user: str | None = None) -> None:
+        """Drop the listed expired jobs (``user``'s only, if given): their dirs are gone."""
+        args = [(job_id, user) for job_id in ids]
+        if not args:
+            return
+        async with self.transaction():
+            await self._write(
+                "DELETE FROM expired WHERE id = ?1 AND (?2 IS NULL OR user = ?2)", args, many=True
+            )
 
     # -- progress ---------------------------------------------------------------------------
     async def add_progress(self, job_id: str, records: Iterable[dict[str, Any]]) -> None:

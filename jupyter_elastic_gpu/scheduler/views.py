@@ -12,10 +12,12 @@ from typing import Any
 
 from elastic_gpu_sidecar.protocol import JobState
 
+from ..errors import Forbidden
 from ..models import (
     GpuProcessView,
     Gpus,
     GpuView,
+    JobFilter,
     JobList,
     JobProgress,
     JobView,
@@ -33,6 +35,8 @@ from .principal import Principal
 
 #: Lease changes a job view carries (the newest).
 HISTORY_SHOWN = 50
+#: A list's query when none is given: open jobs and the most recent finished ones.
+NO_FILTER = JobFilter()
 
 
 def progress_view(job: JobRecord) -> JobProgress | None:
@@ -90,6 +94,7 @@ def job_view(job: JobRecord) -> JobView:
         held=job.held,
         notes=job.notes,
         notebook=job.spec.notebook,
+        kept=job.kept,
     )
 
 
@@ -123,10 +128,43 @@ def recent(jobs: Iterable[JobRecord], finished_per_user: int) -> list[JobRecord]
     return kept
 
 
-def job_list(jobs: Iterable[JobRecord], who: Principal, finished_per_user: int) -> JobList:
-    """Open jobs and recently finished ones (``recent``), oldest submission first."""
-    listed = _by_submission(recent(jobs, finished_per_user))
-    return JobList(jobs=[job_view(j) if who.may_see(j) else public_job(j) for j in listed])
+def select(
+    jobs: Iterable[JobRecord], who: Principal, query: JobFilter, finished_per_user: int
+) -> tuple[list[JobRecord], int]:
+    """The jobs ``query`` lists (``models.JobFilter``), oldest submission first, and how many
+    more finished ones match it but lie outside its time window; Forbidden when ``who`` names
+    another user without the right to see their jobs."""
+    if query.user is not None and query.user != who.user and not (who.admin or who.reads_all):
+        raise Forbidden(
+            f"only admins may list the jobs of another user ({query.user}): you may list your "
+            "own; everyone's open jobs are in the queue"
+        )
+    matching = [
+        j
+        for j in jobs
+        if (query.state is None or j.state in query.state)
+        and (query.user is None or j.user == query.user)
+    ]
+    if query.all:
+        listed = matching
+    elif query.since is not None:
+        listed = [j for j in matching if not j.final or (j.finished_at or 0.0) >= query.since]
+    else:
+        listed = recent(matching, finished_per_user)
+    return _by_submission(listed), len(matching) - len(listed)
+
+
+def job_list(
+    jobs: Iterable[JobRecord],
+    who: Principal,
+    finished_per_user: int,
+    query: JobFilter = NO_FILTER,
+) -> JobList:
+    """The jobs ``query`` selects (``select``): in full where ``who`` may see them."""
+    listed, hidden = select(jobs, who, query, finished_per_user)
+    return JobList(
+        jobs=[job_view(j) if who.may_see(j) else public_job(j) for j in listed], hidden=hidden
+    )
 
 
 def _public_reason(job: JobRecord) -> str:
@@ -171,15 +209,20 @@ def queue(jobs: Iterable[JobRecord], who: Principal, forecast: Forecast | None =
 
 
 def status(
-    jobs: Iterable[JobRecord], gpu_ids: Sequence[str], holders: Mapping[str, str], who: Principal
+    jobs: Iterable[JobRecord],
+    gpu_ids: Sequence[str],
+    holders: Mapping[str, str],
+    who: Principal,
+    finished_per_user: int,
+    query: JobFilter = NO_FILTER,
 ) -> Status:
-    """What ``jupyter elastic-gpu status`` shows: GPUs and their holders, open jobs (and the
-    caller's finished ones)."""
+    """What ``jupyter elastic-gpu status`` shows: GPUs and their holders, and the jobs
+    ``query`` selects among the open ones and the caller's finished ones."""
+    visible = [j for j in jobs if not j.final or who.may_see(j)]
+    listed, hidden = select(visible, who, query, finished_per_user)
     summaries = []
-    for j in _by_submission(jobs):
+    for j in listed:
         mine = who.may_see(j)
-        if j.final and not mine:
-            continue
         p = j.progress
         summaries.append(
             StatusJob(
@@ -202,6 +245,7 @@ def status(
     return Status(
         gpus=[StatusGpu(id=g, holder=holders.get(g)) for g in gpu_ids],
         jobs=summaries,
+        hidden=hidden,
     )
 
 

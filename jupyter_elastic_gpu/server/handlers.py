@@ -28,6 +28,7 @@ from tornado import web
 from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
 from ..errors import BadRequest, ElasticGPUError, NotFound, TooLarge, Unauthorized
+from ..models import JobFilter
 from ..models.base import load_json
 from ..scheduler.principal import Principal
 from . import admin_page, panel
@@ -153,6 +154,19 @@ class ElasticAPIHandler(_ElasticHandler, APIHandler):
             raise BadRequest(f"query argument {name!r} must be a finite number, got {raw[:50]!r}")
         return value
 
+    def job_filter(self) -> JobFilter:
+        """The query's job filter (``all``, ``state``, ``user``, ``since``), or BadRequest."""
+        return JobFilter.from_query(lambda name: self.get_query_argument(name, None))
+
+    async def _call_with_body(self, method: str, *args: Any) -> None:
+        """``_call`` with the JSON body as the last argument (BadRequest when it is none)."""
+        try:
+            body = self.json_body()
+        except ElasticGPUError as e:
+            self.fail(e)
+            return
+        await self._call(method, *args, body)
+
     async def _call(self, method: str, *args: Any, status: int = 200) -> None:
         """Answer with the backend's ``method`` for the caller (errors as one map)."""
 
@@ -181,7 +195,12 @@ class JobsHandler(ElasticAPIHandler):
         return MAX_SMALL_BODY_BYTES
 
     async def get(self) -> None:
-        await self._call("jobs")
+        try:
+            query = self.job_filter()
+        except ElasticGPUError as e:
+            self.fail(e)
+            return
+        await self._call("jobs", query)
 
     async def post(self) -> None:
         try:
@@ -264,7 +283,22 @@ class QueueHandler(ElasticAPIHandler):
 
 class StatusHandler(ElasticAPIHandler):
     async def get(self) -> None:
-        await self._call("status")
+        try:
+            query = self.job_filter()
+        except ElasticGPUError as e:
+            self.fail(e)
+            return
+        await self._call("status", query)
+
+
+class KeepHandler(ElasticAPIHandler):
+    async def post(self, job_id: str) -> None:
+        await self._call_with_body("keep", job_id)
+
+
+class RemovedHandler(ElasticAPIHandler):
+    async def post(self) -> None:
+        await self._call_with_body("removed")
 
 
 class UpdatesHandler(ElasticAPIHandler):
@@ -447,6 +481,8 @@ ROUTES: list[tuple[str, type]] = [
     (f"jobs/{JOB_ID}/suspend", SuspendHandler),
     (f"jobs/{JOB_ID}/resume", ResumeHandler),
     (f"jobs/{JOB_ID}/priority", PriorityHandler),
+    (f"jobs/{JOB_ID}/keep", KeepHandler),
+    ("launches/removed", RemovedHandler),
     (f"gpus/{GPU_ID}/drain", DrainHandler),
 ]
 

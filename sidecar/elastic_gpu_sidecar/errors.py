@@ -1,8 +1,8 @@
 """Tell a user's bug from an infrastructure failure, and say what to do about it.
 
 A user error is not retried (the same code fails the same way); an infrastructure error is
-(a device dropped, the runtime aborted). The hint speaks to the most common surprise of
-running a notebook cell as a job: it runs in a fresh process, not in the kernel.
+(a device dropped, the runtime aborted). The hints speak of scripts, whoever submitted them:
+what a notebook adds for its cells it says itself (``jupyter_elastic_gpu.notebook.text``).
 """
 
 from __future__ import annotations
@@ -22,8 +22,8 @@ _INFRA_TYPES = {
 
 _HINTS = {
     "NameError": (
-        "the cell runs in its own process, not in your notebook kernel: variables from the "
-        "notebook are not defined here; pass them explicitly (define or load them in the cell)"
+        "the script runs in a Python process of its own: every name it uses must be defined or "
+        "imported by the script itself"
     ),
     "ModuleNotFoundError": (
         "the trainer runs in the Python environment of {python}; install the missing package "

@@ -101,6 +101,9 @@ MODELS = {
     "SubmitRequest": M.SubmitRequest,
     "PriorityChange": M.PriorityChange,
     "DrainChange": M.DrainChange,
+    "KeepChange": M.KeepChange,
+    "Removed": M.Removed,
+    "Expired": M.Expired,
     "Lease": M.LeaseView,
     "Heartbeat": M.Heartbeat,
     "LaunchRequest": M.LaunchRequest,
@@ -324,6 +327,18 @@ async def test_real_answers_and_heartbeats_match_the_document(
     assert lines
     for line in lines:
         validate(json.loads(line), "#/components/schemas/ProgressRecord")
+
+    # Keeping a job past the retention; the jobs a filter selects; a server's removed dirs.
+    code, kept = await api("POST", "/jobs/{job_id}/keep", job_id=job_id, body={"kept": True})
+    assert code == 200 and kept["kept"] is True
+    code, _ = await api("POST", "/jobs/{job_id}/keep", job_id=job_id, body={"kept": 1})
+    assert code == 400
+    code, listed = await api("GET", "/jobs", params={"state": "cancelled", "all": "true"})
+    assert code == 200 and {j["id"] for j in listed["jobs"]} == {job_id, waiting["id"]}
+    code, _ = await api("GET", "/status", params={"since": "1e9", "state": "done"})
+    assert code == 200
+    code, forgotten = await api("POST", "/launches/removed", body={"jobs": ["j-1"]})
+    assert (code, forgotten) == (200, {"jobs": ["j-1"]})
 
     # Fair share is for admins (the daemon's live test, test_fair_share_live, gets the 200s).
     code, _ = await api("GET", "/admin/shares")
