@@ -14,6 +14,7 @@ from ._version import __version__
 from .commands import add_client_commands
 from .doctor import add_doctor
 from .hub.demo import add_hub_demo
+from .kernels.specs import add_kernelspec
 from .sim.commands import add_simulate, add_workload
 
 #: The sub-command that runs the shared scheduler: a Jupyter application with its own options.
@@ -45,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_hub_demo(sub)
     add_client_commands(sub)
     add_doctor(sub)
+    add_kernelspec(sub)
     return parser
 
 
