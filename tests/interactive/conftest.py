@@ -84,7 +84,7 @@ class Lab:
         runtime = self.proc.root / f"{self.proc.name}-runtime"
         kc = BlockingKernelClient(connection_file=str(runtime / f"kernel-{kernel_id}.json"))
         kc.load_connection_file()
-        kc.start_channels()
+        kc.start_channels(hb=False)  # a late heartbeat on a loaded machine is not a death
         kc.wait_for_ready(timeout=60)
         return kc
 
