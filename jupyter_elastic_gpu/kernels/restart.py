@@ -20,6 +20,21 @@ from .provisioner import ElasticGPUProvisioner
 _restarts: set[asyncio.Task] = set()
 
 
+#: Longest a restart waits for the cell that asked for it (``%gpu_lease``) to finish.
+CELL_GRACE_S = 30.0
+
+
+async def _restart_when_idle(mkm: Any, kernel_id: str) -> None:
+    """Restart once the kernel is done with the cell that asked (its answer reaches the
+    notebook), or after ``CELL_GRACE_S``."""
+    kernel = mkm.get_kernel(kernel_id)
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + CELL_GRACE_S
+    while getattr(kernel, "execution_state", "idle") == "busy" and loop.time() < deadline:
+        await asyncio.sleep(0.1)
+    await mkm.restart_kernel(kernel_id)
+
+
 async def restart_with_lease(serverapp: Any, kernel_id: str, body: object) -> KernelLease:
     gpus = parse(KernelLeaseRequest, body, "kernel lease").gpus
     mkm = serverapp.kernel_manager
@@ -35,7 +50,7 @@ async def restart_with_lease(serverapp: Any, kernel_id: str, body: object) -> Ke
     if gpus:
         await provisioner.acquire(gpus)  # LeaseNotGranted (409) leaves the kernel as it is
     provisioner.gpus = gpus
-    task = asyncio.ensure_future(mkm.restart_kernel(kernel_id))
+    task = asyncio.ensure_future(_restart_when_idle(mkm, kernel_id))
     _restarts.add(task)
     task.add_done_callback(_restarts.discard)
     return KernelLease(

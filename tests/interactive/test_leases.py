@@ -47,7 +47,9 @@ def test_two_users_leases_never_overlap_each_other_or_training_jobs(tmp_path, la
         for user, server in servers.items():
             assert server.env(kernels[user], ENV_CUDA) == ",".join(leases[user]["gpus"])
 
-        status, job = servers["bob"].api("POST", "elastic-gpu/api/jobs", {**SYNTHETIC, "min_gpus": 2})
+        status, job = servers["bob"].api(
+            "POST", "elastic-gpu/api/jobs", {**SYNTHETIC, "min_gpus": 2}
+        )
         assert status == 201, job
         waiting = servers["bob"].until(
             lambda: next(j for j in everything() if j["id"] == job["id"] and j["reason"] != ""),
