@@ -16,6 +16,7 @@ from .commands import add_client_commands
 from .doctor import add_doctor
 from .errors import ExitCode, exit_codes_text
 from .hub.demo import add_hub_demo
+from .kernels.specs import add_kernelspec
 from .sim.commands import add_simulate, add_workload
 
 #: The sub-command that runs the shared scheduler: a Jupyter application with its own options.
@@ -49,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_hub_demo(sub)
     add_client_commands(sub)
     add_doctor(sub)
+    add_kernelspec(sub)
     return parser
 
 

@@ -150,6 +150,11 @@ class SubmitRequest(Strict):
                 )
             if self.synthetic is not None:
                 raise ValueError("'synthetic' only goes with kind 'synthetic'")
+        elif self.kind == JobKind.INTERACTIVE:  # a kernel's lease (POST leases): a fixed size
+            if self.script or self.synthetic is not None or self.inputs:
+                raise ValueError("an interactive lease takes no script, synthetic or inputs")
+            if top is not None and top != self.min_gpus:
+                raise ValueError("an interactive lease has one size: min_gpus = max_gpus")
         elif self.synthetic is None:
             raise ValueError("a synthetic job needs 'synthetic': {work, throughput}")
         for name, blob in self.inputs.items():
@@ -254,6 +259,11 @@ class Heartbeat(Lenient):
     error: ErrorInfo | None = None
     exit_code: Annotated[int | None, Field(ge=-256, le=256)] = None
     model_path: Annotated[str | None, Field(max_length=4096)] = None
+    idle_s: Seconds | None = Field(
+        None,
+        description="interactive leases: seconds since the kernel last ran code (null: not "
+        "known, never reclaimed for idleness)",
+    )
 
     def records(self) -> list[dict]:
         """Every progress record it carries, oldest first, as the store keeps them."""
@@ -275,6 +285,49 @@ class LaunchRequest(Strict):
     secret: str
     mechanism: Mechanism = Mechanism.SIDECAR
     checkpoint_interval: Seconds
+
+
+class LeaseRequest(Strict):
+    """The body of ``POST leases``: GPUs for a notebook kernel (docs/interactive-gpus.md).
+
+    A lease is a job of kind ``interactive`` of exactly ``gpus`` GPUs: admitted like a
+    non-elastic job of that size, never resized or checkpointed, held while its kernel lives.
+    """
+
+    gpus: GpuCount
+    name: str | None = None
+    notebook: Annotated[str | None, Field(max_length=MAX_NOTEBOOK_CHARS)] = None
+
+    @field_validator("notebook")
+    @classmethod
+    def _relative(cls, path: str | None) -> str | None:
+        return None if path is None else check_notebook_path(path)
+
+    @field_validator("name")
+    @classmethod
+    def _name(cls, name: str | None) -> str | None:
+        if name is not None and not NAME.match(name):
+            raise ValueError("name must be 1-80 letters, digits, spaces, '.', '_' or '-'")
+        return name
+
+    def submit_request(self, simulated: bool | None = None) -> SubmitRequest:
+        """The job this lease is, as the scheduler keeps it."""
+        return SubmitRequest(
+            name=self.name,
+            kind=JobKind.INTERACTIVE,
+            min_gpus=self.gpus,
+            max_gpus=self.gpus,
+            requested_gpus=self.gpus,
+            notebook=self.notebook,
+            simulated=simulated,
+        )
+
+
+class KernelLeaseRequest(Strict):
+    """The body of ``POST kernels/ID/lease`` (``%gpu_lease``): the GPUs the running kernel
+    should have (0: give its lease back)."""
+
+    gpus: Annotated[int, Field(ge=0, le=MAX_GPUS, strict=True)]
 
 
 class GroupWeightRequest(Strict):

@@ -127,6 +127,25 @@ class JobView(Strict):
     )
 
 
+class LeaseGrant(Strict):
+    """The answer to ``POST leases``: the lease (a job of kind ``interactive``) and what its
+    kernel's provisioner heartbeats with. The secret is shown this once."""
+
+    job: JobView
+    secret: str
+    heartbeat_url: str
+    heartbeat_interval: float
+
+
+class KernelLease(Strict):
+    """The answer to ``POST kernels/ID/lease``: the kernel restarts with these GPUs."""
+
+    kernel_id: str
+    lease: str | None = Field(description="the lease's job id (null: no GPUs)")
+    gpus: list[str]
+    message: str
+
+
 class PublicJob(Strict):
     """Another user's job, as everyone may see it: owner, size and state."""
 

@@ -172,6 +172,22 @@ class ElasticMagics(Magics):
                     f"({q['min_gpus']}-{q['max_gpus']})"
                 )
 
+    # -- interactive GPU leases (docs/interactive-gpus.md) -------------------------------------
+    @magic_arguments()
+    @argument("gpus", type=int, help="GPUs this kernel should have (0: give them back)")
+    @argument("-y", "--yes", action="store_true", help="do not ask before restarting")
+    @line_magic
+    def gpu_lease(self, line: str) -> None:
+        """%gpu_lease N: restart this kernel with a lease of N GPUs (asks first)."""
+        from .lease import gpu_lease
+
+        args = parse_argstring(self.gpu_lease, line)
+        if args.gpus < 0:
+            raise UsageError("usage: %gpu_lease N (N GPUs, 0 for none)")
+        print(self._call(gpu_lease, self.client, args.gpus, args.yes))
+
+    # -- end of interactive GPU leases ----------------------------------------------------------
+
     @line_magic
     def elastic_cancel(self, line: str) -> None:
         """%elastic_cancel JOB_ID: checkpoint and stop the job."""

@@ -30,6 +30,7 @@ from ..models import (
     JobView,
     KeepChange,
     Launches,
+    LeaseGrant,
     LeaseView,
     Logs,
     ProgressList,
@@ -76,6 +77,9 @@ class LocalBackend:
 
     async def job(self, who: Principal, job_id: str) -> JobView:
         return views.job_view(self.service.get(who, job_id))
+
+    async def open_lease(self, who: Principal, body: Any) -> LeaseGrant:
+        return await self.service.interactive.open(who, body)
 
     async def cancel(self, who: Principal, job_id: str) -> JobView:
         return views.job_view(await self.service.cancel(who, job_id))
@@ -215,6 +219,9 @@ class RemoteBackend:
 
     async def job(self, who: Principal, job_id: str) -> JobView:
         return await self._call(JobView, "GET", f"jobs/{job_id}")
+
+    async def open_lease(self, who: Principal, body: Any) -> LeaseGrant:
+        return await self._call(LeaseGrant, "POST", "leases", body)
 
     async def cancel(self, who: Principal, job_id: str) -> JobView:
         return await self._call(JobView, "POST", f"jobs/{job_id}/cancel", {})

@@ -47,6 +47,7 @@ from .admin import AdminActions
 from .atomic import atomically
 from .dbfile import FaultLog
 from .estimates import Estimates
+from .interactive import InteractiveLeases, is_lease
 from .inventory import external_processes
 from .jobs import JobRecord, new_secret, secret_matches
 from .launcher import BaseLauncher, PlaceGone
@@ -227,6 +228,7 @@ class SchedulerService(LoggingConfigurable):
         )
         self.admin = AdminActions(self)  # suspend/resume, priorities, drained GPUs
         self.retention = Retention(self)  # finished jobs expire (job_retention_days)
+        self.interactive = InteractiveLeases(self, parent=self)  # kernels' leases
 
     @property
     def simulated(self) -> bool:
@@ -303,6 +305,7 @@ class SchedulerService(LoggingConfigurable):
         self.shares.account(self.jobs.values(), now)
         await self.shares.save_if_due(now)
         await self._find_lost(now)
+        await self.interactive.step(now)  # leases: silent kernels, idle reclaim
         server_less = self._users_without_server(now)
         if server_less != self._server_less:  # a server came or went: its user's jobs change
             self._server_less, decide = server_less, True
@@ -409,6 +412,8 @@ class SchedulerService(LoggingConfigurable):
         if job is None or not job.secret_hash or not secret_matches(secret, job.secret_hash):
             raise Unauthorized(f"job {job_id}: unknown job or wrong secret")
         beat: Heartbeat = parse(Heartbeat, body, "heartbeat")  # nothing changed before this
+        if is_lease(job):  # a kernel's provisioner, not a sidecar
+            return await self.interactive.heartbeat(job, beat)
         now = time.time()
         job.last_heartbeat = now
         self._secrets.pop(job_id, None)  # the sidecar is up: nothing left to hand out
@@ -464,7 +469,9 @@ class SchedulerService(LoggingConfigurable):
                 target = list(decision.allocations.get(job.id, ()))
                 target = leases.on_one_node(target, job.desired.gpus, node, job.min_gpus)
                 why = WAITING_FOR_SERVER if self.waits_for_server(job) else None
-                why = why or decision.reasons.get(job.id, job.reason)
+                why = (
+                    why or self.interactive.reason(job) or decision.reasons.get(job.id, job.reason)
+                )
                 starts = job.state == JobState.QUEUED and bool(target)
                 moves = job.state in (JobState.STARTING, JobState.RUNNING, JobState.RESIZING)
                 if starts or (moves and set(target) != set(job.desired.gpus)):
@@ -565,8 +572,8 @@ class SchedulerService(LoggingConfigurable):
 
     async def _launch_ready(self, now: float) -> None:
         for job in list(self.jobs.values()):
-            if job.state != JobState.STARTING or job.launched_at is not None:
-                continue
+            if job.state != JobState.STARTING or job.launched_at is not None or is_lease(job):
+                continue  # a lease's kernel starts itself (interactive.py)
             if not leases.busy_elsewhere(job, self.jobs.values()).isdisjoint(job.desired.gpus):
                 continue  # the previous holder is still checkpointing: next round
             secret, digest = new_secret()
@@ -602,7 +609,7 @@ class SchedulerService(LoggingConfigurable):
         timeout = self.heartbeat_timeout
         known = {g.id for g in self.gpu_infos()}
         for job in list(self.jobs.values()):
-            if not job.state.active or job.launched_at is None:
+            if not job.state.active or job.launched_at is None or is_lease(job):
                 continue
             if job.id in self._secrets and job.user in self._server_less:
                 # Its launch is still listed for a server that went away: not a lost sidecar

@@ -68,7 +68,8 @@ def core_job(job: JobRecord, default_resize_cost_s: float) -> Job:
         queued_s=job.queued_s,
         resizes=job.resizes,
         last_change=job.last_change,
-        pinned=job.state in (JobState.STARTING, JobState.RESIZING, JobState.STOPPING),
+        pinned=job.state in (JobState.STARTING, JobState.RESIZING, JobState.STOPPING)
+        or (job.kind == JobKind.INTERACTIVE and job.state.active),  # a lease is never resized
     )
 
 

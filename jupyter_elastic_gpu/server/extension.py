@@ -35,6 +35,7 @@ from ..hub.scopes import ENV_SERVICE_URL
 from ..notebook.client import ENV_TOKEN, api_root
 from ..scheduler.agent import LaunchAgent
 from ..scheduler.backends import LocalBackend, RemoteBackend
+from ..scheduler.interactive import InteractiveLeases
 from ..scheduler.inventory import Inventory, detect
 from ..scheduler.launcher import BaseLauncher, LocalLauncher
 from ..scheduler.principal import Principal
@@ -104,7 +105,12 @@ class ElasticGPUApp(ExtensionApp):
     load_other_extensions = True
     #: What ``whoami`` calls the scheduler this app embeds.
     mode = "embedded"
-    classes: ClassVar[list] = [*ExtensionApp.classes, SchedulerService, LocalLauncher]
+    classes: ClassVar[list] = [
+        *ExtensionApp.classes,
+        SchedulerService,
+        InteractiveLeases,
+        LocalLauncher,
+    ]
 
     scheduler_class = Type(
         SchedulerService,
@@ -203,6 +209,19 @@ class ElasticGPUApp(ExtensionApp):
         config=True,
         help="With a shared scheduler, start the sidecars of this user's jobs from this server.",
     )
+    kernel_gpus = Enum(
+        ["leased", "all"],
+        "leased",
+        config=True,
+        help="What the kernels this server starts may use. 'leased': no GPU (CUDA_VISIBLE_DEVICES"
+        "=-1) unless the kernel holds a lease from the scheduler (kernel specs 'Python 3 (N "
+        "GPUs)', %gpu_lease): every kernel of this server goes through the elastic-gpu-"
+        "provisioner unless its kernel spec names another provisioner or "
+        "c.KernelProvisionerFactory.default_provisioner_name names another default. Kernels "
+        "started outside this server (nbclient, papermill, Voila standalone) follow their own "
+        "kernel spec, or $JUPYTER_DEFAULT_PROVISIONER_NAME (docs/interactive-gpus.md). 'all': "
+        "leave kernels as Jupyter starts them (every GPU visible).",
+    )
 
     @default("db_path")
     def _db_path(self) -> str:
@@ -231,6 +250,14 @@ class ElasticGPUApp(ExtensionApp):
         self._store: Store | None = None
         self._agent_task: asyncio.Task | None = None
         self._cluster: Any = None  # the Ray connection, in cluster_backend "ray"
+
+        # interactive GPU leases: the provisioner in this process asks this app's backend
+        from ..kernels.channel import register_app
+        from ..kernels.defaults import provision_server_kernels
+
+        register_app(self)
+        if self.kernel_gpus == "leased" and self.mode == "embedded":  # a user's own server
+            provision_server_kernels(self.serverapp, self.log)
 
     def initialize_handlers(self) -> None:
         self.handlers.extend(handlers())  # ExtensionApp prefixes base_url itself

@@ -445,6 +445,40 @@ class GroupWeightHandler(ElasticAPIHandler):
         await self._call("set_group_weight", group, body)
 
 
+# -- interactive GPU leases (docs/interactive-gpus.md) ----------------------------------------
+KERNEL_ID = r"(?P<kernel_id>[A-Za-z0-9\-]{1,64})"
+
+
+class LeasesHandler(ElasticAPIHandler):
+    """``POST leases``: GPUs for a kernel, asked by its provisioner as the kernel's user."""
+
+    async def post(self) -> None:
+        try:
+            body = self.json_body()
+        except ElasticGPUError as e:
+            self.fail(e)
+            return
+        await self._call("open_lease", body, status=201)
+
+
+class KernelLeaseHandler(ElasticAPIHandler):
+    """``POST kernels/ID/lease``: lease GPUs for one of this server's running kernels and
+    restart it with them (``%gpu_lease``); the kernel is left alone when none can be had."""
+
+    async def post(self, kernel_id: str) -> None:
+        from ..kernels.restart import restart_with_lease
+
+        try:
+            body = self.json_body()
+        except ElasticGPUError as e:
+            self.fail(e)
+            return
+        await self.answer(restart_with_lease(self.serverapp, kernel_id, body), status=202)
+
+
+# -- end of interactive GPU leases ------------------------------------------------------------
+
+
 class NoRouteHandler(ElasticAPIHandler):
     """Any other path under the API root, with any method and any credentials: a JSON 404
     (not the Jupyter server's HTML page or redirect)."""
@@ -470,6 +504,8 @@ ROUTES: list[tuple[str, type]] = [
     (f"jobs/{JOB_ID}/progress", ProgressHandler),
     (f"jobs/{JOB_ID}", JobHandler),
     ("jobs", JobsHandler),
+    ("leases", LeasesHandler),
+    (f"kernels/{KERNEL_ID}/lease", KernelLeaseHandler),
     ("queue", QueueHandler),
     ("status", StatusHandler),
     ("updates", UpdatesHandler),

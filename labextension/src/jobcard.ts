@@ -74,6 +74,7 @@ export class JobCard {
     this._key = key;
     this.node.dataset.jobId = job.id;
     this.node.dataset.jobState = job.state;
+    this.node.dataset.jobKind = job.kind ?? 'script';
     // A rebuild must not close the lease changes a person opened to read.
     const opened = this.node.querySelector<HTMLDetailsElement>('details.jp-ElasticGpu-resizes');
     this.node.replaceChildren();
@@ -95,7 +96,19 @@ export class JobCard {
         'div',
         { class: 'jp-ElasticGpu-jobHead' },
         h('span', { class: 'jp-ElasticGpu-state', 'data-state': job.state }, job.state),
-        h('span', { class: 'jp-ElasticGpu-jobName', title: `${title} (${job.id})` }, title)
+        h('span', { class: 'jp-ElasticGpu-jobName', title: `${title} (${job.id})` }, title),
+        // A notebook kernel's GPUs (docs/interactive-gpus.md): held while the kernel lives.
+        isLease(job)
+          ? h(
+              'span',
+              {
+                class: 'jp-ElasticGpu-lease',
+                title:
+                  'A notebook kernel holds these GPUs; they are released when it shuts down or stays idle'
+              },
+              'interactive lease'
+            )
+          : null
       ),
       h('div', { class: 'jp-ElasticGpu-jobMeta' }, metaLine(job)),
       progressLine(job),
@@ -132,10 +145,18 @@ export class JobCard {
         button('open-notebook', 'Notebook', `Open ${job.notebook}, which submitted this job`)
       );
     }
-    if (mayAct && !isFinal(job.state)) {
+    if (mayAct && !isFinal(job.state) && isLease(job)) {
+      box.appendChild(
+        button('cancel', 'Release', 'Give these GPUs back: the kernel restarts without them')
+      );
+    } else if (mayAct && !isFinal(job.state)) {
       box.appendChild(
         job.held
-          ? button('resume', 'Resume', 'Let this job have GPUs again: it resumes from its checkpoint')
+          ? button(
+              'resume',
+              'Resume',
+              'Let this job have GPUs again: it resumes from its checkpoint'
+            )
           : button(
               'suspend',
               'Suspend',
@@ -188,6 +209,10 @@ export class JobCard {
 function reasonLine(job: IJob): Child {
   const text = reasonAfterState(job.state, job.reason);
   return text ? h('div', { class: 'jp-ElasticGpu-reason' }, text) : null;
+}
+
+function isLease(job: IJob): boolean {
+  return job.kind === 'interactive';
 }
 
 function metaLine(job: IJob): string {

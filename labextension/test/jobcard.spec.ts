@@ -71,7 +71,16 @@ describe('the actions of an open job', () => {
     );
   });
 
-  it('offer neither on a finished job, nor on another user\'s', () => {
+  it('mark an interactive lease and offer Release, never Suspend', () => {
+    const card = new JobCard({ detail: 'compact', onAction: jest.fn() });
+    card.update(JOB('j-3', { state: 'running', kind: 'interactive', gpus: ['1'] }) as any, ctx);
+    expect(card.node.dataset.jobKind).toBe('interactive');
+    expect(card.node.querySelector('.jp-ElasticGpu-lease')!.textContent).toBe('interactive lease');
+    expect(actions(card)).toEqual(['logs', 'cancel']);
+    expect(card.node.querySelector('[data-action="cancel"]')!.textContent).toBe('Release');
+  });
+
+  it("offer neither on a finished job, nor on another user's", () => {
     const card = new JobCard({ detail: 'full', onAction: jest.fn() });
     card.update(JOB('j-1', { state: 'done' }) as any, ctx);
     expect(actions(card)).not.toContain('suspend');

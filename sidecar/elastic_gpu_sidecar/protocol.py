@@ -100,6 +100,7 @@ class Mechanism(Vocabulary):
 class JobKind(Vocabulary):
     SCRIPT = "script"  # a Keras/TensorFlow script
     SYNTHETIC = "synthetic"  # no TensorFlow: steps timed from a speed profile
+    INTERACTIVE = "interactive"  # a notebook kernel's GPU lease: its provisioner heartbeats
 
 
 # --- files in the job directory -------------------------------------------------------------

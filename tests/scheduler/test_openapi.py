@@ -25,7 +25,7 @@ from servers import (
 )
 
 from jupyter_elastic_gpu import models as M
-from jupyter_elastic_gpu.server.handlers import GPU_ID, JOB_ID, ROUTES, handlers
+from jupyter_elastic_gpu.server.handlers import GPU_ID, JOB_ID, KERNEL_ID, ROUTES, handlers
 
 GROUP = re.compile(r"\(\?P<(\w+)>(?:[^()]|\([^()]*\))*\)")
 
@@ -56,7 +56,11 @@ def test_the_document_lists_exactly_the_implemented_routes():
 
 
 #: Path parameter -> (its pattern in the routes, its name among the document's parameters).
-PATH_PARAMETERS = {"job_id": (JOB_ID, "JobId"), "gpu_id": (GPU_ID, "GpuId")}
+PATH_PARAMETERS = {
+    "job_id": (JOB_ID, "JobId"),
+    "gpu_id": (GPU_ID, "GpuId"),
+    "kernel_id": (KERNEL_ID, "KernelId"),
+}
 
 
 def test_path_parameters_match_the_route_patterns():
@@ -108,6 +112,10 @@ MODELS = {
     "Heartbeat": M.Heartbeat,
     "LaunchRequest": M.LaunchRequest,
     "GroupWeight": M.GroupWeightRequest,
+    "LeaseRequest": M.LeaseRequest,
+    "LeaseGrant": M.LeaseGrant,
+    "KernelLeaseRequest": M.KernelLeaseRequest,
+    "KernelLease": M.KernelLease,
     "ShareUser": M.ShareUser,
     "ShareGroup": M.ShareGroup,
     "Shares": M.Shares,
@@ -290,6 +298,16 @@ async def test_real_answers_and_heartbeats_match_the_document(
             headers={"Authorization": auth},
         )
         assert code == 401
+
+    # An interactive lease (docs/interactive-gpus.md), and a kernel this server does not run.
+    code, _ = await api("POST", "/leases", body={"gpus": 0})
+    assert code == 400
+    code, grant = await api("POST", "/leases", body={"gpus": 1, "name": "kernel-test"})
+    assert code == 201 and grant["job"]["kind"] == "interactive" and grant["secret"]
+    code, _ = await api("POST", "/kernels/{kernel_id}/lease", kernel_id="nope", body={"gpus": 1})
+    assert code == 404
+    code, _ = await api("POST", "/jobs/{job_id}/cancel", job_id=grant["job"]["id"])
+    assert code == 202
 
     # The websocket's first message.
     ws = await jp_ws_fetch("elastic-gpu", "api", "ws")

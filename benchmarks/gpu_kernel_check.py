@@ -1,0 +1,169 @@
+"""Notebook kernels on a real NVIDIA machine: a plain kernel allocates nothing on any GPU, a
+leased one only on its own.
+
+Starts a Jupyter server with the extension (GPUs from NVML) and two kernels through its REST
+API, as JupyterLab does: a plain "Python 3" and a "Python 3 (1 GPU)". Each imports TensorFlow
+and computes something small; then NVML's compute processes say on which GPUs each kernel
+holds memory. Checks: the plain kernel lists no GPU in TensorFlow and appears on no GPU; the
+leased kernel lists exactly one and appears only on the GPU of its lease. Prints each check and
+exits 1 when one fails.
+
+On a machine without an NVIDIA GPU (no driver, no nvidia-ml-py) it says why and exits 0.
+
+    python benchmarks/gpu_kernel_check.py [--keep]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+import urllib.request
+from importlib.metadata import entry_points
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from _servers import JupyterServer, finish
+
+from jupyter_elastic_gpu.kernels import PROVISIONER_NAME
+from jupyter_elastic_gpu.kernels.specs import kernel_json, spec_name
+from jupyter_elastic_gpu.scheduler.inventory import NvmlInventory, NvmlUnavailable
+
+ROOT = Path(__file__).resolve().parents[1]
+CODE = (
+    "import os, json, tensorflow as tf\n"
+    "x = tf.reduce_sum(tf.random.normal((512, 512)))\n"
+    "print(json.dumps({'pid': os.getpid(), 'cuda': os.environ.get('CUDA_VISIBLE_DEVICES'),"
+    " 'gpus': [d.name for d in tf.config.list_logical_devices('GPU')], 'x': float(x)}))"
+)
+
+
+def environment(root: Path) -> dict[str, str]:
+    """A kernel spec 'Python 3 (1 GPU)', and the provisioner registered when this source tree
+    is not installed with its entry points."""
+    folder = root / "data" / "kernels" / spec_name(1)
+    folder.mkdir(parents=True)
+    (folder / "kernel.json").write_text(json.dumps(kernel_json(1, python=sys.executable)))
+    paths = [str(ROOT), str(ROOT / "sidecar")]
+    if not any(
+        ep.name == PROVISIONER_NAME
+        for ep in entry_points(group="jupyter_client.kernel_provisioners")
+    ):
+        info = root / "entry" / "jupyter_elastic_gpu_provisioner-0.dist-info"
+        info.mkdir(parents=True)
+        (info / "METADATA").write_text("Metadata-Version: 2.1\nName: jeg-provisioner\nVersion: 0\n")
+        (info / "entry_points.txt").write_text(
+            "[jupyter_client.kernel_provisioners]\n"
+            f"{PROVISIONER_NAME} = jupyter_elastic_gpu.kernels.provisioner:ElasticGPUProvisioner\n"
+        )
+        paths.append(str(root / "entry"))
+    return {
+        "PYTHONPATH": os.pathsep.join([*paths, os.environ.get("PYTHONPATH", "")]),
+        "JUPYTER_PATH": str(root / "data"),
+        "TF_CPP_MIN_LOG_LEVEL": "2",
+    }
+
+
+def run(server: JupyterServer, kernel_id: str, code: str) -> dict:
+    from jupyter_client.blocking import BlockingKernelClient
+
+    kc = BlockingKernelClient(
+        connection_file=str(server.root / "runtime" / f"kernel-{kernel_id}.json")
+    )
+    kc.load_connection_file()
+    kc.start_channels(hb=False)
+    out: list[str] = []
+    try:
+        kc.wait_for_ready(timeout=120)
+
+        def hook(msg):
+            if msg["msg_type"] == "stream":
+                out.append(msg["content"]["text"])
+            elif msg["msg_type"] == "error":
+                out.append("\n".join(msg["content"]["traceback"]))
+
+        kc.execute_interactive(code, timeout=300, output_hook=hook)
+    finally:
+        kc.stop_channels()
+    text = "".join(out).strip().splitlines()
+    try:
+        return json.loads(text[-1])
+    except (IndexError, ValueError):
+        raise RuntimeError(f"the kernel did not answer: {''.join(out)[-2000:]}") from None
+
+
+def start_kernel(server: JupyterServer, name: str) -> str:
+    """A kernel started through Jupyter's own REST API, as JupyterLab starts one."""
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{server.port}/api/kernels",
+        data=json.dumps({"name": name}).encode(),
+        method="POST",
+        headers={"Authorization": f"token {server.token}", "Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=300) as r:
+        return json.loads(r.read())["id"]
+
+
+def gpus_of(pid: int) -> list[str]:
+    inv = NvmlInventory()
+    try:
+        return [g.id for g in inv.snapshot() if any(p.pid == pid for p in g.processes)]
+    finally:
+        inv.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--keep", action="store_true", help="keep the run's folder")
+    args = parser.parse_args(argv)
+    try:
+        inv = NvmlInventory()
+    except NvmlUnavailable as e:
+        print(f"gpu_kernel_check: skipped: no NVIDIA GPU here ({e})")
+        return 0
+    count = inv.count
+    inv.close()
+    if count == 0:
+        print("gpu_kernel_check: skipped: NVML works but finds no GPU")
+        return 0
+
+    root = Path(tempfile.mkdtemp(prefix="gpu-kernel-check-"))
+    server = JupyterServer(root, env=environment(root))
+    failures = 0
+
+    def check(ok: bool, what: str) -> None:
+        nonlocal failures
+        failures += not ok
+        print(f"{'PASS' if ok else 'FAIL'}  {what}")
+
+    try:
+        server.start()
+        print(f"{count} GPU(s); server log {server.log_path}\n")
+        plain = start_kernel(server, "python3")
+        seen = run(server, plain, CODE)
+        time.sleep(2)  # NVML lists a process once its context exists
+        print(f"plain kernel: {seen}")
+        check(seen["cuda"] == "-1", "plain kernel: CUDA_VISIBLE_DEVICES=-1")
+        check(seen["gpus"] == [], "plain kernel: TensorFlow lists no GPU")
+        check(gpus_of(seen["pid"]) == [], "plain kernel: on no GPU per NVML")
+
+        leased = start_kernel(server, spec_name(1))
+        seen = run(server, leased, CODE)
+        time.sleep(2)
+        lease = next(j for j in server.get("jobs")["jobs"] if j.get("kind") == "interactive")
+        on = gpus_of(seen["pid"])
+        print(f"leased kernel: {seen}; lease {lease['id']} on GPU(s) {lease['gpus']}; NVML: {on}")
+        check(len(seen["gpus"]) == 1, "leased kernel: TensorFlow lists exactly one GPU")
+        check(on == lease["gpus"], "leased kernel: on its lease's GPU only, per NVML")
+    finally:
+        finish(server, [], root, args.keep)
+    print(f"\n{'all checks passed' if not failures else f'{failures} check(s) failed'}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

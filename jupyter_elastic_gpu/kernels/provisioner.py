@@ -1,0 +1,276 @@
+"""``elastic-gpu-provisioner``: a local kernel that sees no GPU, or exactly its lease's GPUs.
+
+A jupyter_client kernel provisioner (``LocalProvisioner`` plus the GPUs), so it applies to
+every front end that starts kernels through jupyter_client: JupyterLab (the server's kernel
+manager), nbclient, papermill, Voila. Without a lease (``gpus`` 0, the default) the kernel gets
+``CUDA_VISIBLE_DEVICES=-1``: CUDA enumerates no device, and TensorFlow maps and reserves no GPU.
+
+With ``gpus`` N (a kernel spec "Python 3 (N GPUs)", or ``%gpu_lease N``) it asks the scheduler
+for a lease of N GPUs before the kernel starts, waits at most ``admission_timeout`` for them
+(the kernel does not start, with the lease's reason and estimated start, when they do not
+come), and starts the kernel with exactly those GPUs visible and TensorFlow's memory growth on.
+While the kernel lives it heartbeats on the kernel's behalf: its idleness (from the server's
+kernel manager, for idle reclaim), and the kernel's death, reported at once. When the scheduler
+takes the lease back (idle reclaim, a cancel in the sidebar) it restarts the kernel without
+GPUs; when the kernel shuts down, the lease ends at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import datetime
+import inspect
+import time
+from typing import Any
+
+from elastic_gpu_sidecar.protocol import ENV_GPUS, LeaseAction, SidecarState, device_index
+from jupyter_client.provisioning import LocalProvisioner
+from traitlets import Float, Int
+
+from ..errors import ElasticGPUError
+from . import (
+    ENV_CUDA,
+    ENV_DEFAULT_PROVISIONER,
+    ENV_LEASE,
+    ENV_TF_GROWTH,
+    NO_GPU,
+    PROVISIONER_NAME,
+)
+from .channel import Channel, channel
+
+
+class LeaseNotGranted(ElasticGPUError):
+    """No lease within the admission timeout, or the lease was refused: says why and when."""
+
+    status, reason = 409, "lease-not-granted"
+
+
+def _when(t: float | None) -> str:
+    if t is None:
+        return "no estimate"
+    return datetime.datetime.fromtimestamp(t).strftime("%H:%M")
+
+
+class ElasticGPUProvisioner(LocalProvisioner):
+    """A local kernel with no GPU, or with the GPUs of its lease (see the module)."""
+
+    gpus = Int(
+        0,
+        min=0,
+        config=True,
+        help="GPUs this kernel leases from the elastic-gpu scheduler (0: none, and no GPU is "
+        "visible to it). Kernel specs set it in metadata.kernel_provisioner.config.",
+    )
+    admission_timeout = Float(
+        120.0,
+        min=0.0,
+        config=True,
+        help="Seconds a kernel start waits for its lease to be admitted; then the kernel does "
+        "not start and the error says why (the lease's reason and estimated start).",
+    )
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.grant: dict | None = None  # the lease held (POST leases' answer)
+        self.lease_gpus: list[str] = []
+        self.generation = 0
+        self.release_next = False  # the next start is without GPUs (the lease was taken back)
+        self._channel: Channel | None = None
+        self._beats: asyncio.Task | None = None
+        self._stopping = False
+        self._restarting: asyncio.Task | None = None
+        self._previous: dict | None = None  # a lease replaced by acquire(), ended at next start
+
+    # -- the lease ----------------------------------------------------------------------------
+    def _scheduler(self) -> Channel:
+        if self._channel is None:
+            self._channel = channel()
+        return self._channel
+
+    @property
+    def lease_id(self) -> str | None:
+        return self.grant["job"]["id"] if self.grant else None
+
+    async def acquire(self, gpus: int) -> dict:
+        """Lease ``gpus`` GPUs and wait for them (at most ``admission_timeout``); the lease
+        held before, if any, is let go at the next start. Raises LeaseNotGranted saying why."""
+        ch = self._scheduler()
+        name = f"kernel-{str(self.kernel_id)[:8]}"
+        grant = await ch.open({"gpus": gpus, "name": name})
+        deadline = time.monotonic() + self.admission_timeout
+        pause = min(float(grant.get("heartbeat_interval") or 2.0), 1.0)
+        while True:
+            view = await ch.beat(grant, {"job_id": grant["job"]["id"]})
+            if view.get("action") == LeaseAction.CANCEL:
+                raise LeaseNotGranted(f"the GPU lease {grant['job']['id']} was cancelled")
+            if view.get("gpus"):
+                break
+            if time.monotonic() >= deadline:
+                why = await self._why_waiting(ch, grant["job"]["id"])
+                await self._end(grant, SidecarState.CANCELLED)
+                raise LeaseNotGranted(
+                    f"no {gpus} GPU(s) within {self.admission_timeout:g} s: {why}. Pick a "
+                    "kernel without GPUs, or try again later (the lease was withdrawn)."
+                )
+            await asyncio.sleep(pause)
+        if self.grant is not None and self.grant is not grant:
+            self._previous = self.grant
+        self.grant, self.lease_gpus = grant, list(view["gpus"])
+        self.generation = int(view.get("generation") or 0)
+        return grant
+
+    async def _why_waiting(self, ch: Channel, job_id: str) -> str:
+        with contextlib.suppress(Exception):
+            for entry in (await ch.queue()).get("queue", []):
+                if entry.get("id") == job_id:
+                    place = entry.get("position")
+                    return (
+                        f"{entry.get('reason')} (place {place} in the queue, estimated start "
+                        f"{_when(entry.get('estimated_start'))})"
+                    )
+        return "the GPUs are busy"
+
+    async def _end(self, grant: dict | None, state: SidecarState) -> None:
+        """Tell the scheduler the kernel no longer uses the lease (it is freed at once)."""
+        if grant is None:
+            return
+        body = {"job_id": grant["job"]["id"], "state": state.value, "gpus": []}
+        try:
+            await self._scheduler().beat(grant, body)
+        except Exception as e:  # the scheduler ends it itself after its heartbeat timeout
+            self.log.warning("elastic-gpu: lease %s not ended: %s", grant["job"]["id"], e)
+
+    # -- the provisioner's life cycle -----------------------------------------------------------
+    async def pre_launch(self, **kwargs: Any) -> dict[str, Any]:
+        previous, self._previous = self._previous, None
+        await self._end(previous, SidecarState.DONE)
+        if self.release_next or not self.gpus:
+            await self._end(self.grant, SidecarState.DONE)
+            self.grant, self.lease_gpus = None, []
+            self.release_next = False
+        elif self.grant is None or len(self.lease_gpus) != self.gpus:
+            await self.acquire(self.gpus)
+        kwargs = await super().pre_launch(**kwargs)
+        env = kwargs["env"]
+        env.setdefault(ENV_DEFAULT_PROVISIONER, PROVISIONER_NAME)
+        if self.grant:
+            env[ENV_CUDA] = ",".join(device_index(g) for g in self.lease_gpus)
+            env[ENV_TF_GROWTH] = "true"
+            env[ENV_GPUS] = ",".join(self.lease_gpus)
+            env[ENV_LEASE] = self.lease_id or ""
+        else:
+            env[ENV_CUDA] = NO_GPU
+            env.pop(ENV_GPUS, None)
+            env.pop(ENV_LEASE, None)
+        self._stopping = False
+        return kwargs
+
+    async def post_launch(self, **kwargs: Any) -> None:
+        await super().post_launch(**kwargs)
+        if self.grant is not None:
+            try:
+                await self._beat_once()  # the kernel runs on the lease: confirmed now
+            except Exception as e:  # confirmed by the next one
+                self.log.warning("elastic-gpu: lease heartbeat failed: %s", e)
+            self._beats = asyncio.create_task(self._heartbeats(), name="elastic-gpu-lease")
+
+    async def shutdown_requested(self, restart: bool = False) -> None:
+        self._stopping = True  # the kernel exits on purpose: not a death to report
+        await super().shutdown_requested(restart=restart)
+
+    async def kill(self, restart: bool = False) -> None:
+        self._stopping = True
+        await super().kill(restart=restart)
+
+    async def terminate(self, restart: bool = False) -> None:
+        self._stopping = True
+        await super().terminate(restart=restart)
+
+    async def cleanup(self, restart: bool = False) -> None:
+        self._stop_beats()
+        if not restart:  # shut down for good: the lease is freed at once
+            await self._end(self.grant, SidecarState.DONE)
+            self.grant, self.lease_gpus = None, []
+        await super().cleanup(restart=restart)
+
+    def _stop_beats(self) -> None:
+        task, self._beats = self._beats, None
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+
+    # -- heartbeats ------------------------------------------------------------------------------
+    def idle_s(self) -> float | None:
+        """Seconds since the kernel last ran code, from the Jupyter server's kernel manager
+        (None outside a server: such a kernel is never reclaimed for idleness)."""
+        km = self.parent
+        try:  # the server's kernel manager has it once it watches the kernel's activity
+            last = getattr(km, "last_activity", None)
+        except Exception:  # traitlets: not set yet
+            return None
+        if not isinstance(last, datetime.datetime):
+            return None
+        if getattr(km, "execution_state", None) == "busy":
+            return 0.0
+        now = datetime.datetime.now(last.tzinfo)
+        return max((now - last).total_seconds(), 0.0)
+
+    async def _beat_once(self) -> dict:
+        grant = self.grant
+        assert grant is not None
+        body: dict[str, Any] = {
+            "job_id": grant["job"]["id"],
+            "generation": self.generation,
+            "gpus": self.lease_gpus,
+            "state": SidecarState.RUNNING.value,
+        }
+        if self.pid:
+            body["trainer_pid"] = self.pid
+        idle = self.idle_s()
+        if idle is not None:
+            body["idle_s"] = round(idle, 1)
+        return await self._scheduler().beat(grant, body)
+
+    async def _heartbeats(self) -> None:
+        grant = self.grant
+        interval = float(grant.get("heartbeat_interval") or 2.0) if grant else 2.0
+        while self.grant is not None:
+            await asyncio.sleep(interval)
+            if self._stopping:
+                continue
+            if self.process is None or self.process.poll() is not None:
+                self.log.warning("elastic-gpu: kernel %s died: its lease ends", self.kernel_id)
+                await self._end(self.grant, SidecarState.FAILED)
+                self.grant, self.lease_gpus = None, []
+                return
+            try:
+                view = await self._beat_once()
+            except Exception as e:  # the scheduler may be restarting: keep trying
+                self.log.warning("elastic-gpu: lease heartbeat failed: %s", e)
+                continue
+            if view.get("action") != LeaseAction.RUN or not view.get("gpus"):
+                self.log.info(
+                    "elastic-gpu: kernel %s: its GPU lease was taken back; restarting it "
+                    "without GPUs",
+                    self.kernel_id,
+                )
+                self.release_next = True
+                self._restarting = asyncio.create_task(self._restart_without_gpus())
+                return
+
+    async def _restart_without_gpus(self) -> None:
+        """Restart this kernel through the server's kernel manager when there is one (its
+        clients see an ordinary restart; the notebook keeps its outputs)."""
+        km = self.parent
+        mkm = getattr(km, "parent", None)
+        try:
+            if mkm is not None and hasattr(mkm, "restart_kernel") and self.kernel_id in mkm:
+                done = mkm.restart_kernel(self.kernel_id)
+            else:
+                done = km.restart_kernel(now=False)
+            if inspect.isawaitable(done):
+                await done
+        except Exception:
+            self.log.exception(
+                "elastic-gpu: kernel %s: restart without GPUs failed", self.kernel_id
+            )
