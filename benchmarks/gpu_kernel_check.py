@@ -43,8 +43,7 @@ CODE = (
 
 
 def environment(root: Path) -> dict[str, str]:
-    """A kernel spec 'Python 3 (1 GPU)', and the provisioner registered when this source tree
-    is not installed with its entry points."""
+    """A kernel spec 'Python 3 (1 GPU)' in a data folder of this run's own."""
     folder = root / "data" / "kernels" / spec_name(1)
     folder.mkdir(parents=True)
     (folder / "kernel.json").write_text(json.dumps(kernel_json(1, python=sys.executable)))
@@ -53,14 +52,10 @@ def environment(root: Path) -> dict[str, str]:
         ep.name == PROVISIONER_NAME
         for ep in entry_points(group="jupyter_client.kernel_provisioners")
     ):
-        info = root / "entry" / "jupyter_elastic_gpu_provisioner-0.dist-info"
-        info.mkdir(parents=True)
-        (info / "METADATA").write_text("Metadata-Version: 2.1\nName: jeg-provisioner\nVersion: 0\n")
-        (info / "entry_points.txt").write_text(
-            "[jupyter_client.kernel_provisioners]\n"
-            f"{PROVISIONER_NAME} = jupyter_elastic_gpu.kernels.provisioner:ElasticGPUProvisioner\n"
+        sys.exit(
+            "gpu_kernel_check: install the package first (pip install -e .): its kernel "
+            "provisioner is registered as an entry point"
         )
-        paths.append(str(root / "entry"))
     return {
         "PYTHONPATH": os.pathsep.join([*paths, os.environ.get("PYTHONPATH", "")]),
         "JUPYTER_PATH": str(root / "data"),

@@ -19,26 +19,8 @@ from jupyter_elastic_gpu.kernels.specs import kernel_json, spec_name
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def _entry_point_dir(folder: Path) -> str | None:
-    """A dist-info that registers the provisioner, for a source tree not installed with its
-    entry points (None when the installed package has them already)."""
-    group = entry_points(group="jupyter_client.kernel_provisioners")
-    if any(ep.name == PROVISIONER_NAME for ep in group):
-        return None
-    info = folder / "jupyter_elastic_gpu_provisioner-0.dist-info"
-    info.mkdir(parents=True, exist_ok=True)
-    (info / "METADATA").write_text(
-        "Metadata-Version: 2.1\nName: jupyter-elastic-gpu-provisioner\nVersion: 0\n"
-    )
-    (info / "entry_points.txt").write_text(
-        "[jupyter_client.kernel_provisioners]\n"
-        f"{PROVISIONER_NAME} = jupyter_elastic_gpu.kernels.provisioner:ElasticGPUProvisioner\n"
-    )
-    return str(folder)
-
-
 @pytest.fixture
-def kernel_env(tmp_path, monkeypatch):
+def kernel_env(tmp_path):
     """Environment for a server and its kernels: our provisioner registered, kernel specs
     'Python 3 (1 GPU)' and '(2 GPUs)' installed in a data dir of their own."""
     data = tmp_path / "jupyter-data"
@@ -47,11 +29,11 @@ def kernel_env(tmp_path, monkeypatch):
         folder.mkdir(parents=True)
         spec = kernel_json(gpus, python=sys.executable, admission_timeout=20)
         (folder / "kernel.json").write_text(json.dumps(spec))
+    group = entry_points(group="jupyter_client.kernel_provisioners")
+    assert any(ep.name == PROVISIONER_NAME for ep in group), (
+        "the provisioner's entry point is missing: install the package (pip install -e .)"
+    )
     paths = [str(ROOT), str(ROOT / "sidecar")]
-    extra = _entry_point_dir(tmp_path / "entry")
-    if extra:
-        paths.append(extra)
-        monkeypatch.syspath_prepend(extra)
     env = {
         "PYTHONPATH": os.pathsep.join([*paths, os.environ.get("PYTHONPATH", "")]),
         "JUPYTER_PATH": str(data),
