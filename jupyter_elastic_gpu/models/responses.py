@@ -195,6 +195,11 @@ class Status(Strict):
 
     gpus: list[StatusGpu]
     jobs: list[StatusJob]
+    idle: str | None = Field(
+        None,
+        description='why usable GPUs stay idle, with the figures behind it ("2 GPUs idle: '
+        'growing j-3 to 4 would save ~5 s, a resize costs ~8 s"); null when none is',
+    )
 
 
 class GpuProcessView(Strict):
@@ -227,6 +232,11 @@ class GpuView(Strict):
 class Gpus(Strict):
     source: Literal["nvml", "simulated"]
     gpus: list[GpuView]
+    idle: str | None = Field(
+        None,
+        description='why usable GPUs stay idle, with the figures behind it ("2 GPUs idle: '
+        'growing j-3 to 4 would save ~5 s, a resize costs ~8 s"); null when none is',
+    )
 
 
 class Event(Strict):

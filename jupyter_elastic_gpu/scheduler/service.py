@@ -452,7 +452,7 @@ class SchedulerService(LoggingConfigurable):
                 target = list(decision.allocations.get(job.id, ()))
                 target = leases.on_one_node(target, job.desired.gpus, node, job.min_gpus)
                 why = WAITING_FOR_SERVER if self.waits_for_server(job) else None
-                why = why or decision.reasons.get(job.id, job.reason)
+                why = why or str(decision.reasons.get(job.id, job.reason))
                 starts = job.state == JobState.QUEUED and bool(target)
                 moves = job.state in (JobState.STARTING, JobState.RUNNING, JobState.RESIZING)
                 if starts or (moves and set(target) != set(job.desired.gpus)):
