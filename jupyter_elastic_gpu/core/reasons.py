@@ -204,6 +204,28 @@ class ResizeWouldNotPay(Elastic):
 
 
 @dataclass(frozen=True, slots=True)
+class Resized(Elastic):
+    """A running job this decision resizes from ``held`` GPUs, and what it does to its time
+    left: a grow saves ``change_s`` seconds (before the ``cost_s`` pause), a shrink makes it
+    end ``-change_s`` later (its GPUs do more for other jobs)."""
+
+    held: int = 0
+    cost_s: float = 0.0
+    change_s: float = 0.0
+
+    def __str__(self) -> str:
+        if self.gpus > self.held:
+            return (
+                f"{self._head()}: grown from {self.held}, saves {about(self.change_s)}, "
+                f"a resize costs {about(self.cost_s)}"
+            )
+        return (
+            f"{self._head()}: shrunk from {self.held} for jobs its GPUs help more "
+            f"(it ends {about(-self.change_s)} later)"
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Limited(Reason):
     """A job a per-user limit keeps waiting (``gpus`` 0) or at ``gpus`` of up to ``top``;
     ``limit`` is the limit in words (``user_cap``, or fair share's own sentence)."""
@@ -288,6 +310,7 @@ __all__ = [
     "NoFaster",
     "Reason",
     "ResizeWouldNotPay",
+    "Resized",
     "Running",
     "Start",
     "Waiting",

@@ -8,6 +8,7 @@ reason, code, logs or command lines.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from types import SimpleNamespace
 from typing import Any
 
 from elastic_gpu_sidecar.protocol import JobState
@@ -154,14 +155,7 @@ def _idle(forecast: Forecast | None, who: Principal) -> str | None:
     idle = getattr(forecast, "idle", None)
     if idle is None:
         return None
-    return idle.text(lambda user: who.may_see(_Owner(user)))
-
-
-class _Owner:
-    __slots__ = ("user",)
-
-    def __init__(self, user: str) -> None:
-        self.user = user
+    return idle.text(lambda user: who.may_see(SimpleNamespace(user=user)))
 
 
 def queue(

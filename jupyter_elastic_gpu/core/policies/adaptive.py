@@ -45,6 +45,7 @@ from ..reasons import (
     Kept,
     NoFaster,
     Reason,
+    Resized,
     ResizeWouldNotPay,
 )
 from .base import queued_reason, whole_leases_first
@@ -418,12 +419,17 @@ class AdaptivePolicy:
                 "that are shorter, have waited longer or are on the critical path",
             )
             return queued_reason(job, job.min_gpus, free, admitted, why)
-        if plan.frozen and n == len(job.gpus):
+        held = len(job.gpus)
+        if plan.frozen and n == held:
             return self._kept(plan)
-        if n >= job.max_gpus:
-            return AtMaximum(n)
         if plan.critical:
             return Critical(n, job.max_gpus)
+        if held and n != held:
+            change = job.remaining_time(held) - job.remaining_time(n)
+            if math.isfinite(change):
+                return Resized(n, job.max_gpus, held, job.resize_cost, change)
+        if n >= job.max_gpus:
+            return AtMaximum(n)
         if free > 0:
             return self._not_grown(job, n, free)
         return Crowded(n, job.max_gpus)

@@ -17,6 +17,7 @@ from jupyter_elastic_gpu.core.reasons import (
     AtMaximum,
     Kept,
     NoFaster,
+    Resized,
     ResizeWouldNotPay,
     Start,
     Waiting,
@@ -85,6 +86,28 @@ def test_the_figures_say_when_a_resize_pays(left):
         assert why.gain_s == pytest.approx(r2 - r4) and why.need_s == pytest.approx(need)
         if why.gain_s >= why.cost_s:  # saves more than it costs: the text says by how much
             assert f"(must save {about(need)})" in str(why)
+
+
+def test_a_resize_says_what_it_saves_or_costs_the_job():
+    job = running(left=5000.0)  # 2500 s at 2 GPUs, 2273 s at 4
+    d = decide(AdaptivePolicy(), Snapshot(GPUS, (job,)), now=1000.0)
+    assert len(d.allocations["a"]) == 4
+    grown = d.reasons["a"]
+    assert grown == Resized(4, 4, 2, COST, job.remaining_time(2) - job.remaining_time(4))
+    assert (
+        str(grown)
+        == "running on 4 of up to 4 GPUs: grown from 2, saves ~4 min, a resize costs ~6 s"
+    )
+    # A short job arrives: the long one gives up GPUs for it, and says what that costs it.
+    wide = replace(job, gpus=tuple(g.id for g in GPUS), work_done=0.0)
+    short = Job("s", 999.0, total_work=50.0, min_gpus=2, max_gpus=2, speed=SPEED)
+    d = decide(AdaptivePolicy(), Snapshot(GPUS, (wide, short)), now=1000.0)
+    n = len(d.allocations["a"])
+    assert n < 4 and d.allocations["s"]
+    shrunk = d.reasons["a"]
+    assert isinstance(shrunk, Resized) and (shrunk.gpus, shrunk.held) == (n, 4)
+    assert shrunk.change_s == pytest.approx(wide.remaining_time(4) - wide.remaining_time(n))
+    assert str(shrunk).startswith(f"running on {n} of up to 4 GPUs: shrunk from 4 for jobs")
 
 
 def test_a_job_about_to_finish_says_how_long_it_has_left():
