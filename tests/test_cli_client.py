@@ -417,7 +417,7 @@ def test_submit_prints_the_id_alone_and_status_shows_the_job(scheduler_api):
     res = cli(scheduler_api, "status", "--json")
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
-    assert set(doc) == {"gpus", "jobs", "hidden"}
+    assert set(doc) == {"gpus", "jobs", "hidden", "idle"}
     assert all(set(g) >= {"id", "holder"} for g in doc["gpus"])
     [mine] = [j for j in doc["jobs"] if j["id"] == job_id]
     assert set(mine) >= {"id", "name", "user", "state", "gpus", "min_gpus", "max_gpus", "progress"}

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from .fairshare import FairShare
+from .reasons import Reason
 from .speed import SpeedModel
 
 
@@ -121,7 +122,8 @@ class Snapshot:
 
 @dataclass(frozen=True)
 class Decision:
-    """Target allocation {job id: GPU ids} (empty tuple: wait) and a reason per job for people.
+    """Target allocation {job id: GPU ids} (empty tuple: wait) and a reason per job for people
+    (``core.reasons``: the figures behind it; ``str()`` puts it into words).
 
     ``order`` is every job id in the policy's priority order, first served first (adaptive's
     plan order, a fixed-size policy's admission order): the order of the queue, read by
@@ -137,6 +139,6 @@ class Decision:
     """
 
     allocations: Mapping[str, tuple[str, ...]]
-    reasons: Mapping[str, str]
+    reasons: Mapping[str, Reason]
     order: tuple[str, ...] = ()
     holds_until: float | None = None

@@ -56,7 +56,8 @@ from dataclasses import replace
 from .fairshare import Entitlement, FairShare, entitlements, share_reason
 from .model import Decision, Job, Snapshot
 from .placement import place
-from .policies.base import Policy, plural
+from .policies.base import Policy
+from .reasons import Cause, Idle, Limited, Reason, ResizeWouldNotPay, user_cap
 
 
 def decide(policy: Policy, snapshot: Snapshot, now: float) -> Decision:
@@ -117,7 +118,7 @@ def _fair(
     if cap:
         caps = {u: min(n, cap) for u, n in caps.items()}
 
-    def why(job: Job, n: int, top: int) -> str:
+    def why(job: Job, n: int, top: int) -> Reason:
         if cap and cap <= ent.gpus[job.user]:
             return cap_reason(job, cap, n, top)
         return held_reason(job, share_reason(job.user, fair, ent, ent.gpus), n, top)
@@ -135,7 +136,7 @@ def _say_share(
     snapshot: Snapshot,
     decision: Decision,
     caps: Mapping[str, int],
-    why: Callable[[Job, int, int], str],
+    why: Callable[[Job, int, int], Reason],
 ) -> Decision:
     """``decision`` with the share as the reason of every running job below its top whose user
     holds all their share: what keeps it small is the share, whatever the policy says."""
@@ -217,19 +218,45 @@ def queue_positions(decision: Decision, among: Collection[str] | None = None) ->
     return positions
 
 
-def cap_reason(job: Job, cap: int, gpus: int = 0, top: int = 0) -> str:
+def idle_reason(snapshot: Snapshot, decision: Decision) -> Idle | None:
+    """Why the usable GPUs ``decision`` gives no job stay idle (None: there are none).
+
+    It names at most two jobs: the first waiting job in the policy's order that cannot take
+    them (it needs more, or its user's limit keeps it out), and the running job closest to
+    taking them (the resize that would save the most, else the first that says why it
+    does not grow); none when no job can use more."""
+    taken = {g for lease in decision.allocations.values() for g in lease}
+    free = sum(1 for g in snapshot.usable_gpus if g.id not in taken)
+    if free <= 0:
+        return None
+    jobs = {job.id: job for job in snapshot.jobs}
+    ids = [i for i in decision.order if i in jobs] or list(jobs)
+    waiting: Cause | None = None
+    running: list[Cause] = []
+    for job_id in ids:
+        reason = decision.reasons.get(job_id)
+        if reason is None or reason.cause(job_id) is None:
+            continue
+        cause = Cause(job_id, jobs[job_id].user, reason)
+        if decision.allocations.get(job_id):
+            running.append(cause)
+        elif waiting is None:
+            waiting = cause
+    unpaid = [c for c in running if isinstance(c.reason, ResizeWouldNotPay)]
+    if unpaid:
+        running = [max(unpaid, key=lambda c: c.reason.gain_s)]  # type: ignore[attr-defined]
+    return Idle(free, (*((waiting,) if waiting else ()), *running[:1]))
+
+
+def cap_reason(job: Job, cap: int, gpus: int = 0, top: int = 0) -> Limited:
     """What a job the cap holds back reads: waiting (``gpus`` 0) or running on ``gpus`` of up
     to ``top``."""
-    return held_reason(
-        job, f"{job.user} may hold at most {plural(cap, 'GPU')} at a time", gpus, top
-    )
+    return held_reason(job, user_cap(job.user, cap), gpus, top)
 
 
-def held_reason(job: Job, why: str, gpus: int = 0, top: int = 0) -> str:
+def held_reason(job: Job, why: str, gpus: int = 0, top: int = 0) -> Limited:
     """What a job a per-user limit holds back reads, ``why`` being the limit in words."""
-    if gpus:
-        return f"running on {gpus} of up to {top} GPUs: {why}"
-    return f"{'suspended' if job.started else 'queued'}: {why}"
+    return Limited(why, gpus, top if gpus else 0, suspended=job.started and not gpus)
 
 
 def _within_caps(
@@ -238,7 +265,7 @@ def _within_caps(
     now: float,
     first: Decision,
     caps: Mapping[str, int],
-    why: Callable[[Job, int, int], str],
+    why: Callable[[Job, int, int], Reason],
 ) -> Decision:
     """``first`` with no user above ``caps[user]`` (the module's steps 2-4); ``why(job, gpus,
     top)`` is the reason of a job a cap holds back (``gpus`` 0: waiting)."""
@@ -394,4 +421,11 @@ def _hold_back(
     return changed
 
 
-__all__ = ["cap_reason", "decide", "entitlement", "held_reason", "queue_positions"]
+__all__ = [
+    "cap_reason",
+    "decide",
+    "entitlement",
+    "held_reason",
+    "idle_reason",
+    "queue_positions",
+]

@@ -229,6 +229,11 @@ class Status(Strict):
     gpus: list[StatusGpu]
     jobs: list[StatusJob]
     hidden: int = Field(0, description=HIDDEN)
+    idle: str | None = Field(
+        None,
+        description='why usable GPUs stay idle, with the figures behind it ("2 GPUs idle: '
+        'growing j-3 to 4 would save ~5 s, a resize costs ~8 s"); null when none is',
+    )
 
 
 class GpuProcessView(Strict):
@@ -261,6 +266,11 @@ class GpuView(Strict):
 class Gpus(Strict):
     source: Literal["nvml", "simulated"]
     gpus: list[GpuView]
+    idle: str | None = Field(
+        None,
+        description='why usable GPUs stay idle, with the figures behind it ("2 GPUs idle: '
+        'growing j-3 to 4 would save ~5 s, a resize costs ~8 s"); null when none is',
+    )
 
 
 class Event(Strict):

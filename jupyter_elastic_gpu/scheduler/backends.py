@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import time
 from typing import Any, Literal, TypeVar
 from urllib.parse import quote, urlencode
 
@@ -64,8 +65,9 @@ class LocalBackend:
     async def gpus(self, who: Principal) -> Gpus:
         s = self.service
         source = "simulated" if s.simulated else "nvml"
+        outlook = await s.estimates.forecast()
         return views.gpus(
-            s.gpu_infos(), s.jobs, s.holders(), s.external(), source, who, s.admin.drained
+            s.gpu_infos(), s.jobs, s.holders(), s.external(), source, who, s.admin.drained, outlook
         )
 
     async def jobs(self, who: Principal, query: JobFilter = NO_FILTER) -> JobList:
@@ -111,12 +113,15 @@ class LocalBackend:
 
     async def queue(self, who: Principal) -> Queue:
         forecast = await self.service.estimates.forecast()
-        return views.queue(self.service.jobs.values(), who, forecast)
+        return views.queue(self.service.jobs.values(), who, forecast, time.time())
 
     async def status(self, who: Principal, query: JobFilter = NO_FILTER) -> Status:
         s = self.service
         ids = [g.id for g in s.gpu_infos()]
-        return views.status(s.jobs.values(), ids, s.holders(), who, s.recent_jobs, query)
+        forecast = await s.estimates.forecast()
+        return views.status(
+            s.jobs.values(), ids, s.holders(), who, s.recent_jobs, query, forecast, time.time()
+        )
 
     async def wait_updates(self, who: Principal, since: int, timeout: float) -> Updates:
         return Updates(version=await self.service.wait_updates(since, timeout))

@@ -7,14 +7,23 @@ lease, size or measured speeds (a progress report, the common case) reuses a for
 than ``REUSE_S``: its estimates are times, which stay true while the jobs go as forecast, and
 the queue's estimates do not churn at every heartbeat. A forward run that fails leaves the
 estimates empty (the queue is still answered) and is logged once.
+
+The same run says why GPUs stay idle (``Outlook.idle``, from the policy's decision now) and,
+for a queued job, when it starts and which job's end it waits for (``start``): the figures the
+queue and the status add to the reasons the policy gave.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from ..core.model import Snapshot
+from ..core.policies import Policy
+from ..core.reasons import Idle, Start
+from ..core.schedule import decide, idle_reason
 from ..sim.forecast import Forecast, forecast
 from . import policies
 
@@ -23,6 +32,40 @@ if TYPE_CHECKING:
 
 #: Seconds a forecast is reused across versions that changed only the jobs' progress.
 REUSE_S = 30.0
+#: A queued job whose forecast start lies this close after another job's end waits for it.
+SAME_S = 1.0
+
+
+@dataclass(frozen=True)
+class Outlook(Forecast):
+    """The forecast, and why GPUs stay idle at its time (None: none does)."""
+
+    idle: Idle | None = None
+
+
+def outlook(policy: Policy, snap: Snapshot, now: float) -> Outlook:
+    """``snap`` played forward from ``now``, and why the decision now leaves GPUs idle."""
+    ahead = forecast(policy, snap, now)
+    idle = idle_reason(snap, decide(policy, snap, now))
+    return Outlook(ahead.at, ahead.estimates, ahead.decisions, ahead.complete, idle)
+
+
+def start(job_id: str, ahead: Forecast, now: float) -> Start | None:
+    """When ``job_id`` starts, from ``ahead``, and the job whose end frees its GPUs (the
+    one that ends at its start; None when its start is not at an end: it comes at a later
+    decision, or from a job that shrinks). None when the forecast cannot say."""
+    guess = ahead.estimates.get(job_id)
+    if guess is None or guess.start is None:
+        return None
+    ends = [
+        (e.end, other)
+        for other, e in ahead.estimates.items()
+        if other != job_id and e.end is not None and e.end <= guess.start + SAME_S
+    ]
+    end, after = max(ends) if ends else (None, None)
+    if end is None or guess.start - end > SAME_S:
+        after = None
+    return Start(max(guess.start - now, 0.0), after)
 
 
 class Estimates:
@@ -33,7 +76,7 @@ class Estimates:
         # A policy of its own: the forward run decides in another thread.
         self._policy = policies.make(service.policy, service.policy_params)
         self._lock = asyncio.Lock()
-        self._last = Forecast(0.0, {})
+        self._last = Outlook(0.0, {})
         self._version = -1
         self._shape: Any = None
         self._failed = False
@@ -60,7 +103,7 @@ class Estimates:
         )
         return jobs, gpus
 
-    async def forecast(self) -> Forecast:
+    async def forecast(self) -> Outlook:
         async with self._lock:  # callers at the same time share one run
             version = self.service.version
             if version == self._version:
@@ -72,12 +115,12 @@ class Estimates:
                 return self._last
             snap = self.service.core_snapshot()
             try:
-                result = await asyncio.to_thread(forecast, self._policy, snap, now)
+                result = await asyncio.to_thread(outlook, self._policy, snap, now)
             except Exception:
                 if not self._failed:
                     self.service.log.exception("elastic-gpu: the queue's forecast failed")
                 self._failed = True
-                result = Forecast(now, {}, complete=False)
+                result = Outlook(now, {}, complete=False)
             self.runs += 1
             self._last, self._version, self._shape = result, version, shape
             return result

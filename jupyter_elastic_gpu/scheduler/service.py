@@ -470,7 +470,9 @@ class SchedulerService(LoggingConfigurable):
                 target = leases.on_one_node(target, job.desired.gpus, node, job.min_gpus)
                 why = WAITING_FOR_SERVER if self.waits_for_server(job) else None
                 why = (
-                    why or self.interactive.reason(job) or decision.reasons.get(job.id, job.reason)
+                    why
+                    or self.interactive.reason(job)
+                    or str(decision.reasons.get(job.id, job.reason))
                 )
                 starts = job.state == JobState.QUEUED and bool(target)
                 moves = job.state in (JobState.STARTING, JobState.RUNNING, JobState.RESIZING)

@@ -16,7 +16,7 @@ from typing import Any
 from elastic_gpu_sidecar.protocol import JobKind, JobState
 
 from ..core.model import Gpu, Job, Snapshot
-from ..core.policies.base import plural
+from ..core.reasons import Reason, plural
 from ..core.speed import SpeedModel
 from .jobs import JobRecord
 
@@ -137,7 +137,7 @@ def held_reason(job: JobRecord, stopping: bool | None = None) -> str:
     )
 
 
-def shown_reason(job: JobRecord, why: str) -> str:
+def shown_reason(job: JobRecord, why: Reason | str) -> str:
     """The reason ``job`` shows after a decision whose policy said ``why``.
 
     ``core`` sees a job starting, resizing or stopping only as a lease mid-change, which it
@@ -156,4 +156,4 @@ def shown_reason(job: JobRecord, why: str) -> str:
         return f"resizing to {n}: checkpoint, then restart on them"
     if job.state == JobState.STOPPING:
         return job.reason
-    return why
+    return str(why)

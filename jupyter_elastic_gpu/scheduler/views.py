@@ -8,6 +8,7 @@ reason, code, logs or command lines.
 from __future__ import annotations
 
 from collections.abc import Collection, Iterable, Mapping, Sequence
+from types import SimpleNamespace
 from typing import Any
 
 from elastic_gpu_sidecar.protocol import JobState
@@ -30,6 +31,7 @@ from ..models import (
     StatusProgress,
 )
 from ..sim.forecast import Forecast
+from . import estimates as expect
 from .jobs import JobRecord
 from .principal import Principal
 
@@ -178,9 +180,30 @@ def _when(t: float | None) -> float | None:
     return None if t is None else float(round(t))
 
 
-def queue(jobs: Iterable[JobRecord], who: Principal, forecast: Forecast | None = None) -> Queue:
+def _reason(job: JobRecord, forecast: Forecast | None, now: float | None) -> str:
+    """The owner's reason, with when a queued job starts and whose end it waits for."""
+    if forecast is None or job.state != JobState.QUEUED or job.held:
+        return job.reason
+    start = expect.start(job.id, forecast, forecast.at if now is None else now)
+    return f"{job.reason}; {start}" if start else job.reason
+
+
+def _idle(forecast: Forecast | None, who: Principal) -> str | None:
+    """Why GPUs stay idle, naming the jobs ``who`` may not see without their figures."""
+    idle = getattr(forecast, "idle", None)
+    if idle is None:
+        return None
+    return idle.text(lambda user: who.may_see(SimpleNamespace(user=user)))
+
+
+def queue(
+    jobs: Iterable[JobRecord],
+    who: Principal,
+    forecast: Forecast | None = None,
+    now: float | None = None,
+) -> Queue:
     """Open jobs in the policy's order (the last decision's), new ones last, with the
-    estimates of ``forecast`` for the caller's own."""
+    estimates of ``forecast`` (made at ``now``, default its own time) for the caller's own."""
     waiting = sorted(
         (j for j in jobs if not j.final),
         key=lambda j: (j.rank is None, j.rank or 0, j.submitted_at, j.id),
@@ -199,7 +222,7 @@ def queue(jobs: Iterable[JobRecord], who: Principal, forecast: Forecast | None =
                 min_gpus=j.min_gpus,
                 max_gpus=j.max_gpus,
                 position=j.position,
-                reason=j.reason if mine else _public_reason(j),
+                reason=_reason(j, forecast, now) if mine else _public_reason(j),
                 name=j.name if mine else None,
                 estimated_start=_when(guess.start) if guess else None,
                 estimated_end=_when(guess.end) if guess else None,
@@ -215,9 +238,12 @@ def status(
     who: Principal,
     finished_per_user: int,
     query: JobFilter = NO_FILTER,
+    forecast: Forecast | None = None,
+    now: float | None = None,
 ) -> Status:
-    """What ``jupyter elastic-gpu status`` shows: GPUs and their holders, and the jobs
-    ``query`` selects among the open ones and the caller's finished ones."""
+    """What ``jupyter elastic-gpu status`` shows: GPUs and their holders, the jobs ``query``
+    selects among the open ones and the caller's finished ones, and why GPUs stay idle;
+    ``forecast`` as for ``queue``."""
     visible = [j for j in jobs if not j.final or who.may_see(j)]
     listed, hidden = select(visible, who, query, finished_per_user)
     summaries = []
@@ -239,13 +265,14 @@ def status(
                     step=p.step_in_epoch if p else None,
                     replicas=p.replicas if p else None,
                 ),
-                reason=j.reason if mine else None,
+                reason=_reason(j, forecast, now) if mine else None,
             )
         )
     return Status(
         gpus=[StatusGpu(id=g, holder=holders.get(g)) for g in gpu_ids],
         jobs=summaries,
         hidden=hidden,
+        idle=_idle(forecast, who),
     )
 
 
@@ -257,9 +284,10 @@ def gpus(
     source: str,
     who: Principal,
     drained: Collection[str] = (),
+    forecast: Forecast | None = None,
 ) -> Gpus:
     """Every GPU with its holder, the processes on it the scheduler did not start, and whether
-    an admin drained it."""
+    an admin drained it; why GPUs stay idle, from ``forecast`` (``estimates.Outlook``)."""
     views = []
     for info in infos:
         holder = holders.get(info.id)
@@ -292,4 +320,4 @@ def gpus(
                 drained=info.id in drained,
             )
         )
-    return Gpus(source=source, gpus=views)
+    return Gpus(source=source, gpus=views, idle=_idle(forecast, who))

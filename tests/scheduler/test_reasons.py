@@ -72,6 +72,8 @@ def test_one_job_ahead_is_singular():
     speed = SpeedModel({1: 1.0})
     running = Job("r", 0.0, total_work=100.0, speed=speed, gpus=("0",), started=True)
     waiting = Job("w", 1.0, total_work=1e6, speed=speed)
-    reason = decide(make_policy("adaptive"), Snapshot(gpus, (running, waiting)), 2.0).reasons["w"]
+    reason = str(
+        decide(make_policy("adaptive"), Snapshot(gpus, (running, waiting)), 2.0).reasons["w"]
+    )
     assert "held by 1 job that is " in reason, reason
     assert "1 job that are" not in reason

@@ -33,12 +33,27 @@ from typing import ClassVar
 
 from ..model import Decision, Job, Snapshot
 from ..placement import place
-from .base import plural, queued_reason, whole_leases_first
+from ..reasons import (
+    FINISHING,
+    IN_PROGRESS,
+    RESIZED,
+    STARTED,
+    AtMaximum,
+    Critical,
+    Crowded,
+    Elastic,
+    Kept,
+    NoFaster,
+    Reason,
+    Resized,
+    ResizeWouldNotPay,
+)
+from .base import queued_reason, whole_leases_first
 from .critical import CriticalPath, critical_path, path_holds_until
 from .holds import holds_until
 
 _EPS = 1e-12
-_LOCKED = ("its resize is in progress", "it is about to finish")
+_LOCKED = (IN_PROGRESS, FINISHING)
 
 
 @dataclass(frozen=True)
@@ -125,34 +140,34 @@ class _Plan:
         )
 
 
-class _Reasons(Mapping[str, str]):
-    """Each job's reason, written out when first read: people read them, the simulator's
+class _Reasons(Mapping[str, Reason]):
+    """Each job's reason, worked out when first read: people read them, the simulator's
     thousands of decisions never do."""
 
-    __slots__ = ("_free", "_plans", "_text")
+    __slots__ = ("_free", "_plans", "_policy", "_said")
 
-    def __init__(self, plans: list[_Plan], free: int) -> None:
-        self._plans, self._free = plans, free
-        self._text: dict[str, str] | None = None
+    def __init__(self, policy: AdaptivePolicy, plans: list[_Plan], free: int) -> None:
+        self._policy, self._plans, self._free = policy, plans, free
+        self._said: dict[str, Reason] | None = None
 
-    def _written(self) -> dict[str, str]:
-        if self._text is None:
-            plans = self._plans
+    def _worked_out(self) -> dict[str, Reason]:
+        if self._said is None:
+            plans, why = self._plans, self._policy.reason
             ahead = [p.job for p in plans if p.count]
-            self._text = {p.job.id: AdaptivePolicy._reason(p, self._free, ahead) for p in plans}
-        return self._text
+            self._said = {p.job.id: why(p, self._free, ahead) for p in plans}
+        return self._said
 
-    def __getitem__(self, job_id: str) -> str:
-        return self._written()[job_id]
+    def __getitem__(self, job_id: str) -> Reason:
+        return self._worked_out()[job_id]
 
     def __iter__(self) -> Iterator[str]:
-        return iter(self._written())
+        return iter(self._worked_out())
 
     def __len__(self) -> int:
         return len(self._plans)
 
     def __repr__(self) -> str:
-        return repr(self._written())
+        return repr(self._worked_out())
 
 
 def _rank(plan: _Plan) -> tuple[float, float, str]:
@@ -195,11 +210,11 @@ class AdaptivePolicy:
             key = lo * at_min / job.weight / (1.0 + job.queued_s / aging)
             held = len(job.gpus)
             if not held:
-                plans.append(_Plan(job, key, "its resize is in progress" if job.pinned else ""))
+                plans.append(_Plan(job, key, IN_PROGRESS if job.pinned else ""))
                 continue
             key *= sticky
             if job.pinned:
-                plans.append(_Plan(job, key, "its resize is in progress"))
+                plans.append(_Plan(job, key, IN_PROGRESS))
                 continue
             cost = job.resize_cost
             if cost > 0:
@@ -209,11 +224,11 @@ class AdaptivePolicy:
                     x = speed.throughput(held)
                     at_held = left / x if x > 0 else math.inf
                 if at_held <= p.finish_guard * cost:
-                    plans.append(_Plan(job, key, "it is about to finish"))
+                    plans.append(_Plan(job, key, FINISHING))
                     continue
             frozen = ""
             if job.last_change is not None and now - job.last_change < self.cooldown_s(job):
-                frozen = "it was resized moments ago" if job.resizes else "it started moments ago"
+                frozen = RESIZED if job.resizes else STARTED
             plans.append(_Plan(job, key, frozen))
         return plans
 
@@ -372,7 +387,7 @@ class AdaptivePolicy:
             {p.job.id: p.count for p in plans},
             order,
         )
-        reasons = _Reasons(plans, free)
+        reasons = _Reasons(self, plans, free)
         until = holds_until(self, snapshot, now, plans, open_plans, exponent, free, allocations)
         if until is not None and until > now and self.params.protect_critical:
             # The reservations the hand-out started from must stay as they are too.
@@ -394,8 +409,9 @@ class AdaptivePolicy:
             )
         return Decision(allocations, reasons, order, until)
 
-    @staticmethod
-    def _reason(plan: _Plan, free: int, admitted: list[Job]) -> str:
+    def reason(self, plan: _Plan, free: int, admitted: list[Job]) -> Reason:
+        """Why ``plan``'s job gets what it gets, with the figures the decision weighed;
+        ``free``: the GPUs the decision leaves idle, ``admitted``: the jobs that get GPUs."""
         job, n = plan.job, plan.count
         if n == 0:
             why = (
@@ -403,15 +419,46 @@ class AdaptivePolicy:
                 "that are shorter, have waited longer or are on the critical path",
             )
             return queued_reason(job, job.min_gpus, free, admitted, why)
-        if plan.frozen and n == len(job.gpus):
-            return f"running on {plural(n, 'GPU')}: kept as is because {plan.frozen}"
-        if n >= job.max_gpus:
-            return f"running on {plural(n, 'GPU')} (its maximum)"
+        held = len(job.gpus)
+        if plan.frozen and n == held:
+            return self._kept(plan)
         if plan.critical:
-            return (
-                f"running on {n} of up to {job.max_gpus} GPUs: on the critical path, these end it "
-                "in time with the rest of the work"
-            )
+            return Critical(n, job.max_gpus)
+        if held and n != held:
+            change = job.remaining_time(held) - job.remaining_time(n)
+            if math.isfinite(change):
+                return Resized(n, job.max_gpus, held, job.resize_cost, change)
+        if n >= job.max_gpus:
+            return AtMaximum(n)
         if free > 0:
-            return f"running on {n} of up to {job.max_gpus} GPUs: more would not pay for the resize"
-        return f"running on {n} of up to {job.max_gpus} GPUs: the others help other jobs more"
+            return self._not_grown(job, n, free)
+        return Crowded(n, job.max_gpus)
+
+    def _kept(self, plan: _Plan) -> Kept:
+        job, n = plan.job, plan.count
+        if plan.frozen == FINISHING:
+            return Kept(n, FINISHING, left_s=job.remaining_time(n), cost_s=job.resize_cost)
+        if plan.frozen in (RESIZED, STARTED):
+            return Kept(n, plan.frozen, hold_s=self.cooldown_s(job))
+        return Kept(n, plan.frozen)
+
+    def _not_grown(self, job: Job, n: int, free: int) -> Elastic:
+        """Why a job below its maximum takes none of ``free`` idle GPUs: none of the sizes it
+        could grow to is faster, or the fastest does not repay its resize.
+
+        The hand-out grows a running job from ``n`` to ``g`` when what ``g`` adds,
+        (X(g) / X(n) - 1) x R(n), exceeds the resize cost c times (1 + resize_margin) = m.
+        In seconds of the job's time left, g saves s = R(n) - R(g), and the rule reads
+        s x R(n) / R(g) > m c, that is s > m c R(n) / (R(n) + m c): the saving it needs."""
+        reach = min(job.max_gpus, n + free)
+        curve = job.speed.curve(reach)
+        to = max(range(n + 1, reach + 1), key=lambda g: (curve[g], -g))
+        cost, left = job.resize_cost, job.remaining_time(n)
+        if curve[to] <= curve[n] or len(job.gpus) != n or cost <= 0 or not 0 < left < math.inf:
+            # Growing costs nothing over what any size costs (no resize of a lease it holds,
+            # or no price on one): a job that could go faster would have grown.
+            return NoFaster(n, job.max_gpus)
+        gain = left - job.remaining_time(to)
+        m = 1.0 + self.params.resize_margin
+        need = m * cost * left / (left + m * cost)
+        return ResizeWouldNotPay(n, job.max_gpus, to, cost, gain, need)

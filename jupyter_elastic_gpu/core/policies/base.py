@@ -7,6 +7,7 @@ from typing import ClassVar, Protocol
 
 from ..model import Decision, Job, Snapshot
 from ..placement import place
+from ..reasons import Reason, Running, Waiting
 
 
 class Policy(Protocol):
@@ -29,10 +30,6 @@ class Policy(Protocol):
         ...
 
 
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
-
-
 #: Why the jobs that hold the GPUs come first: one phrase that agrees with any number of them
 #: ("submitted earlier"), or the phrase for one job and the phrase for several.
 WhyAhead = str | tuple[str, str]
@@ -40,21 +37,15 @@ WhyAhead = str | tuple[str, str]
 
 def queued_reason(
     job: Job, needed: int, free: int, ahead: Sequence[Job], why_ahead: WhyAhead
-) -> str:
-    """The sentence a user reads while waiting: what is needed and who holds the GPUs.
+) -> Waiting:
+    """What a user reads while waiting: what is needed, what is free, who holds the GPUs.
 
     ``ahead`` are the jobs that hold GPUs in this decision (the waiting job is not one of them).
     """
     held = len(ahead)
-    verb = "suspended" if job.started else "queued"
-    if not held:
-        return f"{verb}: needs {plural(needed, 'GPU')}, {free} free"
     if not isinstance(why_ahead, str):
         why_ahead = why_ahead[0] if held == 1 else why_ahead[1]
-    return (
-        f"{verb}: needs {plural(needed, 'GPU')}, {free} free; "
-        f"GPUs held by {plural(held, 'job')} {why_ahead}"
-    )
+    return Waiting(needed, free, held, why_ahead if held else "", suspended=job.started)
 
 
 def whole_leases_first(jobs: Iterable[Job], snapshot: Snapshot) -> list[Job]:
@@ -103,11 +94,11 @@ def fixed_size_decision(
     allocations = place(
         snapshot.gpus, {j.id: j.gpus for j in snapshot.jobs}, counts, [j.id for j in ordered]
     )
-    reasons: dict[str, str] = {}
+    reasons: dict[str, Reason] = {}
     for job in ordered:
         n = len(allocations[job.id])
         if n:
-            reasons[job.id] = f"running on {plural(n, 'GPU')}"
+            reasons[job.id] = Running(n)
         else:
             reasons[job.id] = queued_reason(job, size[job.id], free, admitted, why_ahead)
     return Decision(allocations, reasons, tuple(j.id for j in ordered))

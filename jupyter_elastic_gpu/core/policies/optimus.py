@@ -13,7 +13,8 @@ from typing import ClassVar
 
 from ..model import Decision, Snapshot
 from ..placement import place
-from .base import plural, queued_reason, whole_leases_first
+from ..reasons import Running
+from .base import queued_reason, whole_leases_first
 
 
 class OptimusPolicy:
@@ -56,7 +57,7 @@ class OptimusPolicy:
         )
         reasons = {
             j.id: (
-                f"running on {plural(counts[j.id], 'GPU')}"
+                Running(counts[j.id])
                 if counts[j.id]
                 else queued_reason(j, j.min_gpus, free, admitted, "submitted earlier")
             )

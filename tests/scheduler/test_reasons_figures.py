@@ -1,0 +1,111 @@
+"""The figures behind the live service's reasons, as the API answers them: when a queued job
+starts and whose end it waits for, and why GPUs stay idle."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import time
+
+from elastic_gpu_sidecar.protocol import JobState
+from servers import RecordingLauncher
+
+from jupyter_elastic_gpu.models import SubmitRequest, parse
+from jupyter_elastic_gpu.scheduler.backends import LocalBackend
+from jupyter_elastic_gpu.scheduler.inventory import SimulatedInventory
+from jupyter_elastic_gpu.scheduler.principal import Principal
+from jupyter_elastic_gpu.scheduler.service import SchedulerService
+from jupyter_elastic_gpu.scheduler.store import Store
+
+ANN, BOB = Principal("ann"), Principal("bob")
+
+
+@contextlib.asynccontextmanager
+async def service(tmp_path, gpus: int):
+    store = await Store.open(":memory:")
+    svc = SchedulerService(
+        store, SimulatedInventory(gpus), RecordingLauncher(), lambda j: "", job_root=str(tmp_path)
+    )
+    try:
+        yield svc
+    finally:
+        await store.close()
+
+
+def synthetic(work: float, lo: int, hi: int, throughput: dict[str, float]) -> SubmitRequest:
+    body = {
+        "kind": "synthetic",
+        "min_gpus": lo,
+        "max_gpus": hi,
+        "synthetic": {"work": work, "throughput": throughput},
+    }
+    return parse(SubmitRequest, body, "job")
+
+
+async def beat(svc, job, done: float, speed: float, state: str = "running") -> None:
+    """A heartbeat of ``job``'s sidecar: on its lease, ``done`` samples at ``speed``/s, a
+    measured resize cost of 6 s."""
+    n = str(len(job.desired.gpus))
+    await svc.heartbeat(
+        job.id,
+        svc.launcher.secrets[job.id],
+        {
+            "generation": job.desired.generation,
+            "gpus": job.desired.gpus,
+            "state": state,
+            "throughput": {n: speed},
+            "resize_cost_s": 6.0,
+            "progress": {"t": time.time(), "samples": done, "samples_per_s": speed},
+        },
+    )
+
+
+async def test_a_queued_job_says_whose_end_it_waits_for_and_when_it_starts(tmp_path):
+    async with service(tmp_path, gpus=1) as svc:
+        first = await svc.submit(ANN, synthetic(10_000, 1, 1, {"1": 10}))
+        await svc.step(time.time())
+        await beat(svc, first, done=9_000, speed=10.0)  # 100 s left
+        assert first.state == JobState.RUNNING
+        second = await svc.submit(ANN, synthetic(50_000, 1, 1, {"1": 10}))  # longer: waits
+        await svc.step(time.time())
+        assert second.state == JobState.QUEUED
+        api = LocalBackend(svc)
+        entry = next(e for e in (await api.queue(ANN)).queue if e.id == second.id)
+        # 100 s of work left: "~2 min" from now, or "~1 min" on a machine slow enough for
+        # tens of seconds to pass between the forecast and the answer.
+        figures = rf"; starts in ~[12] min, when {first.id} finishes"
+        assert entry.reason.startswith("queued: needs 1 GPU, 0 free; GPUs held by 1 job")
+        assert re.search(figures + "$", entry.reason), entry.reason
+        assert entry.estimated_start is not None
+        status = await api.status(ANN)
+        shown = next(j for j in status.jobs if j.id == second.id)
+        assert re.search(figures + "$", shown.reason), shown.reason  # the CLI's status too
+        assert status.idle is None and (await api.gpus(ANN)).idle is None  # no GPU is idle
+        # The figures are the owner's: another user sees owner, size and state only.
+        theirs = next(e for e in (await api.queue(BOB)).queue if e.id == second.id)
+        assert theirs.reason == "queued"
+
+
+async def test_idle_gpus_say_what_growing_the_running_job_would_cost_and_save(tmp_path):
+    """The issue's case: a short job ends, two of four GPUs stay free, and the GPUs say why."""
+    profile = {"1": 10, "2": 19, "4": 20}  # 4 GPUs are barely faster than 2
+    async with service(tmp_path, gpus=4) as svc:
+        long = await svc.submit(ANN, synthetic(100_000, 2, 4, profile))
+        short = await svc.submit(ANN, synthetic(1_000, 2, 2, profile))
+        started = time.time() - 600  # long ago: no cool-down after the start left
+        await svc.step(started)
+        assert len(long.desired.gpus) == 2 and len(short.desired.gpus) == 2
+        await beat(svc, long, done=100_000 - 1_900, speed=19.0)  # 100 s left on 2 GPUs
+        await beat(svc, short, done=1_000, speed=19.0, state="done")
+        await svc.step(time.time())
+        assert short.state == JobState.DONE
+        assert len(long.desired.gpus) == 2  # growing to 4 saves 5 s: less than a resize
+        assert long.reason == "running on 2 of up to 4 GPUs: 4 would save ~5 s, a resize costs ~6 s"
+        api = LocalBackend(svc)
+        want = f"2 GPUs idle: growing {long.id} to 4 would save ~5 s, a resize costs ~6 s"
+        assert (await api.gpus(ANN)).idle == want
+        assert (await api.status(ANN)).idle == want
+        # Another user learns why the GPUs are idle, not the figures of ann's job.
+        assert (await api.gpus(BOB)).idle == (
+            f"2 GPUs idle: growing {long.id} would not pay for its resize"
+        )
