@@ -169,7 +169,7 @@ export function noticeFor(event: IJobEvent, canOpenNotebook: boolean): INotice {
           ? ` after ${duration(job.finished_at - job.started_at)}`
           : '';
       const loss = job.progress?.loss;
-      const tail = typeof loss === 'number' ? `, loss ${loss.toPrecision(3)}` : '';
+      const tail = typeof loss === 'number' ? `, loss ${Number(loss.toPrecision(3))}` : '';
       const notebook = canOpenNotebook && job.notebook;
       return {
         ...base,
@@ -224,11 +224,15 @@ function clip(text: string): string {
   return text.length <= MAX_MESSAGE ? text : `${text.slice(0, MAX_MESSAGE - 1)}\u2026`;
 }
 
+/** How the browser's memory of told milestones is named (docs/sidebar.md). */
+export const MEMORY_PREFIX = 'jupyter-elastic-gpu:told:';
+
 /** Where the told milestones are kept (the browser's localStorage on a page). */
 export interface IMemory {
   read(key: string): string | null;
   write(key: string, value: string): void;
-  remove(key: string): void;
+  /** Drop every key that starts with `prefix`. */
+  forget(prefix: string): void;
 }
 
 /** localStorage, or nothing where the browser refuses it (then a reload may tell again). */
@@ -259,7 +263,15 @@ export function browserMemory(): IMemory {
       }
     },
     write: (key, value) => attempt(s => s.setItem(key, value)),
-    remove: key => attempt(s => s.removeItem(key))
+    forget: prefix =>
+      attempt(s => {
+        const keys = Array.from({ length: s.length }, (_, i) => s.key(i));
+        for (const key of keys) {
+          if (key !== null && key.startsWith(prefix)) {
+            s.removeItem(key);
+          }
+        }
+      })
   };
 }
 
@@ -297,18 +309,15 @@ export class JobNotifier implements IDisposable {
     return this._enabled;
   }
 
-  /** Turning it off forgets what was told; on again, it starts from the state then. */
+  /** Off forgets what was told (also at start-up); on again, it starts from the state then. */
   set enabled(value: boolean) {
-    if (value === this._enabled) {
+    if (value && this._enabled) {
       return;
     }
     this._enabled = value;
     if (!value) {
       this._release();
-      const user = this.options.model.whoami?.user;
-      if (user !== undefined) {
-        this._memory.remove(this._key(user));
-      }
+      this._memory.forget(this._prefix);
     }
     this._update();
   }
@@ -371,8 +380,13 @@ export class JobNotifier implements IDisposable {
     }
   }
 
+  /** The memory of this server: one key per user (`MEMORY_PREFIX` + scope + `:` + user). */
+  private get _prefix(): string {
+    return `${MEMORY_PREFIX}${this.options.scope}:`;
+  }
+
   private _key(user: string): string {
-    return `jupyter-elastic-gpu:told:${this.options.scope}:${user}`;
+    return this._prefix + user;
   }
 
   private _release(): void {

@@ -104,10 +104,16 @@ describe('noticeFor', () => {
   });
 
   it('offers the notebook and the log of a finished job, the log alone without a notebook', () => {
-    const done = job({ state: 'done', started_at: 100, finished_at: 820, notebook: 'a.ipynb' });
+    const done = job({
+      state: 'done',
+      started_at: 100,
+      finished_at: 820,
+      notebook: 'a.ipynb',
+      progress: { loss: 0.0099012 }
+    });
     const notice = noticeFor(milestone(done)!, true);
     expect(notice).toMatchObject({
-      message: 'GPU job "mnist" is done after 12 min',
+      message: 'GPU job "mnist" is done after 12 min, loss 0.0099',
       type: 'success',
       actions: ['open-notebook', 'logs']
     });
@@ -193,7 +199,13 @@ class MapMemory implements IMemory {
   values = new Map<string, string>();
   read = (key: string) => this.values.get(key) ?? null;
   write = (key: string, value: string) => void this.values.set(key, value);
-  remove = (key: string) => void this.values.delete(key);
+  forget = (prefix: string) => {
+    for (const key of [...this.values.keys()]) {
+      if (key.startsWith(prefix)) {
+        this.values.delete(key);
+      }
+    }
+  };
 }
 
 describe('JobNotifier', () => {
@@ -246,17 +258,26 @@ describe('JobNotifier', () => {
   });
 
   it('turned off, tells nothing, holds nothing and forgets; on again, starts afresh', () => {
-    const { model, told, notifier, memory } = setup();
+    const memory = new MapMemory();
+    memory.values.set('jupyter-elastic-gpu:told:/other/:ann', '{}');
+    const { model, told, notifier } = setup(memory);
     notifier.enabled = true;
     model.set([]);
     notifier.enabled = false;
     expect(model.leases).toBe(0);
-    expect(memory.values.size).toBe(0);
+    expect([...memory.values.keys()]).toEqual(['jupyter-elastic-gpu:told:/other/:ann']);
     model.set([running]);
     notifier.enabled = true; // what is true now (j-1 running) is not told
     model.set([running, { ...running, id: 'j-3' }]);
     model.set([done, { ...running, id: 'j-3' }]);
     expect(told.map(n => n.job?.id)).toEqual(['j-3', 'j-1']);
+  });
+
+  it('forgets when it starts turned off (the setting is off at start-up)', () => {
+    const memory = new MapMemory();
+    memory.values.set('jupyter-elastic-gpu:told:/lab/:ann', '{}');
+    setup(memory).notifier.enabled = false;
+    expect(memory.values.size).toBe(0);
   });
 
   it('lets go of the model on a server without the scheduler', () => {
