@@ -6,8 +6,8 @@ bell's count) without the sidebar open; what was told is not told again after a 
 what ended while no page was open is told when one opens; the setting
 ``jupyter-elastic-gpu:notifications`` turns them off. The status-bar item
 ``#elastic-gpu-status`` counts GPUs in use and jobs queued and opens the sidebar. Set
-ELASTIC_GPU_SCREENSHOT_DIR to keep the screenshots (docs/img/notification-*.png and
-docs/img/statusbar.png are those of the README).
+ELASTIC_GPU_SCREENSHOT_DIR to keep the screenshots (docs/img/notification-done.png
+and docs/img/statusbar.png are those of the README).
 """
 
 from __future__ import annotations
