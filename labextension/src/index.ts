@@ -1,18 +1,23 @@
 /**
  * The JupyterLab plugins of jupyter-elastic-gpu: one model per page, the GPU queue sidebar
- * (restored across reloads, "Show GPU queue" in the command palette), and the notebook's job
- * view (a renderer for the job MIME type) that shows the same card as the sidebar.
+ * (restored across reloads, "Show GPU queue" in the command palette), the notebook's job
+ * view (a renderer for the job MIME type) that shows the same card as the sidebar,
+ * notifications of the caller's jobs, and the GPU counts in the status bar.
  */
 import { ILayoutRestorer, JupyterFrontEnd, JupyterFrontEndPlugin } from '@jupyterlab/application';
-import { ICommandPalette } from '@jupyterlab/apputils';
+import { ICommandPalette, Notification } from '@jupyterlab/apputils';
 import { IDocumentManager } from '@jupyterlab/docmanager';
 import { IRenderMimeRegistry } from '@jupyterlab/rendermime';
+import { ISettingRegistry } from '@jupyterlab/settingregistry';
+import { IStatusBar } from '@jupyterlab/statusbar';
 import { Token } from '@lumino/coreutils';
 
 import { JobActions } from './actions';
 import { ElasticGpuModel } from './model';
+import { JobNotifier, NoticeAction } from './notify';
 import { PANEL_ID, QueuePanel } from './panel';
 import { JOB_MIME_TYPE, JobRenderer } from './renderer';
+import { GpuStatusItem, STATUS_ITEM_ID } from './statusbar';
 
 export { ElasticGpuApi, API_PATH } from './api';
 export { ElasticGpuModel } from './model';
@@ -100,4 +105,86 @@ const renderer: JupyterFrontEndPlugin<void> = {
   }
 };
 
-export default [core, panel, renderer];
+/** Open the sidebar (through its command when the panel plugin is there). */
+function showQueue(app: JupyterFrontEnd): void {
+  if (app.commands.hasCommand(SHOW_QUEUE_COMMAND)) {
+    void app.commands.execute(SHOW_QUEUE_COMMAND);
+  }
+}
+
+const NOTIFICATIONS_PLUGIN = 'jupyter-elastic-gpu:notifications';
+
+const notifications: JupyterFrontEndPlugin<void> = {
+  id: NOTIFICATIONS_PLUGIN,
+  description: "Notifies the user of their own jobs' starts, resizes, ends and failures.",
+  autoStart: true,
+  requires: [IElasticGpu],
+  optional: [ISettingRegistry],
+  activate: (app: JupyterFrontEnd, shared: IElasticGpu, registry: ISettingRegistry | null) => {
+    const labels: Record<NoticeAction, string> = {
+      'open-notebook': 'Open notebook',
+      logs: 'Show log',
+      'show-queue': 'Show GPU queue'
+    };
+    const notifier = new JobNotifier({
+      model: shared.model,
+      canOpenNotebook: shared.actions.canOpenNotebook,
+      scope: shared.model.api.settings.baseUrl,
+      emit: notice =>
+        Notification.emit(notice.message, notice.type, {
+          autoClose: notice.autoClose,
+          data: notice.job ? { jobId: notice.job.id } : {},
+          actions: notice.actions.map((action, i) => ({
+            label: labels[action],
+            displayType: i === 0 ? 'accent' : 'default',
+            callback: () => {
+              if (action === 'show-queue') {
+                showQueue(app);
+              } else if (notice.job) {
+                void shared.actions.run(action, notice.job).catch(() => undefined);
+              }
+            }
+          }))
+        })
+    });
+    if (!registry) {
+      notifier.enabled = true;
+      return;
+    }
+    void registry
+      .load(NOTIFICATIONS_PLUGIN)
+      .then(settings => {
+        const apply = () => {
+          notifier.enabled = settings.composite.enabled !== false;
+        };
+        settings.changed.connect(apply);
+        apply();
+      })
+      .catch(() => {
+        notifier.enabled = true; // no schema (a development build): the default
+      });
+  }
+};
+
+const statusBarItem: JupyterFrontEndPlugin<void> = {
+  id: 'jupyter-elastic-gpu:status-bar',
+  description: 'GPUs in use and jobs queued in the status bar; a click shows the GPU queue.',
+  autoStart: true,
+  requires: [IElasticGpu],
+  optional: [IStatusBar],
+  activate: (app: JupyterFrontEnd, shared: IElasticGpu, statusBar: IStatusBar | null) => {
+    if (!statusBar) {
+      return;
+    }
+    const item = new GpuStatusItem(shared.model, () => showQueue(app));
+    statusBar.registerStatusItem(STATUS_ITEM_ID, {
+      item,
+      align: 'left',
+      rank: 4,
+      isActive: () => item.relevant,
+      activeStateChanged: item.relevantChanged
+    });
+  }
+};
+
+export default [core, panel, renderer, notifications, statusBarItem];

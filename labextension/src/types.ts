@@ -88,6 +88,8 @@ export interface IJob {
   name?: string | null;
   kind?: string;
   gpus?: string[];
+  /** The lease's generation: one more at every start, resize and stop. */
+  generation?: number;
   min_gpus?: number;
   max_gpus?: number;
   requested_gpus?: number;

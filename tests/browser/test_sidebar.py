@@ -20,7 +20,7 @@ from pathlib import Path
 import nbformat
 import pytest
 from nbformat.v4 import new_code_cell, new_notebook
-from servers import free_port, wait_for
+from servers import call, free_port, wait_for
 
 pytestmark = pytest.mark.slow
 try:
@@ -139,6 +139,20 @@ def test_the_panel_opens_from_its_tab_and_from_the_command_palette(open_lab):
 
 def test_a_hidden_panel_lets_go_of_its_socket_and_asks_nothing(open_lab):
     lab = open_lab()
+    # Job notifications and the status-bar item keep the page's model live too: without them
+    # (the setting off, the status bar hidden) the panel alone holds it.
+    settings = f"{lab.server.url}lab/api/settings/jupyter-elastic-gpu:notifications"
+    assert call("PUT", settings, lab.server.token, {"raw": '{"enabled": false}'})[0] == 204
+    lab.sockets.clear()  # those of the page before the reload
+    lab.page.reload()
+    lab.wait_restored()
+    lab.page.evaluate("() => jupyterapp.commands.execute('statusbar:toggle')")
+    expect(lab.page.locator("#jp-main-statusbar")).to_be_hidden()
+    for ws in lab.sockets:
+        if "/elastic-gpu/api/" in ws.url and not ws.is_closed():
+            ws.wait_for_event("close")
+    lab.sockets.clear()
+    lab.requests.clear()
     lab.show_panel()
     expect(lab.gpus).to_have_count(4)
     api = "/elastic-gpu/api/"

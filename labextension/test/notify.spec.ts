@@ -1,0 +1,290 @@
+/** Which change of a job yields which notification, and that each is told once. */
+import { Signal } from '@lumino/signaling';
+
+import { IProblem } from '../src/model';
+import {
+  IMemory,
+  INotice,
+  INotifierModel,
+  JobNotifier,
+  MAX_NOTICES_AT_ONCE,
+  milestone,
+  noticeFor,
+  noticesFor,
+  reasonDetail,
+  untold
+} from '../src/notify';
+import { EMPTY, IPanelData } from '../src/state';
+import { IJob, IWhoami } from '../src/types';
+import { JOB } from './fakes-data';
+
+const start = (t: number, n: number, why = `running on ${n} GPUs (its maximum)`) => ({
+  t,
+  gpus: Array.from({ length: n }, (_, i) => String(i)),
+  why
+});
+const stop = (t: number) => ({ t, gpus: [], why: 'queued: suspended by ann' });
+
+function job(extra: Record<string, unknown> = {}): IJob {
+  return JOB('j-1', { name: 'mnist', ...extra }) as IJob;
+}
+
+describe('milestone', () => {
+  it('says nothing while a job waits or starts', () => {
+    expect(milestone(job({ state: 'queued' }))).toBeNull();
+    expect(milestone(job({ state: 'starting', history: [start(1, 2)], generation: 1 }))).toBeNull();
+    expect(milestone(job({ state: 'cancelled' }))).toBeNull();
+  });
+
+  it('tells a start once it runs, per lease generation', () => {
+    const e = milestone(job({ state: 'running', history: [start(1, 2)], generation: 1 }));
+    expect(e).toMatchObject({ kind: 'started', key: 'started:1' });
+  });
+
+  it('tells a resize from the lease history, with the reason of the new lease', () => {
+    const why = 'running on 2 of up to 4 GPUs: the others help other jobs more';
+    for (const state of ['resizing', 'running']) {
+      const e = milestone(
+        job({ state, history: [start(1, 4), start(2, 2, why)], generation: 2, gpus: ['0', '1'] })
+      );
+      expect(e).toMatchObject({ kind: 'resized', key: 'resized:2', from: 4, to: 2, why });
+    }
+  });
+
+  it('tells a resume after a suspension', () => {
+    const e = milestone(
+      job({ state: 'running', history: [start(1, 2), stop(2), start(3, 1)], generation: 3 })
+    );
+    expect(e).toMatchObject({ kind: 'resumed', key: 'resumed:3' });
+  });
+
+  it('tells the end of a job whatever its history', () => {
+    expect(milestone(job({ state: 'done' }))).toMatchObject({ kind: 'done', key: 'done' });
+    expect(milestone(job({ state: 'failed' }))).toMatchObject({ kind: 'failed', key: 'failed' });
+  });
+});
+
+describe('untold', () => {
+  const running = job({ state: 'running', history: [start(1, 2)], generation: 1 });
+
+  it('keeps only the caller’s jobs not told yet, and forgets jobs no longer listed', () => {
+    const other = { ...running, id: 'j-2', user: 'bob' };
+    const result = untold({ 'j-gone': 'done' }, [running, other], 'ann');
+    expect(result.events.map(e => [e.job.id, e.kind])).toEqual([['j-1', 'started']]);
+    expect(result.told).toEqual({ 'j-1': 'started:1' });
+    expect(untold(result.told, [running], 'ann').events).toEqual([]);
+  });
+
+  it('keeps what was told of a job that has nothing new (suspended)', () => {
+    const suspended = job({ state: 'queued', history: [start(1, 2), stop(2)], generation: 2 });
+    expect(untold({ 'j-1': 'started:1' }, [suspended], 'ann')).toEqual({
+      events: [],
+      told: { 'j-1': 'started:1' }
+    });
+  });
+});
+
+describe('noticeFor', () => {
+  it('says where a job started and why a resize happened', () => {
+    const started = milestone(
+      job({ state: 'running', history: [start(1, 2)], generation: 1, gpus: ['0', '1'] })
+    )!;
+    expect(noticeFor(started, true)).toMatchObject({
+      message: 'GPU job "mnist" started on 2 GPUs',
+      type: 'info',
+      actions: []
+    });
+    const why = 'running on 2 of up to 4 GPUs: the others help other jobs more';
+    const resized = milestone(
+      job({ state: 'resizing', history: [start(1, 4), start(2, 2, why)], gpus: ['0', '1'] })
+    )!;
+    expect(noticeFor(resized, true).message).toBe(
+      'GPU job "mnist" resized from 4 to 2 GPUs: the others help other jobs more'
+    );
+  });
+
+  it('offers the notebook and the log of a finished job, the log alone without a notebook', () => {
+    const done = job({
+      state: 'done',
+      started_at: 100,
+      finished_at: 820,
+      notebook: 'a.ipynb',
+      progress: { loss: 0.0099012 }
+    });
+    const notice = noticeFor(milestone(done)!, true);
+    expect(notice).toMatchObject({
+      message: 'GPU job "mnist" is done after 12 min, loss 0.0099',
+      type: 'success',
+      actions: ['open-notebook', 'logs']
+    });
+    expect(noticeFor(milestone(done)!, false).actions).toEqual(['logs']);
+    expect(noticeFor(milestone({ ...done, notebook: null })!, true).actions).toEqual(['logs']);
+  });
+
+  it('says the error of a failed job and stays until dismissed', () => {
+    const failed = job({
+      state: 'failed',
+      name: null,
+      error: { type: 'ValueError', message: 'x'.repeat(300) }
+    });
+    const notice = noticeFor(milestone(failed)!, true);
+    expect(notice.type).toBe('error');
+    expect(notice.autoClose).toBe(false);
+    expect(notice.actions).toEqual(['logs']);
+    expect(notice.message.startsWith('GPU job j-1 failed: ValueError: xxx')).toBe(true);
+    expect(notice.message.length).toBeLessThanOrEqual(140);
+    const exited = noticeFor(milestone(job({ state: 'failed', exit_code: 3 }))!, true);
+    expect(exited.message).toBe('GPU job "mnist" failed: its trainer exited with code 3');
+  });
+
+  it('sums up many events in one notification', () => {
+    const events = Array.from({ length: MAX_NOTICES_AT_ONCE + 1 }, (_, i) =>
+      milestone({ ...job({ state: i ? 'done' : 'failed' }), id: `j-${i}` })
+    ).map(e => e!);
+    expect(noticesFor(events.slice(0, MAX_NOTICES_AT_ONCE), true)).toHaveLength(3);
+    expect(noticesFor(events, true)).toEqual([
+      {
+        message: '4 updates on your GPU jobs: 1 failed, 3 done',
+        type: 'error',
+        autoClose: false,
+        actions: ['show-queue'],
+        job: null
+      }
+    ]);
+  });
+
+  it('keeps what a reason adds after its lease', () => {
+    expect(reasonDetail('running on 2 of up to 4 GPUs: more would not pay')).toBe(
+      'more would not pay'
+    );
+    expect(reasonDetail('shrunk for a shorter job')).toBe('shrunk for a shorter job');
+    expect(reasonDetail(null)).toBe('');
+  });
+});
+
+class FakeModel implements INotifierModel {
+  changed = new Signal<this, void>(this);
+  data: IPanelData = EMPTY;
+  whoami: IWhoami | null = { user: 'ann', admin: false };
+  problem: IProblem | null = null;
+  leases = 0;
+  acquire() {
+    this.leases++;
+    let held = true;
+    return {
+      get isDisposed() {
+        return !held;
+      },
+      dispose: () => {
+        if (held) {
+          held = false;
+          this.leases--;
+        }
+      }
+    };
+  }
+  set(jobs: IJob[]): void {
+    this.data = {
+      ...EMPTY,
+      version: 1,
+      gpus: [],
+      queue: [],
+      jobs: new Map(jobs.map(j => [j.id, j]))
+    };
+    this.changed.emit();
+  }
+}
+
+class MapMemory implements IMemory {
+  values = new Map<string, string>();
+  read = (key: string) => this.values.get(key) ?? null;
+  write = (key: string, value: string) => void this.values.set(key, value);
+  forget = (prefix: string) => {
+    for (const key of [...this.values.keys()]) {
+      if (key.startsWith(prefix)) {
+        this.values.delete(key);
+      }
+    }
+  };
+}
+
+describe('JobNotifier', () => {
+  const running = job({ state: 'running', history: [start(1, 2)], generation: 1, gpus: ['0'] });
+  const done = { ...running, state: 'done' };
+
+  function setup(memory = new MapMemory()) {
+    const model = new FakeModel();
+    const told: INotice[] = [];
+    const notifier = new JobNotifier({
+      model,
+      memory,
+      scope: '/lab/',
+      canOpenNotebook: true,
+      emit: n => told.push(n)
+    });
+    return { model, told, notifier, memory };
+  }
+
+  it('tells nothing of what was true when it first looked, then each change once', () => {
+    const { model, told, notifier } = setup();
+    notifier.enabled = true;
+    expect(model.leases).toBe(1); // it keeps the model live
+    model.set([running]);
+    expect(told).toEqual([]);
+    const next = { ...running, id: 'j-2' };
+    model.set([running, next]);
+    model.set([running, next]);
+    expect(told.map(n => n.message)).toEqual(['GPU job "mnist" started on 1 GPU']);
+  });
+
+  it('tells after a reload only what happened since, even while no page was open', () => {
+    const memory = new MapMemory();
+    const first = setup(memory);
+    first.notifier.enabled = true;
+    first.model.set([]);
+    first.model.set([running]);
+    expect(first.told).toHaveLength(1);
+    first.notifier.dispose();
+    expect(first.model.leases).toBe(0);
+
+    const again = setup(memory);
+    again.notifier.enabled = true;
+    again.model.set([done]);
+    expect(again.told.map(n => n.type)).toEqual(['success']);
+    const third = setup(memory);
+    third.notifier.enabled = true;
+    third.model.set([done]);
+    expect(third.told).toEqual([]);
+  });
+
+  it('turned off, tells nothing, holds nothing and forgets; on again, starts afresh', () => {
+    const memory = new MapMemory();
+    memory.values.set('jupyter-elastic-gpu:told:/other/:ann', '{}');
+    const { model, told, notifier } = setup(memory);
+    notifier.enabled = true;
+    model.set([]);
+    notifier.enabled = false;
+    expect(model.leases).toBe(0);
+    expect([...memory.values.keys()]).toEqual(['jupyter-elastic-gpu:told:/other/:ann']);
+    model.set([running]);
+    notifier.enabled = true; // what is true now (j-1 running) is not told
+    model.set([running, { ...running, id: 'j-3' }]);
+    model.set([done, { ...running, id: 'j-3' }]);
+    expect(told.map(n => n.job?.id)).toEqual(['j-3', 'j-1']);
+  });
+
+  it('forgets when it starts turned off (the setting is off at start-up)', () => {
+    const memory = new MapMemory();
+    memory.values.set('jupyter-elastic-gpu:told:/lab/:ann', '{}');
+    setup(memory).notifier.enabled = false;
+    expect(memory.values.size).toBe(0);
+  });
+
+  it('lets go of the model on a server without the scheduler', () => {
+    const { model, notifier } = setup();
+    notifier.enabled = true;
+    model.problem = { kind: 'not-enabled', message: '' };
+    model.changed.emit();
+    expect(model.leases).toBe(0);
+  });
+});
