@@ -28,12 +28,16 @@ node:
 	@command -v node >/dev/null 2>&1 || { SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get update -q && $$SUDO apt-get install -y -q nodejs npm; }
 
-## Replay a generated lab workload through the policies side by side (no GPUs needed).
+## Replay a generated lab workload through the policies side by side (no GPUs needed): the
+## README's "generated 1" workload and settings, so its row is this table's adaptive, static,
+## termination and termination-aware.
+SIM_WORKLOAD := --seed 1 --jobs 60 --window 21600 --max-gpus 16 --gpu-mix 1:0.4,2:0.25,4:0.2,8:0.15
 simulate:
 	$(PIP) install -q -e .
-	$(PYTHON) -m jupyter_elastic_gpu.cli workload generate --out $(DEMO) --seed 1 --jobs 60 --window 21600 --max-gpus 16
+	$(PYTHON) -m jupyter_elastic_gpu.cli workload generate --out $(DEMO) $(SIM_WORKLOAD)
 	$(PYTHON) -m jupyter_elastic_gpu.cli simulate --jobs $(DEMO)/jobs.csv --profiles $(DEMO)/profiles.csv \
-		--nodes 4 --gpus-per-node 4 --start-cost 6 \
+		--name "generated 1 (seed 1)" --nodes 4 --gpus-per-node 4 --start-cost 6 \
+		--adaptive protect_critical=true \
 		--policy adaptive,static,termination,termination-aware,tiresias,optimus,srtf \
 		--json $(DEMO)/comparison.json --plot $(DEMO)/comparison.png
 

@@ -106,8 +106,8 @@ class ElasticJob:
         """Block until the job ends; returns its final status. Raises JobFailed if it failed.
 
         ``until="training"`` returns as soon as the job trains (it has reported progress)
-        instead. ``progress`` prints text progress (default: when not in a notebook kernel,
-        where the job's card shows it). At the end, this job's outputs get their final text.
+        instead. ``progress`` prints text progress (default: on a terminal, not in a notebook
+        kernel, where the job's card shows it). At the end, this job's outputs get their final text.
         """
         if until not in ("end", "training"):
             raise ValueError(f"until must be 'end' or 'training', got {until!r}")
@@ -122,6 +122,8 @@ class ElasticJob:
                 desc=self.name,
                 unit="‰",
                 file=sys.stdout,
+                # asked for: always; by default only on a terminal (a pipe gets no \r debris)
+                disable=None if progress is None else False,
                 bar_format="{desc}: {percentage:3.0f}%|{bar}| {postfix}",
             )
         version = 0
