@@ -48,6 +48,10 @@ def test_generate_then_simulate_writes_table_json_and_plot(tmp_path, capsys):
             "4",
             "--policy",
             "adaptive,static,termination,srtf",
+            "--name",
+            "lab 7",
+            "--adaptive",
+            "protect_critical=true",
             "--json",
             str(js),
             "--plot",
@@ -57,6 +61,7 @@ def test_generate_then_simulate_writes_table_json_and_plot(tmp_path, capsys):
     )
     assert code == 0
     text = capsys.readouterr().out
+    assert text.startswith("workload lab 7: 20 jobs on 1 x 4 GPUs")
     for word in (
         "adaptive",
         "static",
@@ -90,6 +95,22 @@ def test_generate_then_simulate_writes_table_json_and_plot(tmp_path, capsys):
             "unknown policy 'fifo'",
         ),
         (["workload", "generate", "--out", "o", "--gpu-mix", "1-0.5"], "--gpu-mix"),
+        (
+            ["simulate", "--format", "philly", "--adaptive", "protect=true"],
+            "--adaptive 'protect=true': expected NAME=VALUE, NAME one of aging_s,",
+        ),
+        (
+            ["simulate", "--format", "philly", "--adaptive", "protect_critical=maybe"],
+            "protect_critical is true or false",
+        ),
+        (
+            ["simulate", "--format", "philly", "--adaptive", "resize_budget=1.5"],
+            "resize_budget is a whole number",
+        ),
+        (
+            ["simulate", "--format", "philly", "--adaptive", "aging_s=-1"],
+            "--adaptive: aging_s must not be negative",
+        ),
     ],
 )
 def test_bad_input_ends_with_one_line(argv, message, tmp_path, monkeypatch, capsys):
@@ -98,6 +119,46 @@ def test_bad_input_ends_with_one_line(argv, message, tmp_path, monkeypatch, caps
     err = capsys.readouterr().err.strip()
     assert message in err
     assert len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+def _simulate_stderr(tmp_path, terminal: bool) -> str:
+    """What `simulate` writes to stderr (progress bars left on) into a pipe or a terminal."""
+    import fcntl
+    import os
+    import pty
+    import struct
+    import termios
+
+    argv = [sys.executable, "-m", "jupyter_elastic_gpu.cli", "simulate", "--format", "pollux"]
+    argv += ["--workload", "sc20like-16gpu-24jobs", "--policy", "static,adaptive"]
+    if not terminal:
+        run = subprocess.run(argv, capture_output=True, text=True, check=True, cwd=tmp_path)
+        return run.stderr
+    leader, follower = pty.openpty()
+    # 24 x 100 characters: a terminal of size 0 x 0 gets bars of width 0
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=follower, cwd=tmp_path)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # EIO: the terminal's other end closed
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    assert proc.wait() == 0
+    return b"".join(chunks).decode()
+
+
+def test_progress_bars_only_on_a_terminal(tmp_path):
+    """Piped or logged, `simulate` leaves no carriage returns or half bars behind; on a
+    terminal it draws them (so the first half of this test can fail)."""
+    piped = _simulate_stderr(tmp_path, terminal=False)
+    assert "\r" not in piped and "job/s" not in piped and "%|" not in piped, piped
+    assert "\r" in _simulate_stderr(tmp_path, terminal=True)
 
 
 def test_shipped_traces_by_name(tmp_path, monkeypatch, capsys):
