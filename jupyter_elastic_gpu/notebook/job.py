@@ -12,12 +12,12 @@ when the job ends, so that a saved notebook shows how it ended.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from typing import Any, Literal
 
 from elastic_gpu_sidecar.protocol import JobState
+from elastic_gpu_sidecar.tfquiet import startup_notices_hidden
 
 from .client import SchedulerClient, SchedulerError
 from .text import FINAL, describe_job
@@ -167,11 +167,11 @@ class ElasticJob:
         path = job.get("model_path")
         if not path:
             raise RuntimeError(f"job {self.id} finished without saving a model (see job.logs())")
-        # TensorFlow's start-up notices would land in the notebook: quiet unless asked for
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        import keras
+        # TensorFlow's start-up notices would land in the notebook, in red: dropped (errors kept)
+        with startup_notices_hidden():
+            import keras
 
-        return keras.models.load_model(path, **kwargs)
+            return keras.models.load_model(path, **kwargs)
 
     # -- showing ------------------------------------------------------------------------------
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
