@@ -11,10 +11,15 @@ PORT ?= 8888
 .PHONY: start test simulate lint node
 
 ## Install and start JupyterLab with the scheduler embedded (this machine's GPUs, or simulated
-## GPUs where there are none; SQLite in the Jupyter data dir), on the demo notebook.
+## GPUs where there are none; SQLite in the Jupyter data dir), on the demo notebook: the URL
+## it prints opens the notebook (LabApp.default_url; the file as an argument is opened only by
+## the browser the server starts, and makes its folder the root). LAB_ARGS=--no-browser on a
+## machine without one.
+DEMO_NOTEBOOK := examples/elastic-training.ipynb
 start: node
 	$(PIP) install -q -e ".[$(TF)]"
-	$(PYTHON) -m jupyter lab --ip=127.0.0.1 --port=$(PORT) examples/elastic-training.ipynb
+	$(PYTHON) -m jupyter lab --ip=127.0.0.1 --port=$(PORT) \
+		--LabApp.default_url=/lab/tree/$(DEMO_NOTEBOOK) $(LAB_ARGS)
 
 ## Install everything the tests need and run them all (slow suites included).
 test: node
