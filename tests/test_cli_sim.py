@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -198,3 +199,38 @@ def test_jupyter_subcommand_and_console_script():
     assert out.stdout.strip()
     jup = subprocess.run(["jupyter", "elastic-gpu", "--help"], capture_output=True, text=True)
     assert jup.returncode == 0 and "simulate" in jup.stdout
+
+
+def test_make_simulate_gives_the_readme_s_generated_1_row(tmp_path):
+    """`make simulate` replays the README's "generated 1" workload with its settings: its
+    figures are that row's ratios, to the README's two decimals (so they cannot drift apart)."""
+    import shlex
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    demo = tmp_path / "demo"
+    make = ["make", "-n", "simulate", f"PYTHON={sys.executable}", "PIP=true", f"DEMO={demo}"]
+    text = subprocess.run(make, cwd=repo, capture_output=True, text=True, check=True).stdout
+    commands = [c for c in text.replace("\\\n", " ").splitlines() if "jupyter_elastic_gpu.cli" in c]
+    assert len(commands) == 2, text  # generate, then simulate
+    for command in commands:
+        subprocess.run(shlex.split(command), cwd=repo, capture_output=True, check=True)
+    data = json.loads((demo / "comparison.json").read_text())
+    s, lb = data["policies"], data["lower_bound"]
+    ours = s["adaptive"]
+    figures = [
+        ours["makespan_s"] / s["static"]["makespan_s"],
+        ours["mean_jct_s"] / s["static"]["mean_jct_s"],
+        ours["makespan_s"] / s["termination"]["makespan_s"],
+        ours["mean_jct_s"] / s["termination"]["mean_jct_s"],
+        ours["mean_jct_s"] / s["termination-aware"]["mean_jct_s"],
+        ours["makespan_s"] / lb["makespan_s"],
+        ours["mean_jct_s"] / lb["mean_jct_s"],
+        s["static"]["mean_jct_s"] / lb["mean_jct_s"],
+    ]
+    (row,) = [
+        r for r in (repo / "README.md").read_text().splitlines() if r.startswith("| generated 1")
+    ]
+    readme = [float(x) for x in re.findall(r"(\d+\.\d\d)x", row)]
+    assert [round(f, 2) for f in figures] == readme, row
+    assert (demo / "comparison.png").read_bytes()[:4] == b"\x89PNG"

@@ -107,7 +107,8 @@ class ElasticJob:
 
         ``until="training"`` returns as soon as the job trains (it has reported progress)
         instead. ``progress`` prints text progress (default: on a terminal, not in a notebook
-        kernel, where the job's card shows it). At the end, this job's outputs get their final text.
+        kernel, where the job's card shows it). At the end, this job's outputs get their final
+        text.
         """
         if until not in ("end", "training"):
             raise ValueError(f"until must be 'end' or 'training', got {until!r}")
