@@ -11,10 +11,15 @@ PORT ?= 8888
 .PHONY: start test simulate lint node
 
 ## Install and start JupyterLab with the scheduler embedded (this machine's GPUs, or simulated
-## GPUs where there are none; SQLite in the Jupyter data dir), on the demo notebook.
+## GPUs where there are none; SQLite in the Jupyter data dir), on the demo notebook: the URL
+## it prints opens the notebook (LabApp.default_url; the file as an argument is opened only by
+## the browser the server starts, and makes its folder the root). LAB_ARGS=--no-browser on a
+## machine without one.
+DEMO_NOTEBOOK := examples/elastic-training.ipynb
 start: node
 	$(PIP) install -q -e ".[$(TF)]"
-	$(PYTHON) -m jupyter lab --ip=127.0.0.1 --port=$(PORT) examples/elastic-training.ipynb
+	$(PYTHON) -m jupyter lab --ip=127.0.0.1 --port=$(PORT) \
+		--LabApp.default_url=/lab/tree/$(DEMO_NOTEBOOK) $(LAB_ARGS)
 
 ## Install everything the tests need and run them all (slow suites included).
 test: node
@@ -28,12 +33,17 @@ node:
 	@command -v node >/dev/null 2>&1 || { SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
 		$$SUDO apt-get update -q && $$SUDO apt-get install -y -q nodejs npm; }
 
-## Replay a generated lab workload through the policies side by side (no GPUs needed).
+## Replay a generated lab workload through the policies side by side (no GPUs needed): the
+## README's "generated 1" workload and settings, so its row is this table's adaptive, static,
+## termination and termination-aware.
+SIM_WORKLOAD := --seed 1 --jobs 60 --window 21600 --max-gpus 16 \
+	--gpu-mix 1:0.4,2:0.25,4:0.2,8:0.15
 simulate:
 	$(PIP) install -q -e .
-	$(PYTHON) -m jupyter_elastic_gpu.cli workload generate --out $(DEMO) --seed 1 --jobs 60 --window 21600 --max-gpus 16
+	$(PYTHON) -m jupyter_elastic_gpu.cli workload generate --out $(DEMO) $(SIM_WORKLOAD)
 	$(PYTHON) -m jupyter_elastic_gpu.cli simulate --jobs $(DEMO)/jobs.csv --profiles $(DEMO)/profiles.csv \
-		--nodes 4 --gpus-per-node 4 --start-cost 6 \
+		--name "generated 1 (seed 1)" --nodes 4 --gpus-per-node 4 --start-cost 6 \
+		--adaptive protect_critical=true \
 		--policy adaptive,static,termination,termination-aware,tiresias,optimus,srtf \
 		--json $(DEMO)/comparison.json --plot $(DEMO)/comparison.png
 

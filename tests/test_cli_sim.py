@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 
@@ -48,6 +49,10 @@ def test_generate_then_simulate_writes_table_json_and_plot(tmp_path, capsys):
             "4",
             "--policy",
             "adaptive,static,termination,srtf",
+            "--name",
+            "lab 7",
+            "--adaptive",
+            "protect_critical=true",
             "--json",
             str(js),
             "--plot",
@@ -57,6 +62,7 @@ def test_generate_then_simulate_writes_table_json_and_plot(tmp_path, capsys):
     )
     assert code == 0
     text = capsys.readouterr().out
+    assert text.startswith("workload lab 7: 20 jobs on 1 x 4 GPUs")
     for word in (
         "adaptive",
         "static",
@@ -90,6 +96,22 @@ def test_generate_then_simulate_writes_table_json_and_plot(tmp_path, capsys):
             "unknown policy 'fifo'",
         ),
         (["workload", "generate", "--out", "o", "--gpu-mix", "1-0.5"], "--gpu-mix"),
+        (
+            ["simulate", "--format", "philly", "--adaptive", "protect=true"],
+            "--adaptive 'protect=true': expected NAME=VALUE, NAME one of aging_s,",
+        ),
+        (
+            ["simulate", "--format", "philly", "--adaptive", "protect_critical=maybe"],
+            "protect_critical is true or false",
+        ),
+        (
+            ["simulate", "--format", "philly", "--adaptive", "resize_budget=1.5"],
+            "resize_budget is a whole number",
+        ),
+        (
+            ["simulate", "--format", "philly", "--adaptive", "aging_s=-1"],
+            "--adaptive: aging_s must not be negative",
+        ),
     ],
 )
 def test_bad_input_ends_with_one_line(argv, message, tmp_path, monkeypatch, capsys):
@@ -98,6 +120,46 @@ def test_bad_input_ends_with_one_line(argv, message, tmp_path, monkeypatch, caps
     err = capsys.readouterr().err.strip()
     assert message in err
     assert len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+def _simulate_stderr(tmp_path, terminal: bool) -> str:
+    """What `simulate` writes to stderr (progress bars left on) into a pipe or a terminal."""
+    import fcntl
+    import os
+    import pty
+    import struct
+    import termios
+
+    argv = [sys.executable, "-m", "jupyter_elastic_gpu.cli", "simulate", "--format", "pollux"]
+    argv += ["--workload", "sc20like-16gpu-24jobs", "--policy", "static,adaptive"]
+    if not terminal:
+        run = subprocess.run(argv, capture_output=True, text=True, check=True, cwd=tmp_path)
+        return run.stderr
+    leader, follower = pty.openpty()
+    # 24 x 100 characters: a terminal of size 0 x 0 gets bars of width 0
+    fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 100, 0, 0))
+    proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=follower, cwd=tmp_path)
+    os.close(follower)
+    chunks = []
+    while True:
+        try:
+            chunk = os.read(leader, 4096)
+        except OSError:  # EIO: the terminal's other end closed
+            break
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(leader)
+    assert proc.wait() == 0
+    return b"".join(chunks).decode()
+
+
+def test_progress_bars_only_on_a_terminal(tmp_path):
+    """Piped or logged, `simulate` leaves no carriage returns or half bars behind; on a
+    terminal it draws them (so the first half of this test can fail)."""
+    piped = _simulate_stderr(tmp_path, terminal=False)
+    assert "\r" not in piped and "job/s" not in piped and "%|" not in piped, piped
+    assert "\r" in _simulate_stderr(tmp_path, terminal=True)
 
 
 def test_shipped_traces_by_name(tmp_path, monkeypatch, capsys):
@@ -137,3 +199,38 @@ def test_jupyter_subcommand_and_console_script():
     assert out.stdout.strip()
     jup = subprocess.run(["jupyter", "elastic-gpu", "--help"], capture_output=True, text=True)
     assert jup.returncode == 0 and "simulate" in jup.stdout
+
+
+def test_make_simulate_gives_the_readme_s_generated_1_row(tmp_path):
+    """`make simulate` replays the README's "generated 1" workload with its settings: its
+    figures are that row's ratios, to the README's two decimals (so they cannot drift apart)."""
+    import shlex
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parents[1]
+    demo = tmp_path / "demo"
+    make = ["make", "-n", "simulate", f"PYTHON={sys.executable}", "PIP=true", f"DEMO={demo}"]
+    text = subprocess.run(make, cwd=repo, capture_output=True, text=True, check=True).stdout
+    commands = [c for c in text.replace("\\\n", " ").splitlines() if "jupyter_elastic_gpu.cli" in c]
+    assert len(commands) == 2, text  # generate, then simulate
+    for command in commands:
+        subprocess.run(shlex.split(command), cwd=repo, capture_output=True, check=True)
+    data = json.loads((demo / "comparison.json").read_text())
+    s, lb = data["policies"], data["lower_bound"]
+    ours = s["adaptive"]
+    figures = [
+        ours["makespan_s"] / s["static"]["makespan_s"],
+        ours["mean_jct_s"] / s["static"]["mean_jct_s"],
+        ours["makespan_s"] / s["termination"]["makespan_s"],
+        ours["mean_jct_s"] / s["termination"]["mean_jct_s"],
+        ours["mean_jct_s"] / s["termination-aware"]["mean_jct_s"],
+        ours["makespan_s"] / lb["makespan_s"],
+        ours["mean_jct_s"] / lb["mean_jct_s"],
+        s["static"]["mean_jct_s"] / lb["mean_jct_s"],
+    ]
+    (row,) = [
+        r for r in (repo / "README.md").read_text().splitlines() if r.startswith("| generated 1")
+    ]
+    readme = [float(x) for x in re.findall(r"(\d+\.\d\d)x", row)]
+    assert [round(f, 2) for f in figures] == readme, row
+    assert (demo / "comparison.png").read_bytes()[:4] == b"\x89PNG"

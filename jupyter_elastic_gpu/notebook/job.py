@@ -12,12 +12,12 @@ when the job ends, so that a saved notebook shows how it ended.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from typing import Any, Literal
 
 from elastic_gpu_sidecar.protocol import JobState
+from elastic_gpu_sidecar.tfquiet import startup_notices_hidden
 
 from .client import SchedulerClient, SchedulerError
 from .text import FINAL, describe_job, error_hint
@@ -106,8 +106,9 @@ class ElasticJob:
         """Block until the job ends; returns its final status. Raises JobFailed if it failed.
 
         ``until="training"`` returns as soon as the job trains (it has reported progress)
-        instead. ``progress`` prints text progress (default: when not in a notebook kernel,
-        where the job's card shows it). At the end, this job's outputs get their final text.
+        instead. ``progress`` prints text progress (default: on a terminal, not in a notebook
+        kernel, where the job's card shows it). At the end, this job's outputs get their final
+        text.
         """
         if until not in ("end", "training"):
             raise ValueError(f"until must be 'end' or 'training', got {until!r}")
@@ -122,6 +123,8 @@ class ElasticJob:
                 desc=self.name,
                 unit="‰",
                 file=sys.stdout,
+                # asked for: always; by default only on a terminal (a pipe gets no \r debris)
+                disable=None if progress is None else False,
                 bar_format="{desc}: {percentage:3.0f}%|{bar}| {postfix}",
             )
         version = 0
@@ -165,11 +168,11 @@ class ElasticJob:
         path = job.get("model_path")
         if not path:
             raise RuntimeError(f"job {self.id} finished without saving a model (see job.logs())")
-        # TensorFlow's start-up notices would land in the notebook: quiet unless asked for
-        os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
-        import keras
+        # TensorFlow's start-up notices would land in the notebook, in red: dropped (errors kept)
+        with startup_notices_hidden():
+            import keras
 
-        return keras.models.load_model(path, **kwargs)
+            return keras.models.load_model(path, **kwargs)
 
     # -- showing ------------------------------------------------------------------------------
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:

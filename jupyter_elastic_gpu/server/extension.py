@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 import gc
 import getpass
+import logging
 import os
 import time
 from typing import Any, ClassVar
@@ -47,6 +48,16 @@ from .identity import principal_of
 #: Seconds after a failed start before a request starts the scheduler again: the fault may
 #: be gone (a database repaired or made writable, the other scheduler on it stopped).
 RETRY_START_S = 5.0
+#: The logger of the package's modules that have no app at hand (the GPU inventory, the
+#: launch agent).
+PACKAGE_LOGGER = "jupyter_elastic_gpu"
+
+
+def log_through(log: logging.Logger) -> None:
+    """Make ``log`` (the app's logger) the parent of ``PACKAGE_LOGGER``: the package's lines
+    take the app's level, prefix and destination, once each, instead of a bare line from
+    Python's last-resort handler. The latest app started wins."""
+    logging.getLogger(PACKAGE_LOGGER).parent = log
 
 
 class _ReadyBackend:
@@ -244,6 +255,7 @@ class ElasticGPUApp(ExtensionApp):
 
     # -- start and stop -----------------------------------------------------------------------
     def initialize_settings(self) -> None:
+        log_through(self.log)
         self.owner = getpass.getuser()
         self.backend = _ReadyBackend(self._start_backend)
         self._service: SchedulerService | None = None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import os
 import sys
 
@@ -10,6 +11,7 @@ from ..core.fairshare import DEFAULT_HALF_LIFE_S
 from . import data
 from .compare import Costs, compare, parse_run
 from .engine import SimConfig
+from .generate import DEFAULT_DURATION
 from .workload import Workload
 
 DEFAULT_RUNS = "adaptive,static,termination"
@@ -50,6 +52,11 @@ def add_simulate(sub: argparse._SubParsersAction) -> None:
         "--max-gpus-per-job", type=int, default=16, help="philly: elastic cap (default 16)"
     )
     src.add_argument("--seed", type=int, default=0, help="philly: application assignment seed")
+    src.add_argument(
+        "--name",
+        help="the workload's name in the table and the plot's title (default: the name of "
+        "its file)",
+    )
 
     cl = p.add_argument_group("cluster and mechanisms")
     cl.add_argument("--nodes", type=int, default=4)
@@ -60,6 +67,14 @@ def add_simulate(sub: argparse._SubParsersAction) -> None:
         help="comma-separated runs: adaptive, static, termination, tiresias, optimus, elas, "
         "srtf; POLICY@termination runs a policy with the termination mechanism "
         f"(default {DEFAULT_RUNS})",
+    )
+    cl.add_argument(
+        "--adaptive",
+        action="append",
+        default=[],
+        metavar="NAME=VALUE",
+        help="a parameter of the adaptive policy for every run of it (repeatable), e.g. "
+        "protect_critical=true; as the live scheduler's SchedulerService.policy_params",
     )
     cl.add_argument("--tick", type=float, default=60.0, help="seconds between periodic decisions")
     cl.add_argument(
@@ -112,8 +127,17 @@ def add_simulate(sub: argparse._SubParsersAction) -> None:
 
     out = p.add_argument_group("output")
     out.add_argument("--json", metavar="OUT", help="write the results as JSON")
-    out.add_argument("--plot", metavar="OUT.png", help="plot JCT distributions and occupancy")
-    out.add_argument("--no-progress", action="store_true", help="no progress bars")
+    out.add_argument(
+        "--plot",
+        metavar="OUT.png",
+        help="draw the comparison: JCT distributions, each run against the lower bounds, and "
+        "the GPUs allocated over time (PNG, SVG or PDF by the suffix)",
+    )
+    out.add_argument(
+        "--no-progress",
+        action="store_true",
+        help="no progress bars (they are drawn only where stderr is a terminal)",
+    )
     p.set_defaults(func=run_simulate)
 
 
@@ -133,10 +157,16 @@ def add_workload(sub: argparse._SubParsersAction) -> None:
     g.add_argument(
         "--median-duration",
         type=float,
-        default=1800.0,
-        help="median run time alone at the requested count, seconds (log-normal)",
+        default=DEFAULT_DURATION[1],
+        help="median run time alone at the requested count, seconds (log-normal; default "
+        f"{DEFAULT_DURATION[1]:g})",
     )
-    g.add_argument("--sigma", type=float, default=1.2, help="log-normal sigma of durations")
+    g.add_argument(
+        "--sigma",
+        type=float,
+        default=DEFAULT_DURATION[2],
+        help=f"log-normal sigma of durations (default {DEFAULT_DURATION[2]:g})",
+    )
     g.add_argument(
         "--gpu-mix",
         help="requested GPUs and their shares (default 1:0.5,2:0.25,4:0.2,8:0.05, without "
@@ -236,8 +266,18 @@ def run_simulate(args: argparse.Namespace) -> int:
     runs = [r.strip() for r in args.policy.split(",") if r.strip()]
     for run in runs:
         parse_run(run)  # a typo fails before a large trace is read
+    params = parse_adaptive(args.adaptive)
     workload = load_workload(args)
-    comp = compare(workload, runs, config, costs, progress=not args.no_progress)
+    if args.name:
+        workload.name = args.name
+    comp = compare(
+        workload,
+        runs,
+        config,
+        costs,
+        progress=not args.no_progress,
+        policy_params={"adaptive": params},
+    )
     print(format_table(comp))
     if args.json:
         write_json(comp, args.json)
@@ -246,6 +286,39 @@ def run_simulate(args: argparse.Namespace) -> int:
         plot(comp, args.plot)
         print(f"wrote {args.plot}")
     return 0
+
+
+def parse_adaptive(items: list[str]) -> dict[str, object]:
+    """['protect_critical=true', 'aging_s=600'] -> AdaptiveParams keyword arguments."""
+    from ..core.policies import AdaptiveParams
+
+    defaults = AdaptiveParams()
+    params: dict[str, object] = {}
+    for item in items:
+        name, sep, value = item.partition("=")
+        name = name.strip()
+        if not sep or name not in AdaptiveParams.__dataclass_fields__:
+            known = ", ".join(AdaptiveParams.__dataclass_fields__)
+            raise ValueError(f"--adaptive {item!r}: expected NAME=VALUE, NAME one of {known}")
+        kind = type(getattr(defaults, name))
+        if kind is bool:
+            if value.strip().lower() not in ("true", "false", "1", "0", "yes", "no"):
+                raise ValueError(f"--adaptive {item!r}: {name} is true or false")
+            params[name] = value.strip().lower() in ("true", "1", "yes")
+            continue
+        try:
+            number = kind(value)
+        except ValueError:
+            number = math.nan
+        if not math.isfinite(number):
+            what = "a whole number" if kind is int else "a finite number"
+            raise ValueError(f"--adaptive {item!r}: {name} is {what}")
+        params[name] = number
+    try:
+        AdaptiveParams(**params)  # a value out of range fails here, before any work
+    except ValueError as e:
+        raise ValueError(f"--adaptive: {e}") from None
+    return params
 
 
 def parse_weights(text: str) -> dict[str, float]:

@@ -107,7 +107,8 @@ def compare(
             total=len(workload),
             desc=f"{workload.name}: {name}",
             unit="job",
-            disable=not progress,
+            # None: only where stderr is a terminal (a pipe or a log gets no carriage returns)
+            disable=None if progress else True,
             leave=False,
         ) as bar:
             try:

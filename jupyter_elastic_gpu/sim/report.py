@@ -153,54 +153,7 @@ def write_json(comp: Comparison, path: str) -> None:
 
 
 def plot(comp: Comparison, path: str) -> None:
-    """JCT distribution (CDF) and GPUs in use over time, one line per policy."""
-    import matplotlib
+    """Write the comparison's figure (sim/plot.py) to ``path`` (PNG, SVG, PDF by its suffix)."""
+    from .plot import figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fair = comp.config.fair_share and comp.results
-    fig, axes = plt.subplots(1, 3 if fair else 2, figsize=(18 if fair else 12, 4.5))
-    ax_jct, ax_use = axes[0], axes[1]
-    for name, result in comp.results.items():
-        jcts = sorted(j["jct_s"] / 3600 for j in result.jobs)
-        n = len(jcts)
-        ax_jct.step(jcts, [(i + 1) / n for i in range(n)], where="post", label=name)
-        start = min(j["submit_s"] for j in result.jobs)
-        ts = [(t - start) / 3600 for t, _ in result.timeline]
-        used = [u for _, u in result.timeline]
-        ax_use.step(ts, used, where="post", label=name, linewidth=1)
-    ax_jct.set_xscale("log")
-    ax_jct.set_xlabel("job completion time (hours, log scale)")
-    ax_jct.set_ylabel("fraction of jobs")
-    ax_jct.set_title("JCT distribution")
-    ax_jct.axvline(comp.lower_bound["mean_jct_s"] / 3600, color="grey", ls=":", lw=1)
-    ax_jct.legend()
-    total = comp.config.nodes * comp.config.gpus_per_node
-    ax_use.axhline(total, color="grey", ls=":", lw=1)
-    ax_use.set_xlabel("time since the first submission (hours)")
-    ax_use.set_ylabel("GPUs allocated")
-    ax_use.set_title(f"GPU occupancy ({total} GPUs)")
-    ax_use.legend()
-    if fair:
-        _plot_shares(axes[2], comp)
-    fig.suptitle(f"{comp.workload}")
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-
-
-def _plot_shares(ax, comp: Comparison) -> None:
-    """Each user's share of the GPUs over time under the first policy (stacked)."""
-    name, result = next(iter(comp.results.items()))
-    start = min(j["submit_s"] for j in result.jobs)
-    end = max(j["finish_s"] for j in result.jobs)
-    users = sorted({j["user"] for j in result.jobs})
-    points = [*result.user_timeline, (end, {})]
-    ts = [(t - start) / 3600 for t, _ in points]
-    held = [[held.get(u, 0) for _, held in points] for u in users]
-    ax.stackplot(ts, held, labels=users, step="post")
-    ax.set_xlabel("time since the first submission (hours)")
-    ax.set_ylabel("GPUs held")
-    ax.set_title(f"GPUs held per user ({name}, fair share)")
-    ax.legend(loc="upper right", fontsize="small")
+    figure(comp).savefig(path, dpi=110)

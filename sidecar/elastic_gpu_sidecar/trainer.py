@@ -26,6 +26,7 @@ from .errors import describe
 from .jobdir import JobDir, atomic_write_json, read_json
 from .procs import die_with_parent
 from .stopsignal import StopRequest, exit_now
+from .tfquiet import startup_notices_hidden
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -36,7 +37,8 @@ def _log(message: str) -> None:
 
 def _standby_wait() -> None:
     t0 = time.monotonic()
-    from . import bootstrap, strategy  # noqa: F401  (TensorFlow, Keras; no device touched)
+    with startup_notices_hidden():  # the job's log starts with the job, not TensorFlow's notices
+        from . import bootstrap, strategy  # noqa: F401  (TensorFlow, Keras; no device touched)
 
     _log(
         f"standby interpreter {os.getpid()} ready (TensorFlow imported in "
@@ -87,7 +89,8 @@ def main(argv: list[str] | None = None) -> int:
         idle_stop()
     t0 = time.monotonic()
     try:
-        from . import bootstrap, strategy, tlog
+        with startup_notices_hidden():  # the job's log starts with the job, not TF's notices
+            from . import bootstrap, strategy, tlog
 
         tlog.T0 = t0
         tlog.log("TensorFlow ready")
