@@ -145,7 +145,12 @@ async def test_subscribe_submit_see_the_delta_and_a_closed_socket_stops_its_pump
 async def test_the_status_view_is_unchanged_and_an_unknown_view_is_refused(jp_fetch, jp_ws_fetch):
     ws = await jp_ws_fetch("elastic-gpu", "api", "ws")
     message = await next_message(ws)
-    assert message["type"] == "update" and set(message["status"]) == {"gpus", "jobs", "hidden", "idle"}
+    assert message["type"] == "update" and set(message["status"]) == {
+        "gpus",
+        "jobs",
+        "hidden",
+        "idle",
+    }
     ws.close()
     with pytest.raises(HTTPClientError) as refused:
         await jp_ws_fetch("elastic-gpu", "api", "ws", params={"view": "everything"})
