@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from enum import Enum
 
-from .policies.base import plural
+from .reasons import plural
 
 
 class IdleAction(str, Enum):
