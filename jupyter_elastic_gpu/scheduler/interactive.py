@@ -24,6 +24,7 @@ from traitlets import Float
 from traitlets.config import LoggingConfigurable
 
 from ..core.idle import IdleAction, IdleRule, idle_verdict
+from ..errors import Conflict
 from ..models import (
     ErrorInfo,
     EventKind,
@@ -95,6 +96,12 @@ class InteractiveLeases(LoggingConfigurable):
         """``POST leases``: a queued lease and the secret its provisioner heartbeats with."""
         request = parse(LeaseRequest, body, "lease")
         s = self.service
+        if s.launcher.spans_nodes:
+            raise Conflict(
+                "GPU leases for notebook kernels are not available on a scheduler over several "
+                "servers yet (the lease could land on another machine than the kernel): use "
+                "%%elastic_train jobs there, or a scheduler of this machine's own for kernels"
+            )
         job = await s.submit(who, request.submit_request(s.simulated))
         secret, digest = new_secret()
         async with atomically(s.store, job):

@@ -36,9 +36,12 @@ class BaseLauncher(LoggingConfigurable):
     ``starts_processes`` says whether this launcher starts sidecars itself, as the server's
     account (then the service writes a job's files into its directory, and asks ``alive``
     about it); False means another side does both (the job owner's server).
+    ``spans_nodes`` says whether its GPUs lie on several machines (a notebook kernel's lease
+    could then land on another machine than the kernel).
     """
 
     starts_processes = True
+    spans_nodes = False
 
     async def launch(self, request: LaunchRequest) -> dict[str, Any]:
         """Start the sidecar; returns what the launcher wants remembered (e.g. its pid).

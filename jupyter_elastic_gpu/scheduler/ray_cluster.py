@@ -273,6 +273,8 @@ class SidecarHost:
 class RayLauncher(ProcessLauncher):
     """Start each sidecar in an actor on the node of its GPUs."""
 
+    spans_nodes = True
+
     def __init__(self, cluster: RayCluster, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.cluster = cluster

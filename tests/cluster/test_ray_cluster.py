@@ -51,6 +51,18 @@ async def test_every_node_s_gpus_are_in_the_inventory(jp_fetch):
     assert {g["node"] for g in gpus} == {"127.0.0.2", "127.0.0.3"}
 
 
+async def test_a_kernel_s_gpu_lease_is_refused_with_what_to_do_instead(jp_fetch):
+    """A lease could land on another machine than its kernel: refused, nothing queued."""
+    from tornado.httpclient import HTTPClientError
+
+    with pytest.raises(HTTPClientError) as refused:
+        await api(jp_fetch, "leases", "POST", {"gpus": 1})
+    assert refused.value.code == 409
+    assert "%%elastic_train" in refused.value.response.body.decode()
+    jobs = (await api(jp_fetch, "jobs"))["jobs"]
+    assert not [j for j in jobs if j.get("kind") == "interactive"]
+
+
 async def test_two_jobs_run_at_once_on_different_nodes(jp_fetch):
     a = await api(jp_fetch, "jobs", "POST", synthetic("A", 1_500))
     b = await api(jp_fetch, "jobs", "POST", synthetic("B", 1_500))
