@@ -130,7 +130,9 @@ def read_table(con: sqlite3.Connection, table: str) -> tuple[list[tuple], bool]:
             return rows, damaged
         except sqlite3.DatabaseError:
             damaged, probes = True, probes + 1
-            after += 2**probes  # past the damage, further each time
+            # Past the damage, further each time; from rowid 0 when the very first page is
+            # damaged (rowids start at 1: probing up from -2**63 would never reach them).
+            after = max(after, 0) + 2**probes
     return rows, damaged
 
 

@@ -90,10 +90,13 @@ def test_a_damaged_file_is_kept_and_what_can_be_read_is_recovered(tmp_path):
     db = tmp_path / "scheduler.sqlite"
     ids = make_database(db)
     size = os.path.getsize(db)
+    with sqlite3.connect(db) as con:  # tables' and indexes' root pages (1-based) stay whole
+        roots = {r[0] - 1 for r in con.execute("SELECT rootpage FROM sqlite_master") if r[0]}
     with open(db, "r+b") as f:  # one page in eight, past the schema, turned to noise
         for page in range(4, size // 4096, 8):
-            f.seek(page * 4096)
-            f.write(os.urandom(4096))
+            if page not in roots:
+                f.seek(page * 4096)
+                f.write(os.urandom(4096))
     found = doctor("--db", str(db))
     assert found.returncode == 1 and "the file is damaged" in found.stdout
     fixed = doctor("--db", str(db), "--repair")

@@ -18,6 +18,7 @@ from typing import ClassVar
 
 import pytest
 
+from jupyter_elastic_gpu.errors import ExitCode
 from jupyter_elastic_gpu.notebook.client import Connection, SchedulerError
 from jupyter_elastic_gpu.notebook.discovery import (
     daemon_discovery_path,
@@ -102,7 +103,7 @@ def test_a_forged_discovery_file_gets_no_token_from_the_cli(home, forger):
         text=True,
         timeout=60,
     )
-    assert res.returncode == 3, res.stderr
+    assert res.returncode == ExitCode.UNREACHABLE, res.stderr
     assert seen == [], "the forger's server was sent a request"
     message = res.stderr
     assert f"announces a scheduler at {url}" in message

@@ -19,7 +19,7 @@ import pytest
 from elastic_gpu_sidecar import protocol as P
 from servers import DaemonProcess, call, free_port, get_json, wait_for
 
-from jupyter_elastic_gpu.errors import Conflict
+from jupyter_elastic_gpu.errors import Conflict, ExitCode
 from jupyter_elastic_gpu.scheduler import jobdirs, ownfiles
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="chown to another uid needs root")
@@ -178,7 +178,7 @@ def test_the_cli_reads_logs_itself_from_a_discovered_scheduler(daemon, tmp_path)
     assert res.returncode == 0, res.stderr
     assert res.stdout == "line one\nline two\n"
     res = subprocess.run([*cli, job["id"]], env=env, capture_output=True, text=True, timeout=60)
-    assert res.returncode == 1 and "belongs to alice" in res.stderr
+    assert res.returncode == ExitCode.FORBIDDEN and "belongs to alice" in res.stderr
 
 
 # -- writing ---------------------------------------------------------------------------------------

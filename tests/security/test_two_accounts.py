@@ -35,6 +35,8 @@ from servers import (
     wait_for,
 )
 
+from jupyter_elastic_gpu.errors import ExitCode
+
 pytestmark = pytest.mark.slow
 
 PROBE = """
@@ -223,7 +225,7 @@ def test_jobs_and_logs_of_another_user_stay_closed(box, jobs):
     )
     assert res.returncode == 0 and "generation 1" in res.stdout, res.stderr
     res = box.cli(BOB, "logs", ann_job["id"], ELASTIC_GPU_DAEMON_DIR=str(box.daemon.discovery_dir))
-    assert res.returncode == 1 and f"belongs to {ANN}" in res.stderr
+    assert res.returncode == ExitCode.FORBIDDEN and f"belongs to {ANN}" in res.stderr
     # An admin's token lends no file rights: run as bob, it gets the job, not its logs.
     admin = {"ELASTIC_GPU_URL": box.daemon.api_url, "ELASTIC_GPU_TOKEN": box.tokens["ops"]}
     res = box.cli(BOB, "logs", ann_job["id"], "--sidecar", **admin)
@@ -318,13 +320,13 @@ def test_a_forged_discovery_file_gets_no_token(box):
         res = box.run_as(BOB, ["-c", f"open({str(path)!r}, 'w').write({doc!r})"])
         assert res.returncode == 0, res.stderr
         res = box.cli(ANN, "status", ELASTIC_GPU_DAEMON_DIR=str(folder))
-        assert res.returncode == 3, res.stdout + res.stderr
+        assert res.returncode == ExitCode.UNREACHABLE, res.stdout + res.stderr
         assert "so it was not sent" in res.stderr and "ELASTIC_GPU_URL=" in res.stderr
         # Even her environment's token is not sent to a discovered URL.
         res = box.cli(
             ANN, "status", ELASTIC_GPU_DAEMON_DIR=str(folder), ELASTIC_GPU_TOKEN=box.tokens[ANN]
         )
-        assert res.returncode == 3
+        assert res.returncode == ExitCode.UNREACHABLE
         assert not record.exists() or record.read_text() == "", "bob's listener was called"
         # The real announcement, with her token file, works.
         res = box.cli(ANN, "status", ELASTIC_GPU_DAEMON_DIR=str(box.daemon.discovery_dir))

@@ -114,7 +114,7 @@ def test_profile_interpolation():
 
 
 def test_hints_for_common_mistakes():
-    assert "notebook" in hint_for("NameError", "name 'df' is not defined")
+    assert "defined or imported by the script" in hint_for("NameError", "name 'df' is not defined")
     assert "environment" in hint_for("ModuleNotFoundError", python="/usr/bin/python3")
     assert hint_for("ZeroDivisionError") is None
     try:
