@@ -27,6 +27,14 @@ def register_app(app: Any) -> None:
     _app = app
 
 
+def unregister_app(app: Any) -> None:
+    """Forget ``app`` once it stopped (a later server in this process registers its own;
+    none left: the provisioner finds the scheduler as the CLI does)."""
+    global _app
+    if _app is app:
+        _app = None
+
+
 class Channel:
     """The calls a provisioner makes; every answer is the API's JSON document."""
 
@@ -117,4 +125,12 @@ def channel() -> Channel:
         raise Unavailable(getattr(e, "message", str(e))) from None
 
 
-__all__ = ["Channel", "ElasticGPUError", "InServer", "OverHttp", "channel", "register_app"]
+__all__ = [
+    "Channel",
+    "ElasticGPUError",
+    "InServer",
+    "OverHttp",
+    "channel",
+    "register_app",
+    "unregister_app",
+]

@@ -373,6 +373,9 @@ class ElasticGPUApp(ExtensionApp):
 
     async def stop_extension(self) -> None:
         """Stop deciding; sidecars and trainers keep running and are re-adopted on restart."""
+        from ..kernels.channel import unregister_app
+
+        unregister_app(self)
         if self._agent_task:
             self._agent_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
