@@ -88,9 +88,17 @@ class Lab:
         assert reply["content"]["status"] == "ok", "".join(out)
         return "".join(out)
 
-    def env(self, kernel_id: str, name: str) -> str | None:
-        out = self.run(kernel_id, f"import os; print(repr(os.environ.get({name!r})))")
+    def env(self, kernel_id: str, name: str, timeout: float = 120) -> str | None:
+        out = self.run(kernel_id, f"import os; print(repr(os.environ.get({name!r})))", timeout)
         return eval(out.strip())  # a repr of a str or None, printed by our own code
+
+    def env_after_restart(self, kernel_id: str, name: str) -> str | bool | None:
+        """``env`` for polling across a restart: False while the kernel is being replaced
+        (the old one died mid-request, or the new one does not answer yet)."""
+        try:
+            return self.env(kernel_id, name, timeout=20)
+        except (AssertionError, RuntimeError, SyntaxError, TimeoutError):
+            return False
 
     def jobs(self) -> list[dict]:
         status, doc = self.api("GET", "elastic-gpu/api/jobs")

@@ -36,14 +36,17 @@ def test_gpu_lease_magic_restarts_a_running_kernel_with_its_lease(lab):
 
     lease = server.until(leased, what="the lease to run")
     assert server.until(
-        lambda: server.env(kernel, ENV_CUDA) == ",".join(lease["gpus"]),
+        lambda: server.env_after_restart(kernel, ENV_CUDA) == ",".join(lease["gpus"]),
         what="the restarted kernel to see its GPU",
     )
 
     out = server.run(kernel, "%load_ext jupyter_elastic_gpu\n%gpu_lease 0 --yes")
     assert "without GPUs" in out
-    assert server.until(lambda: server.env(kernel, ENV_CUDA) == NO_GPU, what="no GPU again")
+    # The lease ends once the kernel that held it has exited: the next one sees no GPU.
     assert server.until(lambda: [j["state"] for j in server.leases()] == ["done"])
+    assert server.until(
+        lambda: server.env_after_restart(kernel, ENV_CUDA) == NO_GPU, what="no GPU again"
+    )
 
 
 def test_a_lease_that_cannot_be_had_says_why_and_leaves_the_kernel_alone(lab):
