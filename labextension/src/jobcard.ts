@@ -30,6 +30,8 @@ export interface ICardContext {
   progress?: readonly IProgressRecord[];
   /** Now, in ms (relative times). */
   now: number;
+  /** The name of another job the viewer knows by id (the one a queued job waits for). */
+  nameOf?: (id: string) => string | null | undefined;
 }
 
 export interface IJobCardOptions {
@@ -114,7 +116,7 @@ export class JobCard {
       h('div', { class: 'jp-ElasticGpu-jobMeta' }, metaLine(job)),
       progressLine(job),
       reasonLine(job, forecast),
-      mayAct ? forecastLine(job, ctx.now, forecast) : null,
+      mayAct ? forecastLine(job, ctx, forecast) : null,
       errorBlock(job),
       full ? this._chart(ctx) : null,
       resizeBlock(job, full, ctx.now, resizesOpen),
@@ -310,14 +312,16 @@ function progressLine(job: IJob): Child {
 }
 
 /** When the scheduler expects the job to start and to end (the API gives owners these). */
-function forecastLine(job: IJob, now: number, forecast: IStartSplit | null): Child {
+function forecastLine(job: IJob, ctx: ICardContext, forecast: IStartSplit | null): Child {
   if (isFinal(job.state)) {
     return null;
   }
+  const now = ctx.now;
   const at = (t: number): string => `about ${clock(t, now)} (${relative(t, now)})`;
   const parts: string[] = [];
   if (job.state === 'queued' && job.estimated_start !== undefined) {
-    const after = forecast?.after ? `, when ${forecast.after} finishes` : '';
+    const first = forecast?.after;
+    const after = first ? `, when ${ctx.nameOf?.(first) || first} finishes` : '';
     parts.push(
       job.estimated_start === null
         ? 'No start time can be estimated yet.'

@@ -90,7 +90,8 @@ export class QueuePanel extends OnScreenWidget {
       const ctx: ICardContext = {
         me: model.whoami,
         canOpenNotebook: this.actions.canOpenNotebook,
-        now: Date.now()
+        now: Date.now(),
+        nameOf: id => data.jobs.get(id)?.name
       };
       this._renderGpus(ctx);
       const open = queueJobs(data);

@@ -120,6 +120,16 @@ describe('a queued job with its forecast', () => {
     expect(card.node.querySelector('.jp-ElasticGpu-reason')!.getAttribute('title')).toBe(reason);
   });
 
+  it('names the job it waits for as the viewer knows it', () => {
+    const card = new JobCard({ detail: 'compact', onAction: jest.fn() });
+    const reason = `${waiting}; starts in ~4 min, when j-12 finishes`;
+    const nameOf = (id: string) => (id === 'j-12' ? 'resnet50-sweep' : null);
+    card.update(queued(reason), { me, canOpenNotebook: false, now, nameOf });
+    expect(texts(card).start).toBe(
+      `Starts about ${clock} (in 4 min), when resnet50-sweep finishes.`
+    );
+  });
+
   it('drops the forecast words without a job to wait for, and under a minute', () => {
     const card = new JobCard({ detail: 'compact', onAction: jest.fn() });
     card.update(queued(`${waiting}; starts in under a minute`), {
