@@ -140,7 +140,8 @@ export class JobCard {
         },
         label
       );
-    if (mayAct) {
+    // A lease launches nothing: it has no log to show.
+    if (mayAct && !isLease(job)) {
       box.appendChild(button('logs', 'Log', 'Open the live log of this job'));
     }
     if (ctx.canOpenNotebook && job.notebook) {
@@ -328,7 +329,8 @@ function forecastLine(job: IJob, ctx: ICardContext, forecast: IStartSplit | null
         : `Starts ${at(job.estimated_start)}${after}.`
     );
   }
-  if (typeof job.estimated_end === 'number') {
+  // A lease ends when its kernel does (or idles): no forecast can say when.
+  if (typeof job.estimated_end === 'number' && !isLease(job)) {
     parts.push(`Ends ${at(job.estimated_end)}.`);
   }
   return parts.length ? h('div', { class: 'jp-ElasticGpu-start' }, parts.join(' ')) : null;

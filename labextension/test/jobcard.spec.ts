@@ -71,12 +71,15 @@ describe('the actions of an open job', () => {
     );
   });
 
-  it('mark an interactive lease and offer Release, never Suspend', () => {
+  it('mark an interactive lease and offer Release, never Suspend nor a log', () => {
     const card = new JobCard({ detail: 'compact', onAction: jest.fn() });
-    card.update(JOB('j-3', { state: 'running', kind: 'interactive', gpus: ['1'] }) as any, ctx);
+    const lease = { state: 'running', kind: 'interactive', gpus: ['1'], estimated_end: 100 };
+    card.update(JOB('j-3', lease) as any, ctx);
     expect(card.node.dataset.jobKind).toBe('interactive');
     expect(card.node.querySelector('.jp-ElasticGpu-lease')!.textContent).toBe('interactive lease');
-    expect(actions(card)).toEqual(['logs', 'cancel']);
+    // Nothing runs for a lease (no log), and it ends when its kernel does (no forecast end).
+    expect(actions(card)).toEqual(['cancel']);
+    expect(card.node.textContent).not.toContain('Ends');
     expect(card.node.querySelector('[data-action="cancel"]')!.textContent).toBe('Release');
   });
 
