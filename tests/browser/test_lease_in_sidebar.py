@@ -62,8 +62,15 @@ def test_a_kernel_lease_shows_in_the_sidebar_and_release_frees_it(open_lab, kern
     server = lab.server
     code, kernel = call("POST", server.url + "api/kernels", server.token, {"name": spec_name(1)})
     assert code == 201, kernel
-    [lease] = [j for j in server.jobs() if j["kind"] == "interactive"]
-    assert lease["state"] == "running" and len(lease["gpus"]) == 1, lease
+    lease = wait_for(
+        lambda: next(
+            (j for j in server.jobs() if j["kind"] == "interactive" and j["state"] == "running"),
+            None,
+        ),
+        30,
+        what="the kernel's lease to run",
+    )
+    assert len(lease["gpus"]) == 1 and len(server.jobs()) == 1, lease
     gpu = lease["gpus"][0]
 
     # Its card: the badge, the GPU it holds, Release (not Suspend/Cancel); its GPU held by it.
