@@ -308,14 +308,17 @@ def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
 
 
 def format_status(doc: dict[str, Any]) -> str:
-    """The ``status`` document as two tables: GPUs and their holders, then the jobs."""
+    """The ``status`` document as two tables: GPUs and their holders (and, under them, why
+    GPUs stay idle when the scheduler says), then the jobs."""
     gpus = doc.get("gpus") or []
     jobs = doc.get("jobs") or []
-    parts = [
+    head = (
         table(["GPU", "HOLDER"], [[_cell(g.get("id")), _holder(g.get("holder"))] for g in gpus])
         if gpus
         else "no GPUs"
-    ]
+    )
+    idle = doc.get("idle")
+    parts = [f"{head}\n{_cell(idle)}" if gpus and idle else head]
     if not jobs:
         parts.append("no jobs")
     else:

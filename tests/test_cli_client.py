@@ -322,6 +322,18 @@ def test_status_table_when_empty():
     assert format_status({"gpus": [], "jobs": []}) == "no GPUs\n\nno jobs"
 
 
+def test_status_says_under_the_gpus_why_some_stay_idle():
+    why = "1 GPU idle: growing j-3 to 2 would save ~5 s, a resize costs ~8 s"
+    doc = {"gpus": [{"id": "0", "holder": "j-3"}, {"id": "1", "holder": None}], "idle": why,
+           "jobs": []}  # fmt: skip
+    assert format_status(doc) == f"GPU  HOLDER\n0    j-3\n1    free\n{why}\n\nno jobs"
+    assert format_status({**doc, "idle": None}) == "GPU  HOLDER\n0    j-3\n1    free\n\nno jobs"
+    # A line of its own whatever the server sends: no newline or tab breaks the layout.
+    assert format_status({**doc, "idle": "1 GPU idle:\n\tj-3"}).splitlines()[3] == (
+        "1 GPU idle: j-3"
+    )
+
+
 def test_describe_submitted():
     job = {"id": "j-1", "name": "mnist", "state": "queued", "reason": "queued: 4 GPUs busy"}
     assert describe_submitted(job) == (
@@ -427,6 +439,36 @@ def test_submit_prints_the_id_alone_and_status_shows_the_job(scheduler_api):
     assert res.returncode == 0, res.stderr
     assert res.stdout.startswith("GPU  HOLDER\n")
     assert "ID" in res.stdout and job_id in res.stdout and "cli-short" in res.stdout
+
+
+def test_status_says_why_gpus_stay_idle_and_nothing_once_all_are_used(scheduler_api):
+    """A one-GPU job on four GPUs leaves three idle, and ``status`` says why under the GPUs (the
+    API's ``idle``); a job on all four leaves none, and the line goes."""
+    client = SchedulerClient(*scheduler_api)
+
+    def gpu_lines(text: str) -> list[str]:
+        return text.split("\n\n")[0].splitlines()
+
+    one = submitted(scheduler_api, LONG)
+    wait_state(client, one, ("running",))
+    res = cli(scheduler_api, "status")
+    assert res.returncode == 0, res.stderr
+    lines = gpu_lines(res.stdout)
+    assert lines[0] == "GPU  HOLDER" and len(lines) == 1 + 4 + 1, res.stdout
+    assert lines[-1].startswith("3 GPUs idle: "), res.stdout
+    assert json.loads(cli(scheduler_api, "status", "--json").stdout)["idle"].startswith(
+        "3 GPUs idle: "
+    )
+    assert cli(scheduler_api, "cancel", one).returncode == 0
+    wait_state(client, one, ("cancelled",))
+
+    four = submitted(scheduler_api, [*LONG[:-4], "--min-gpus", "4", "--max-gpus", "4"])
+    assert wait_state(client, four, ("running",))["state"] == "running"
+    res = cli(scheduler_api, "status")
+    assert res.returncode == 0, res.stderr
+    assert gpu_lines(res.stdout)[1:] == [f"{g}    {four}" for g in range(4)], res.stdout
+    assert json.loads(cli(scheduler_api, "status", "--json").stdout)["idle"] is None
+    assert cli(scheduler_api, "cancel", four).returncode == 0
 
 
 def test_logs_follow_returns_when_the_job_ends(scheduler_api):

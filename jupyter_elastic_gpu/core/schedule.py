@@ -227,7 +227,7 @@ def idle_reason(snapshot: Snapshot, decision: Decision) -> Idle | None:
     does not grow); none when no job can use more."""
     taken = {g for lease in decision.allocations.values() for g in lease}
     free = sum(1 for g in snapshot.usable_gpus if g.id not in taken)
-    if free <= 0:
+    if free <= 0 or not snapshot.jobs:  # no job at all: nothing to explain
         return None
     jobs = {job.id: job for job in snapshot.jobs}
     ids = [i for i in decision.order if i in jobs] or list(jobs)
@@ -237,6 +237,8 @@ def idle_reason(snapshot: Snapshot, decision: Decision) -> Idle | None:
         reason = decision.reasons.get(job_id)
         if reason is None or reason.cause(job_id) is None:
             continue
+        if len(decision.allocations.get(job_id, ())) >= jobs[job_id].max_gpus:
+            continue  # at its maximum: whatever keeps it so, it could not use more
         cause = Cause(job_id, jobs[job_id].user, reason)
         if decision.allocations.get(job_id):
             running.append(cause)

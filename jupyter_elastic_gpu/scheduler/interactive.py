@@ -24,6 +24,7 @@ from traitlets import Float
 from traitlets.config import LoggingConfigurable
 
 from ..core.idle import IdleAction, IdleRule, idle_verdict
+from ..core.reasons import plural
 from ..errors import Conflict
 from ..models import (
     ErrorInfo,
@@ -116,8 +117,12 @@ class InteractiveLeases(LoggingConfigurable):
         )
 
     def reason(self, job: JobRecord) -> str | None:
-        """The idle warning a running lease shows instead of the policy's reason."""
-        return self.notices.get(job.id) if job.state == JobState.RUNNING else None
+        """What a running lease shows instead of the policy's reason (which sees it only as
+        a job it may not resize): its idle warning, else what it holds."""
+        if not is_lease(job) or job.state != JobState.RUNNING:
+            return None
+        held = plural(len(job.held_gpus), "GPU")
+        return self.notices.get(job.id) or f"holds {held} for its notebook kernel"
 
     # -- the provisioner's heartbeat -------------------------------------------------------
     async def heartbeat(self, job: JobRecord, beat: Heartbeat) -> LeaseView:

@@ -30,6 +30,8 @@ export interface ICardContext {
   progress?: readonly IProgressRecord[];
   /** Now, in ms (relative times). */
   now: number;
+  /** The name of another job the viewer knows by id (the one a queued job waits for). */
+  nameOf?: (id: string) => string | null | undefined;
 }
 
 export interface IJobCardOptions {
@@ -91,6 +93,7 @@ export class JobCard {
     const mine = ctx.me !== null && job.user === ctx.me.user;
     const mayAct = ctx.me !== null && (mine || ctx.me.admin);
     const title = job.name ?? (mine ? job.id : `a job of ${job.user}`);
+    const forecast = mayAct ? startOfForecast(job) : null;
     return [
       h(
         'div',
@@ -112,8 +115,8 @@ export class JobCard {
       ),
       h('div', { class: 'jp-ElasticGpu-jobMeta' }, metaLine(job)),
       progressLine(job),
-      reasonLine(job),
-      mayAct ? forecastLine(job, ctx.now) : null,
+      reasonLine(job, forecast),
+      mayAct ? forecastLine(job, ctx, forecast) : null,
       errorBlock(job),
       full ? this._chart(ctx) : null,
       resizeBlock(job, full, ctx.now, resizesOpen),
@@ -137,7 +140,8 @@ export class JobCard {
         },
         label
       );
-    if (mayAct) {
+    // A lease launches nothing: it has no log to show.
+    if (mayAct && !isLease(job)) {
       box.appendChild(button('logs', 'Log', 'Open the live log of this job'));
     }
     if (ctx.canOpenNotebook && job.notebook) {
@@ -206,9 +210,41 @@ export class JobCard {
   private _pending = new Set<JobAction>();
 }
 
-function reasonLine(job: IJob): Child {
-  const text = reasonAfterState(job.state, job.reason);
-  return text ? h('div', { class: 'jp-ElasticGpu-reason' }, text) : null;
+/**
+ * The forecast's words at the end of a queued job's reason (`Start` of core/reasons.py:
+ * "; starts in ~3 min, when j-12 finishes"): the card's "Starts about 14:03 (in 3 min)" line
+ * says when, to the minute and kept current, so the reason drops it and the line says whose
+ * end it waits for.
+ */
+const START_WORDS = /; starts in (?:under a minute|~[^;,]+)(?:, when (\S+) finishes)?$/;
+
+interface IStartSplit {
+  /** The reason without the forecast's words (what the reason line shows). */
+  reason: string;
+  /** The job whose end the start waits for, if the forecast says. */
+  after: string | null;
+}
+
+/** A queued job's reason split from its forecast, when the card shows the start time. */
+function startOfForecast(job: IJob): IStartSplit | null {
+  if (job.state !== 'queued' || typeof job.estimated_start !== 'number' || !job.reason) {
+    return null;
+  }
+  const match = START_WORDS.exec(job.reason);
+  if (!match) {
+    return null;
+  }
+  return { reason: job.reason.slice(0, match.index), after: match[1] ?? null };
+}
+
+function reasonLine(job: IJob, forecast: IStartSplit | null): Child {
+  const text = reasonAfterState(job.state, forecast ? forecast.reason : job.reason);
+  if (!text) {
+    return null;
+  }
+  // The whole sentence, as the scheduler said it, on hover.
+  const whole = forecast ? (job.reason ?? undefined) : undefined;
+  return h('div', { class: 'jp-ElasticGpu-reason', title: whole }, text);
 }
 
 function isLease(job: IJob): boolean {
@@ -277,20 +313,24 @@ function progressLine(job: IJob): Child {
 }
 
 /** When the scheduler expects the job to start and to end (the API gives owners these). */
-function forecastLine(job: IJob, now: number): Child {
+function forecastLine(job: IJob, ctx: ICardContext, forecast: IStartSplit | null): Child {
   if (isFinal(job.state)) {
     return null;
   }
+  const now = ctx.now;
   const at = (t: number): string => `about ${clock(t, now)} (${relative(t, now)})`;
   const parts: string[] = [];
   if (job.state === 'queued' && job.estimated_start !== undefined) {
+    const first = forecast?.after;
+    const after = first ? `, when ${ctx.nameOf?.(first) || first} finishes` : '';
     parts.push(
       job.estimated_start === null
         ? 'No start time can be estimated yet.'
-        : `Starts ${at(job.estimated_start)}.`
+        : `Starts ${at(job.estimated_start)}${after}.`
     );
   }
-  if (typeof job.estimated_end === 'number') {
+  // A lease ends when its kernel does (or idles): no forecast can say when.
+  if (typeof job.estimated_end === 'number' && !isLease(job)) {
     parts.push(`Ends ${at(job.estimated_end)}.`);
   }
   return parts.length ? h('div', { class: 'jp-ElasticGpu-start' }, parts.join(' ')) : null;

@@ -90,7 +90,8 @@ export class QueuePanel extends OnScreenWidget {
       const ctx: ICardContext = {
         me: model.whoami,
         canOpenNotebook: this.actions.canOpenNotebook,
-        now: Date.now()
+        now: Date.now(),
+        nameOf: id => data.jobs.get(id)?.name
       };
       this._renderGpus(ctx);
       const open = queueJobs(data);
@@ -215,6 +216,23 @@ export class QueuePanel extends OnScreenWidget {
       }
     }
     reorder(this._gpuGrid, nodes);
+    this._renderIdle(this.model.data.idle);
+  }
+
+  /** The scheduler's word on GPUs no job gets, under the grid; gone when there are none. */
+  private _renderIdle(idle: string | null): void {
+    const line = this._idleLine;
+    if (!idle) {
+      line.remove();
+      return;
+    }
+    if (line.textContent !== idle) {
+      line.textContent = idle;
+      line.dataset.idleReason = idle;
+    }
+    if (line.parentElement !== this._gpuSection) {
+      this._gpuSection.append(line);
+    }
   }
 
   private _renderCards(
@@ -265,6 +283,11 @@ export class QueuePanel extends OnScreenWidget {
   private _gpuSection = h('details', { class: 'jp-ElasticGpu-section', open: true });
   private _gpuTitle = h('summary', { class: 'jp-ElasticGpu-sectionTitle' });
   private _gpuGrid = h('div', { class: 'jp-ElasticGpu-gpus' });
+  private _idleLine = h('div', {
+    class: 'jp-ElasticGpu-idle',
+    role: 'note',
+    title: 'Why the scheduler gives these GPUs to no job, with the figures it decided on'
+  });
   private _queueSection = h('details', { class: 'jp-ElasticGpu-section', open: true });
   private _queueTitle = h('summary', { class: 'jp-ElasticGpu-sectionTitle' });
   private _queueList = h('div', { class: 'jp-ElasticGpu-jobs' });

@@ -13,6 +13,8 @@ export interface IPanelData {
   readonly source: GpuSource | null;
   /** Every GPU (null until known). */
   readonly gpus: readonly IGpu[] | null;
+  /** Why usable GPUs get no job (`GET gpus`' `idle`); null when none is idle. */
+  readonly idle: string | null;
   /** Open jobs in the policy's order (null until known). */
   readonly queue: readonly IQueueEntry[] | null;
   /** Every job the caller may list, by id (own ones in full, others' public view). */
@@ -23,6 +25,7 @@ export const EMPTY: IPanelData = {
   version: null,
   source: null,
   gpus: null,
+  idle: null,
   queue: null,
   jobs: new Map()
 };
@@ -39,6 +42,7 @@ export function fromDocuments(
     version,
     source: inventory.source ?? null,
     gpus: keepSame(previous.gpus, inventory.gpus ?? []),
+    idle: inventory.idle ?? null,
     queue: keepSame(previous.queue, queue),
     jobs: replaceJobs(previous.jobs, jobs)
   };
@@ -83,6 +87,7 @@ export function applyMessage(data: IPanelData, message: any): IPanelData {
     version: numberOr(message.version, data.version),
     source: inventory ? (inventory.source ?? data.source) : data.source,
     gpus: inventory ? keepSame(data.gpus, inventory.gpus ?? []) : data.gpus,
+    idle: inventory ? (inventory.idle ?? null) : data.idle,
     queue: queue ?? data.queue,
     jobs
   };

@@ -49,6 +49,8 @@ export type GpuSource = 'nvml' | 'simulated';
 export interface IGpuInventory {
   source: GpuSource;
   gpus: IGpu[];
+  /** Why usable GPUs get no job, with the figures (null: none idle, or an older server). */
+  idle?: string | null;
 }
 
 export interface IJobProgress {

@@ -71,12 +71,15 @@ describe('the actions of an open job', () => {
     );
   });
 
-  it('mark an interactive lease and offer Release, never Suspend', () => {
+  it('mark an interactive lease and offer Release, never Suspend nor a log', () => {
     const card = new JobCard({ detail: 'compact', onAction: jest.fn() });
-    card.update(JOB('j-3', { state: 'running', kind: 'interactive', gpus: ['1'] }) as any, ctx);
+    const lease = { state: 'running', kind: 'interactive', gpus: ['1'], estimated_end: 100 };
+    card.update(JOB('j-3', lease) as any, ctx);
     expect(card.node.dataset.jobKind).toBe('interactive');
     expect(card.node.querySelector('.jp-ElasticGpu-lease')!.textContent).toBe('interactive lease');
-    expect(actions(card)).toEqual(['logs', 'cancel']);
+    // Nothing runs for a lease (no log), and it ends when its kernel does (no forecast end).
+    expect(actions(card)).toEqual(['cancel']);
+    expect(card.node.textContent).not.toContain('Ends');
     expect(card.node.querySelector('[data-action="cancel"]')!.textContent).toBe('Release');
   });
 
@@ -86,6 +89,84 @@ describe('the actions of an open job', () => {
     expect(actions(card)).not.toContain('suspend');
     card.update(JOB('j-2', { state: 'running', user: 'bob' }) as any, ctx);
     expect(actions(card)).toEqual([]);
+  });
+});
+
+describe('a queued job with its forecast', () => {
+  // 13:59 local time; the forecast says 14:03 (4 min later), after j-12.
+  const now = new Date(2026, 0, 5, 13, 59, 0).getTime();
+  const start = now / 1000 + 240;
+  const waiting =
+    'queued: needs 2 GPUs, 0 free; GPUs held by 1 job that is shorter, has waited longer ' +
+    'or is on the critical path';
+  const queued = (reason: string, extra: Record<string, unknown> = {}) =>
+    JOB('j-7', { state: 'queued', reason, estimated_start: start, ...extra }) as any;
+  const texts = (card: JobCard) => ({
+    reason: card.node.querySelector('.jp-ElasticGpu-reason')?.textContent ?? null,
+    start: card.node.querySelector('.jp-ElasticGpu-start')?.textContent ?? null
+  });
+  const clock = new Date(start * 1000).toLocaleTimeString([], {
+    hour: '2-digit',
+    minute: '2-digit'
+  });
+
+  it('says when it starts once, with the clock time and whose end it waits for', () => {
+    const card = new JobCard({ detail: 'compact', onAction: jest.fn() });
+    const reason = `${waiting}; starts in ~4 min, when j-12 finishes`;
+    card.update(queued(reason), { me, canOpenNotebook: false, now });
+    expect(texts(card)).toEqual({
+      reason: waiting.slice('queued: '.length),
+      start: `Starts about ${clock} (in 4 min), when j-12 finishes.`
+    });
+    expect(card.node.textContent!.match(/starts/gi)).toHaveLength(1);
+    // The scheduler's whole sentence stays on hover.
+    expect(card.node.querySelector('.jp-ElasticGpu-reason')!.getAttribute('title')).toBe(reason);
+  });
+
+  it('names the job it waits for as the viewer knows it', () => {
+    const card = new JobCard({ detail: 'compact', onAction: jest.fn() });
+    const reason = `${waiting}; starts in ~4 min, when j-12 finishes`;
+    const nameOf = (id: string) => (id === 'j-12' ? 'resnet50-sweep' : null);
+    card.update(queued(reason), { me, canOpenNotebook: false, now, nameOf });
+    expect(texts(card).start).toBe(
+      `Starts about ${clock} (in 4 min), when resnet50-sweep finishes.`
+    );
+  });
+
+  it('drops the forecast words without a job to wait for, and under a minute', () => {
+    const card = new JobCard({ detail: 'compact', onAction: jest.fn() });
+    card.update(queued(`${waiting}; starts in under a minute`), {
+      me,
+      canOpenNotebook: false,
+      now
+    });
+    expect(texts(card)).toEqual({
+      reason: waiting.slice('queued: '.length),
+      start: `Starts about ${clock} (in 4 min).`
+    });
+  });
+
+  it('keeps the reason whole where the card shows no start time', () => {
+    const reason = `${waiting}; starts in ~4 min, when j-12 finishes`;
+    // Nobody known yet: no forecast line, so the reason keeps its figures.
+    const card = new JobCard({ detail: 'compact', onAction: jest.fn() });
+    card.update(queued(reason), { me: null, canOpenNotebook: false, now });
+    expect(texts(card)).toEqual({ reason: reason.slice('queued: '.length), start: null });
+    // No estimate: the reason is left as the scheduler said it.
+    const other = new JobCard({ detail: 'compact', onAction: jest.fn() });
+    other.update(queued(reason, { estimated_start: null }), { me, canOpenNotebook: false, now });
+    expect(texts(other)).toEqual({
+      reason: reason.slice('queued: '.length),
+      start: 'No start time can be estimated yet.'
+    });
+    expect(other.node.querySelector('.jp-ElasticGpu-reason')!.hasAttribute('title')).toBe(false);
+  });
+
+  it('leaves a reason that only looks like a forecast alone', () => {
+    const card = new JobCard({ detail: 'compact', onAction: jest.fn() });
+    const reason = 'queued: suspended by ann; starts in ~4 min, when j-12 finishes, maybe';
+    card.update(queued(reason), { me, canOpenNotebook: false, now });
+    expect(texts(card).reason).toBe(reason.slice('queued: '.length));
   });
 });
 

@@ -61,6 +61,13 @@ describe('polling fallback', () => {
     expect(model.data.gpus).toHaveLength(2);
     expect(model.data.queue?.map(e => e.id)).toEqual(['j-1']);
     expect(model.whoami?.user).toBe('ann');
+    expect(model.data.idle).toBeNull(); // a server that does not say
+    server.routes.gpus = {
+      body: { source: 'simulated', gpus: [GPU(0), GPU(1)], idle: '2 GPUs idle: j-5 needs 4' }
+    };
+    server.routes.updates = { body: { version: 8 } };
+    await flush(INTERVAL);
+    expect(model.data.idle).toBe('2 GPUs idle: j-5 needs 4');
     for (const r of server.requests) {
       expect(new URL(r.url).pathname.startsWith('/a%40b/elastic-gpu/api/')).toBe(true);
     }

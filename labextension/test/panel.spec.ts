@@ -186,6 +186,50 @@ describe('the panel', () => {
     model.dispose();
   });
 
+  it('says under the GPUs why some stay idle, and nothing once none is', async () => {
+    const api = scriptedApi();
+    const { panel, model } = mount(api);
+    const why = '2 GPUs idle: growing j-3 to 4 would save ~5 s, a resize costs ~8 s';
+    send(api, { ...snapshot, gpus: { ...snapshot.gpus, idle: why } });
+    panel.render();
+    const line = () => panel.node.querySelector<HTMLElement>('[data-idle-reason]');
+    expect(line()!.textContent).toBe(why);
+    expect(line()!.dataset.idleReason).toBe(why);
+    // Under the grid, inside the GPU section (collapsing the section hides it too).
+    expect(line()!.previousElementSibling!.classList).toContain('jp-ElasticGpu-gpus');
+    // Only the reason changed: the GPUs keep their nodes, the line follows.
+    const tile = panel.node.querySelector('[data-gpu-index="1"]');
+    const other = 'no job can use more';
+    send(api, {
+      type: 'delta',
+      version: 6,
+      gpus: { ...snapshot.gpus, idle: `1 GPU idle: ${other}` }
+    });
+    panel.render();
+    expect(line()!.textContent).toBe(`1 GPU idle: ${other}`);
+    expect(panel.node.querySelector('[data-gpu-index="1"]')).toBe(tile);
+    // A delta without `gpus` leaves the reason as it was.
+    send(api, { type: 'delta', version: 7 });
+    panel.render();
+    expect(line()!.textContent).toBe(`1 GPU idle: ${other}`);
+    send(api, { type: 'delta', version: 8, gpus: { ...snapshot.gpus, idle: null } });
+    panel.render();
+    expect(line()).toBeNull();
+    panel.dispose();
+    model.dispose();
+  });
+
+  it('shows no idle line for a server that does not say (an older one)', async () => {
+    const api = scriptedApi();
+    const { panel, model } = mount(api);
+    send(api, snapshot);
+    panel.render();
+    expect(panel.node.querySelector('[data-gpu-index]')).not.toBeNull();
+    expect(panel.node.querySelector('[data-idle-reason]')).toBeNull();
+    panel.dispose();
+    model.dispose();
+  });
+
   it.each([
     [404, 'not-enabled', /not enabled/],
     [503, 'unavailable', /shared scheduler is down/],

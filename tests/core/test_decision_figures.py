@@ -155,17 +155,28 @@ def test_idle_gpus_name_the_waiting_job_that_needs_more():
         assert str(idle_reason(snap, d)) == "2 GPUs idle: wide needs 3", name
 
 
-def test_no_idle_reason_without_idle_gpus_and_one_without_jobs():
+def test_no_idle_reason_without_idle_gpus_nor_without_jobs():
     job = running(left=1e4, gpus=("0", "1", "2", "3"))
     d = decide(AdaptivePolicy(), Snapshot(GPUS, (job,)), now=1000.0)
     assert d.reasons["a"] == AtMaximum(4) and idle_reason(Snapshot(GPUS, (job,)), d) is None
     empty = Snapshot(GPUS, ())
-    assert str(idle_reason(empty, decide(AdaptivePolicy(), empty, 0.0))) == (
-        "4 GPUs idle: no job can use more"
-    )
+    assert idle_reason(empty, decide(AdaptivePolicy(), empty, 0.0)) is None
     # A GPU busy with another process is not idle, it is unusable.
-    busy = Snapshot((*GPUS[:3], Gpu("3", healthy=False)), ())
-    assert idle_reason(busy, decide(AdaptivePolicy(), busy, 0.0)).gpus == 3
+    small = running(left=1e4, max_gpus=2)
+    busy = Snapshot((*GPUS[:3], Gpu("3", healthy=False)), (small,))
+    assert idle_reason(busy, decide(AdaptivePolicy(), busy, 0.0)).gpus == 1
+
+
+def test_idle_gpus_never_blame_a_job_at_its_maximum():
+    """A job that holds all it may (a notebook's lease, a fixed-size job) is pinned or kept for
+    some reason, but that reason is not why other GPUs stay idle."""
+    for fixed in (
+        replace(running(left=1e4, max_gpus=2), pinned=True),
+        running(left=1e4, max_gpus=2, last_change=995.0),
+    ):
+        d = decide(AdaptivePolicy(), Snapshot(GPUS, (fixed,)), now=1000.0)
+        assert len(d.allocations["a"]) == 2
+        assert str(idle_reason(Snapshot(GPUS, (fixed,)), d)) == "2 GPUs idle: no job can use more"
 
 
 def test_estimates_read_as_people_say_them():
@@ -202,6 +213,6 @@ def test_every_reason_is_a_short_line_whose_figures_agree_with_the_decision(name
     idle = idle_reason(snap, d)
     taken = {g for lease in d.allocations.values() for g in lease}
     free = sum(1 for g in snap.usable_gpus if g.id not in taken)
-    assert (idle.gpus if idle else 0) == free
+    assert (idle.gpus if idle else 0) == (free if snap.jobs else 0)
     if idle:
         assert len(str(idle)) <= 200, str(idle)

@@ -1,0 +1,114 @@
+"""An interactive GPU lease in the sidebar, in a real browser: a "Python 3 (1 GPU)" kernel
+started through the server's REST API (as JupyterLab's launcher starts it) gets its lease from
+the scheduler through the kernel provisioner; the sidebar shows the lease's card (its badge and
+its GPU) and the GPU held by it; **Release** gives the GPU back, and the kernel lives on
+without it (docs/interactive-gpus.md, docs/sidebar.md). Set ELASTIC_GPU_SCREENSHOT_DIR to keep
+a screenshot of the card.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import pytest
+from servers import call, wait_for
+
+from jupyter_elastic_gpu.kernels import PROVISIONER_NAME
+from jupyter_elastic_gpu.kernels.specs import kernel_json, spec_name
+
+pytestmark = pytest.mark.slow
+try:
+    from playwright.sync_api import expect
+except ImportError:  # CI installs it (the test extras); elsewhere it is optional
+    if os.environ.get("CI"):
+        raise
+    pytest.skip("playwright is not installed (make test installs it)", allow_module_level=True)
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def kernel_env(tmp_path) -> dict:
+    """The server's environment: the kernel spec "Python 3 (1 GPU)" in a data folder of its own
+    (ahead of the JUPYTER_PATH already set, where the lab extension may be), and this checkout
+    on the kernels' import path."""
+    data = tmp_path / "jupyter-data"
+    folder = data / "kernels" / spec_name(1)
+    folder.mkdir(parents=True)
+    spec = kernel_json(1, python=sys.executable, admission_timeout=20)
+    (folder / "kernel.json").write_text(json.dumps(spec))
+    group = entry_points(group="jupyter_client.kernel_provisioners")
+    assert any(ep.name == PROVISIONER_NAME for ep in group), (
+        "the provisioner's entry point is missing: install the package (pip install -e .)"
+    )
+    paths = [str(data), os.environ.get("JUPYTER_PATH", "")]
+    imports = [str(ROOT), str(ROOT / "sidecar"), os.environ.get("PYTHONPATH", "")]
+    return {
+        "JUPYTER_PATH": os.pathsep.join(p for p in paths if p),
+        "PYTHONPATH": os.pathsep.join(p for p in imports if p),
+        "TF_CPP_MIN_LOG_LEVEL": "3",
+    }
+
+
+def test_a_kernel_lease_shows_in_the_sidebar_and_release_frees_it(open_lab, kernel_env):
+    lab = open_lab(env=kernel_env)
+    lab.show_panel()
+    expect(lab.gpus_in("free")).to_have_count(4)
+    server = lab.server
+    code, kernel = call("POST", server.url + "api/kernels", server.token, {"name": spec_name(1)})
+    assert code == 201, kernel
+    lease = wait_for(
+        lambda: next(
+            (j for j in server.jobs() if j["kind"] == "interactive" and j["state"] == "running"),
+            None,
+        ),
+        30,
+        what="the kernel's lease to run",
+    )
+    assert len(lease["gpus"]) == 1 and len(server.jobs()) == 1, lease
+    gpu = lease["gpus"][0]
+
+    # Its card: the badge, the GPU it holds, Release (not Suspend/Cancel); its GPU held by it.
+    card = lab.job(lease["id"])
+    expect(card).to_have_attribute("data-job-state", "running")
+    expect(card).to_have_attribute("data-job-kind", "interactive")
+    expect(card.locator(".jp-ElasticGpu-lease")).to_have_text("interactive lease")
+    expect(card.locator(".jp-ElasticGpu-jobMeta")).to_contain_text(f"holds 1 GPU ({gpu})")
+    expect(card.locator(".jp-ElasticGpu-jobName")).to_have_text(lease["name"] or lease["id"])
+    release = card.locator('[data-action="cancel"]')
+    expect(release).to_have_text("Release")
+    expect(card.locator('[data-action="suspend"]')).to_have_count(0)
+    expect(card.locator('[data-action="logs"]')).to_have_count(0)  # nothing runs: no log
+    held = lab.panel.locator(f'[data-gpu-id="{gpu}"]')
+    expect(held).to_have_attribute("data-gpu-state", "held")
+    expect(lab.gpus_in("held")).to_have_count(1)
+    expect(held.locator(".jp-ElasticGpu-gpuHolder")).to_have_text(
+        re.compile(re.escape(lease["name"] or lease["id"]))
+    )
+
+    if os.environ.get("ELASTIC_GPU_SCREENSHOT_DIR"):
+        shots = Path(os.environ["ELASTIC_GPU_SCREENSHOT_DIR"])
+        lab.panel.screenshot(path=str(shots / "sidebar-lease.png"))
+
+    # Release: the lease ends, its GPU is free again, and the kernel lives on without it.
+    release.click()
+    ended = re.compile(r"^(done|cancelled)$")
+    expect(lab.panel.locator(f'[data-job-id="{lease["id"]}"]').first).to_have_attribute(
+        "data-job-state", ended
+    )
+    expect(lab.gpus_in("free")).to_have_count(4)
+    after = wait_for(
+        lambda: (j := server.job(lease["id"]))["state"] in ("done", "cancelled") and j,
+        30,
+        what="the lease to end",
+    )
+    assert after["gpus"] == [], after
+    code, gpus = call("GET", server.api_url + "gpus", server.token)
+    assert code == 200 and all(g["holder"] is None for g in gpus["gpus"]), gpus
+    code, alive = call("GET", f"{server.url}api/kernels/{kernel['id']}", server.token)
+    assert code == 200, alive
