@@ -12,7 +12,6 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import playwright
 from servers import free_port, wait_for
 
 pytestmark = pytest.mark.slow
@@ -74,11 +73,13 @@ def test_the_url_make_start_prints_opens_the_demo_notebook(browser, tmp_path):
 
         link = wait_for(url, 120, what="the URL the server prints")
         assert f"/lab/tree/examples/{DEMO}?token=" in link, link
+        from playwright.sync_api import expect  # the browser fixture skips without it
+
         page = browser.new_page()
         page.goto(link)
         tab = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current")
-        playwright.expect(tab).to_contain_text(DEMO)
-        playwright.expect(page.locator(".jp-NotebookPanel:visible")).to_have_count(1)
+        expect(tab).to_contain_text(DEMO)
+        expect(page.locator(".jp-NotebookPanel:visible")).to_have_count(1)
     finally:
         os.killpg(proc.pid, signal.SIGTERM)
         try:
