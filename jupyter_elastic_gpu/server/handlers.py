@@ -158,14 +158,14 @@ class ElasticAPIHandler(_ElasticHandler, APIHandler):
         """The query's job filter (``all``, ``state``, ``user``, ``since``), or BadRequest."""
         return JobFilter.from_query(lambda name: self.get_query_argument(name, None))
 
-    async def _call_with_body(self, method: str, *args: Any) -> None:
+    async def _call_with_body(self, method: str, *args: Any, status: int = 200) -> None:
         """``_call`` with the JSON body as the last argument (BadRequest when it is none)."""
         try:
             body = self.json_body()
         except ElasticGPUError as e:
             self.fail(e)
             return
-        await self._call(method, *args, body)
+        await self._call(method, *args, body, status=status)
 
     async def _call(self, method: str, *args: Any, status: int = 200) -> None:
         """Answer with the backend's ``method`` for the caller (errors as one map)."""
@@ -203,12 +203,7 @@ class JobsHandler(ElasticAPIHandler):
         await self._call("jobs", query)
 
     async def post(self) -> None:
-        try:
-            body = self.json_body()
-        except ElasticGPUError as e:
-            self.fail(e)
-            return
-        await self._call("submit", body, status=201)
+        await self._call_with_body("submit", status=201)
 
 
 class JobHandler(ElasticAPIHandler):
@@ -233,22 +228,12 @@ class ResumeHandler(ElasticAPIHandler):
 
 class PriorityHandler(ElasticAPIHandler):
     async def post(self, job_id: str) -> None:
-        try:
-            body = self.json_body()
-        except ElasticGPUError as e:
-            self.fail(e)
-            return
-        await self._call("set_priority", job_id, body)
+        await self._call_with_body("set_priority", job_id)
 
 
 class DrainHandler(ElasticAPIHandler):
     async def post(self, gpu_id: str) -> None:
-        try:
-            body = self.json_body()
-        except ElasticGPUError as e:
-            self.fail(e)
-            return
-        await self._call("drain", gpu_id, body)
+        await self._call_with_body("drain", gpu_id)
 
 
 class LogsHandler(ElasticAPIHandler):
@@ -437,12 +422,7 @@ class SharesHandler(ElasticAPIHandler):
 
 class GroupWeightHandler(ElasticAPIHandler):
     async def put(self, group: str) -> None:
-        try:
-            body = self.json_body()
-        except ElasticGPUError as e:
-            self.fail(e)
-            return
-        await self._call("set_group_weight", group, body)
+        await self._call_with_body("set_group_weight", group)
 
 
 # -- interactive GPU leases (docs/interactive-gpus.md) ----------------------------------------
@@ -453,12 +433,7 @@ class LeasesHandler(ElasticAPIHandler):
     """``POST leases``: GPUs for a kernel, asked by its provisioner as the kernel's user."""
 
     async def post(self) -> None:
-        try:
-            body = self.json_body()
-        except ElasticGPUError as e:
-            self.fail(e)
-            return
-        await self._call("open_lease", body, status=201)
+        await self._call_with_body("open_lease", status=201)
 
 
 class KernelLeaseHandler(ElasticAPIHandler):

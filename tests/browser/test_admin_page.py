@@ -5,18 +5,12 @@ every action goes through the page's own script, with Jupyter's XSRF header."""
 from __future__ import annotations
 
 import getpass
-import os
 
 import pytest
+from browserkit import expect
 from servers import JupyterServerProcess, call, free_port, get_json, wait_for
 
 pytestmark = pytest.mark.slow
-try:
-    from playwright.sync_api import expect
-except ImportError:  # CI installs it (the test extras); elsewhere it is optional
-    if os.environ.get("CI"):
-        raise
-    pytest.skip("playwright is not installed (make test installs it)", allow_module_level=True)
 
 
 #: A base URL as JupyterHub gives users' servers: the page must keep every URL under it.

@@ -14,15 +14,10 @@ import re
 from pathlib import Path
 
 import pytest
+from browserkit import expect
 from servers import call
 
 pytestmark = pytest.mark.slow
-try:
-    from playwright.sync_api import expect
-except ImportError:  # CI installs it (the test extras); elsewhere it is optional
-    if os.environ.get("CI"):
-        raise
-    pytest.skip("playwright is not installed (make test installs it)", allow_module_level=True)
 
 #: 100 samples/s on one GPU: a job of this many samples runs about 5 minutes, longer than the test.
 FIVE_MINUTES = 3e4

@@ -15,18 +15,13 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from browserkit import expect
 from nbformat.v4 import new_code_cell, new_notebook
 from servers import get_json, wait_for
 
 from jupyter_elastic_gpu.notebook.job import JOB_MIME_TYPE
 
 pytestmark = pytest.mark.slow
-try:
-    from playwright.sync_api import expect
-except ImportError:  # CI installs it (the test extras); elsewhere it is optional
-    if os.environ.get("CI"):
-        raise
-    pytest.skip("playwright is not installed (make test installs it)", allow_module_level=True)
 
 #: A small real Keras model that trains for many minutes: it outlives the test, which
 #: cancels it from its card.

@@ -16,18 +16,13 @@ from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
+from browserkit import expect
 from servers import call, wait_for
 
 from jupyter_elastic_gpu.kernels import PROVISIONER_NAME
 from jupyter_elastic_gpu.kernels.specs import kernel_json, spec_name
 
 pytestmark = pytest.mark.slow
-try:
-    from playwright.sync_api import expect
-except ImportError:  # CI installs it (the test extras); elsewhere it is optional
-    if os.environ.get("CI"):
-        raise
-    pytest.skip("playwright is not installed (make test installs it)", allow_module_level=True)
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -17,16 +17,11 @@ import os
 from pathlib import Path
 
 import pytest
+from browserkit import expect
 from servers import call, wait_for
 from test_sidebar import FOREVER, synthetic
 
 pytestmark = pytest.mark.slow
-try:
-    from playwright.sync_api import expect
-except ImportError:  # CI installs it (the test extras); elsewhere it is optional
-    if os.environ.get("CI"):
-        raise
-    pytest.skip("playwright is not installed (make test installs it)", allow_module_level=True)
 
 #: The status-bar item (docs/sidebar.md, the DOM contract).
 STATUS_ITEM = "#elastic-gpu-status"

@@ -19,16 +19,11 @@ from pathlib import Path
 
 import nbformat
 import pytest
+from browserkit import expect
 from nbformat.v4 import new_code_cell, new_notebook
 from servers import call, free_port, wait_for
 
 pytestmark = pytest.mark.slow
-try:
-    from playwright.sync_api import expect
-except ImportError:  # CI installs it (the test extras); elsewhere it is optional
-    if os.environ.get("CI"):
-        raise
-    pytest.skip("playwright is not installed (make test installs it)", allow_module_level=True)
 
 #: Samples of a synthetic job that outlives any test (100 samples/s on one GPU).
 FOREVER = 1e8
