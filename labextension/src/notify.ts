@@ -16,7 +16,7 @@ import { IPanelData } from './state';
 import { IJob, IWhoami } from './types';
 
 /** What can happen to a job that its owner is told about. */
-export type JobEventKind = 'started' | 'resumed' | 'resized' | 'done' | 'failed';
+export type JobEventKind = 'started' | 'resumed' | 'resized' | 'done' | 'failed' | 'idle';
 
 /** A job's latest milestone: told once per job and `key`. */
 export interface IJobEvent {
@@ -37,7 +37,7 @@ export type NoticeAction = 'open-notebook' | 'logs' | 'show-queue';
 /** A notification, as JupyterLab's `Notification.emit` takes it. */
 export interface INotice {
   message: string;
-  type: 'info' | 'success' | 'error';
+  type: 'info' | 'success' | 'warning' | 'error';
   /** Milliseconds the toast stays; false: until dismissed. */
   autoClose: number | false;
   /** Buttons, the first one the accent. */
@@ -61,8 +61,31 @@ const AUTO_CLOSE: Record<JobEventKind, number | false> = {
   resumed: 5000,
   resized: 6000,
   done: 10000,
-  failed: false
+  failed: false,
+  idle: false
 };
+
+/** What an interactive lease's reason starts with while its idle kernel is warned. */
+const IDLE_WARNING = 'idle: ';
+
+/**
+ * The warning of a notebook kernel's GPU lease about to be released for idleness (its reason
+ * says so, docs/interactive-gpus.md), or null. Told apart from the job's milestones: once per
+ * warning, again if the kernel is warned again after it ran code.
+ */
+export function idleWarning(job: IJob): IJobEvent | null {
+  const reason = job.reason ?? '';
+  if (job.kind !== 'interactive' || job.state !== 'running' || !reason.startsWith(IDLE_WARNING)) {
+    return null;
+  }
+  const generation = job.generation ?? job.history?.length ?? 0;
+  return { kind: 'idle', job, key: `idle:${generation}`, why: reason };
+}
+
+/** The memory key of a job's idle warning, beside its milestone's (`job.id`). */
+function idleKey(job: IJob): string {
+  return `${job.id}#idle`;
+}
 
 /**
  * The latest milestone of a job, from its state and its lease history (`history`, one entry
@@ -117,6 +140,13 @@ export function untold(
     const key = event?.key ?? told[job.id];
     if (key !== undefined) {
       next[job.id] = key;
+    }
+    const warning = idleWarning(job);
+    if (warning) {
+      if (told[idleKey(job)] !== warning.key) {
+        events.push(warning);
+      }
+      next[idleKey(job)] = warning.key; // forgotten once the warning clears: told again next time
     }
   }
   return { events, told: next };
@@ -178,6 +208,22 @@ export function noticeFor(event: IJobEvent, canOpenNotebook: boolean): INotice {
         actions: notebook ? ['open-notebook', 'logs'] : ['logs']
       };
     }
+    case 'idle': {
+      const kernel = job.notebook ? `The GPU kernel of ${job.notebook}` : `${label}'s kernel`;
+      const why = event.why ?? '';
+      const soon = /released in (.+?) unless/.exec(why)?.[1];
+      const idle = /run nothing for (.+?)(?: while|;)/.exec(why)?.[1];
+      const message =
+        soon && idle
+          ? `${kernel} loses its GPUs in ${soon} unless it runs code (idle for ${idle})`
+          : `${kernel}: ${why.slice(IDLE_WARNING.length)}`;
+      return {
+        ...base,
+        type: 'warning',
+        message: clip(message),
+        actions: canOpenNotebook && job.notebook ? ['open-notebook'] : []
+      };
+    }
     case 'failed': {
       const error = job.error;
       const why = error
@@ -207,13 +253,19 @@ export function noticesFor(events: IJobEvent[], canOpenNotebook: boolean): INoti
   for (const e of events) {
     counts.set(e.kind, (counts.get(e.kind) ?? 0) + 1);
   }
-  const order: JobEventKind[] = ['failed', 'done', 'resized', 'started', 'resumed'];
-  const parts = order.filter(k => counts.has(k)).map(k => `${counts.get(k)} ${k}`);
+  const order: JobEventKind[] = ['failed', 'idle', 'done', 'resized', 'started', 'resumed'];
+  const parts = order
+    .filter(k => counts.has(k))
+    .map(k =>
+      k === 'idle'
+        ? `${counts.get(k)} idle kernel(s) about to lose their GPUs`
+        : `${counts.get(k)} ${k}`
+    );
   return [
     {
       message: clip(`${plural(events.length, 'update')} on your GPU jobs: ${parts.join(', ')}`),
-      type: counts.has('failed') ? 'error' : 'info',
-      autoClose: counts.has('failed') ? false : AUTO_CLOSE.done,
+      type: counts.has('failed') ? 'error' : counts.has('idle') ? 'warning' : 'info',
+      autoClose: counts.has('failed') || counts.has('idle') ? false : AUTO_CLOSE.done,
       actions: ['show-queue'],
       job: null
     }

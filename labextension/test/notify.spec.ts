@@ -8,6 +8,7 @@ import {
   INotifierModel,
   JobNotifier,
   MAX_NOTICES_AT_ONCE,
+  idleWarning,
   milestone,
   noticeFor,
   noticesFor,
@@ -81,6 +82,46 @@ describe('untold', () => {
       events: [],
       told: { 'j-1': 'started:1' }
     });
+  });
+});
+
+describe('idle warning of a kernel lease', () => {
+  const WARNED =
+    'idle: its kernel has run nothing for 12 minutes while jobs wait for 4 GPUs; its GPUs are ' +
+    'released in 3 minutes unless it runs code';
+  const lease = (reason: string) =>
+    job({
+      kind: 'interactive',
+      name: 'kernel-1',
+      state: 'running',
+      history: [start(1, 1)],
+      generation: 1,
+      gpus: ['0'],
+      reason,
+      notebook: 'work/explore.ipynb'
+    });
+
+  it('is told once per warning, beside the lease start, and again after the kernel ran code', () => {
+    const told = untold({}, [lease('holds 1 GPU for its notebook kernel')], 'ann').told;
+    expect(told).toEqual({ 'j-1': 'started:1' });
+    const warned = untold(told, [lease(WARNED)], 'ann');
+    expect(warned.events.map(e => e.kind)).toEqual(['idle']);
+    expect(untold(warned.told, [lease(WARNED)], 'ann').events).toEqual([]);
+    const used = untold(warned.told, [lease('holds 1 GPU for its notebook kernel')], 'ann');
+    expect(used.events).toEqual([]); // running code clears it; the start is not told again
+    expect(untold(used.told, [lease(WARNED)], 'ann').events.map(e => e.kind)).toEqual(['idle']);
+  });
+
+  it('says which notebook loses its GPUs and when, and stays until dismissed', () => {
+    const notice = noticeFor(idleWarning(lease(WARNED))!, true);
+    expect(notice.type).toBe('warning');
+    expect(notice.autoClose).toBe(false);
+    expect(notice.actions).toEqual(['open-notebook']);
+    expect(notice.message).toBe(
+      'The GPU kernel of work/explore.ipynb loses its GPUs in 3 minutes unless it runs code ' +
+        '(idle for 12 minutes)'
+    );
+    expect(idleWarning(job({ state: 'running', reason: WARNED }))).toBeNull(); // not a lease
   });
 });
 

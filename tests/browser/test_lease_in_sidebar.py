@@ -107,3 +107,23 @@ def test_a_kernel_lease_shows_in_the_sidebar_and_release_frees_it(open_lab, kern
     assert code == 200 and all(g["holder"] is None for g in gpus["gpus"]), gpus
     code, alive = call("GET", f"{server.url}api/kernels/{kernel['id']}", server.token)
     assert code == 200, alive
+
+
+def test_an_idle_kernel_s_lease_is_announced_before_its_gpus_go(open_lab, kernel_env):
+    """Idle reclaim's warning reaches the user in JupyterLab (a notification that stays), not
+    only as the lease's reason on its card: here after 3 s of idleness, a release at 10 min."""
+    rules = {"idle_timeout": 600.0, "idle_timeout_contended": 0.0, "idle_warning": 597.0}
+    config = {f"InteractiveLeases.{name}": value for name, value in rules.items()}
+    lab = open_lab(env=kernel_env, config=config)
+    lab.page.wait_for_function(  # the notifier has looked: what comes next is news
+        "() => Object.keys(localStorage).some(k => k.startsWith('jupyter-elastic-gpu:told:'))",
+        timeout=60_000,
+    )
+    server = lab.server
+    code, kernel = call("POST", server.url + "api/kernels", server.token, {"name": spec_name(1)})
+    assert code == 201, kernel
+    toast = lab.page.locator(".Toastify__toast", has_text="loses its GPUs in")
+    expect(toast).to_be_visible(timeout=60_000)
+    expect(toast).to_contain_text("unless it runs code")
+    [lease] = [j for j in server.jobs() if j["kind"] == "interactive"]
+    assert lease["state"] == "running" and lease["reason"].startswith("idle: "), lease
