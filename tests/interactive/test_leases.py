@@ -3,6 +3,9 @@ once when their kernel shuts down, reclaimed from idle kernels when jobs wait.""
 
 from __future__ import annotations
 
+import os
+import signal
+
 from servers import DaemonProcess, free_port
 
 from jupyter_elastic_gpu.kernels import ENV_CUDA, NO_GPU
@@ -100,3 +103,22 @@ def test_idle_lease_is_warned_then_released_and_the_waiting_job_starts(lab):
     ended = next(j for j in jobs if j["id"] == lease["id"])
     assert ended["reason"].startswith("released:") and "restarts without GPUs" in ended["reason"]
     assert server.env(kernel, ENV_CUDA) == NO_GPU  # the same kernel, restarted without GPUs
+
+
+def test_a_kernel_that_dies_ends_its_lease_within_a_heartbeat(lab):
+    """Killed (kill -9, not shut down), with no restarter to bring it back: its provisioner
+    sees the process gone at its next heartbeat and ends the lease, and the GPUs are free."""
+    server = lab(config={"KernelManager.autorestart": False})
+    kernel = server.start_kernel("python3-gpu1")
+    (lease,) = server.leases()
+    pid = int(server.run(kernel, "import os; print(os.getpid())").strip())
+    os.kill(pid, signal.SIGKILL)
+    ended = server.until(
+        lambda: next((j for j in server.leases() if j["state"] == "failed"), None),
+        timeout=30,
+        what="the dead kernel's lease to end",
+    )
+    assert ended["id"] == lease["id"] and ended["gpus"] == []
+    assert "its kernel died" in ended["reason"], ended
+    status, gpus = server.api("GET", "elastic-gpu/api/gpus")
+    assert status == 200 and all(g["holder"] is None for g in gpus["gpus"]), gpus
