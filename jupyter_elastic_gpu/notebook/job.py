@@ -97,6 +97,11 @@ class ElasticJob:
         """Let a suspended job have GPUs again: it goes on from its checkpoint."""
         return self.client.resume(self.id)
 
+    def keep(self, kept: bool = True) -> dict[str, Any]:
+        """Keep the job, its files and its saved model past the scheduler's retention (finished
+        jobs are otherwise removed some days after they end); ``kept=False`` lets it go."""
+        return self.client.keep(self.id, kept)
+
     def wait(
         self,
         timeout: float | None = None,

@@ -98,13 +98,16 @@ def test_a_notebook_job_records_its_notebook(server_process, tmp_path):
         run("%%elastic_train --name from-nb --as job\nprint('hello')\n")
         run("print('NOTEBOOK', job.status()['notebook'])")
         run("print('HELD', job.suspend()['held'], job.resume()['held']); job.cancel()")
+        run("print('KEPT', job.keep()['kept'], job.keep(False)['kept'], job.keep()['kept'])")
     finally:
         kernel.stop_channels()
         call("DELETE", server.url + f"api/sessions/{created['id']}", server.token)
     assert "NOTEBOOK projects/mnist.ipynb" in "".join(out), out
     assert "HELD True False" in "".join(out), out  # the handle suspends and resumes its job
+    assert "KEPT True False True" in "".join(out), out  # and keeps it past the retention
     jobs = get_json(server.api_url + "jobs", server.token)["jobs"]
     assert [j["notebook"] for j in jobs if j["name"] == "from-nb"] == ["projects/mnist.ipynb"]
+    assert [j["kept"] for j in jobs if j["name"] == "from-nb"] == [True]
 
 
 def keep(out: list[str]):
