@@ -43,18 +43,14 @@ def add_adaptive_option(ap) -> None:
 
 
 def adaptive_params(ap, items: list[str]) -> dict:
-    """The ``--adaptive`` items as keyword arguments of ``AdaptivePolicy`` (usage error on an
-    unknown name)."""
-    from jupyter_elastic_gpu.core.policies import AdaptiveParams
+    """The ``--adaptive`` items as keyword arguments of ``AdaptivePolicy``, checked as
+    ``jupyter-elastic-gpu simulate --adaptive`` checks them (a usage error when one is bad)."""
+    from jupyter_elastic_gpu.sim.commands import parse_adaptive
 
-    params = {}
-    for item in items:
-        name, _, value = item.partition("=")
-        if name not in AdaptiveParams.__dataclass_fields__:
-            ap.error(f"unknown parameter of adaptive {name!r}")
-        kind = type(getattr(AdaptiveParams(), name))
-        params[name] = value.lower() in ("1", "true", "yes") if kind is bool else kind(value)
-    return params
+    try:
+        return parse_adaptive(items)
+    except ValueError as e:
+        ap.error(str(e))
 
 
 def sidecar_env(tf_log_level: int = 2) -> dict[str, str]:
