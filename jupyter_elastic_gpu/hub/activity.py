@@ -22,7 +22,7 @@ from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 
 from ..scheduler.jobs import JobRecord
 
-log = logging.getLogger("jupyter_elastic_gpu")
+log = logging.getLogger(__name__)  # under the package logger, which the app adopts
 
 #: Status the Hub answers when the user has no default server (only user activity is kept).
 NO_SUCH_SERVER = 400

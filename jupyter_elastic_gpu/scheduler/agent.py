@@ -18,7 +18,7 @@ from . import jobdirs
 from .launcher import BaseLauncher
 from .principal import Principal
 
-log = logging.getLogger("jupyter_elastic_gpu")
+log = logging.getLogger(__name__)  # under the package logger, which the app adopts
 
 
 class LaunchAgent:

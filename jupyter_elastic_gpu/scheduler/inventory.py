@@ -21,7 +21,7 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-log = logging.getLogger("jupyter_elastic_gpu")
+log = logging.getLogger(__name__)  # under the package logger, which the app adopts
 
 MIB = 1024 * 1024
 #: GPUs offered when nothing was asked for and NVML finds none: enough to show elasticity.

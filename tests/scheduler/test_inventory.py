@@ -221,7 +221,7 @@ def test_detect_without_nvidia_ml_py_falls_back_and_says_install_it():
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     assert res.stdout.split() == ["simulated", str(FALLBACK_SIMULATED_GPUS)]
-    assert "jupyter_elastic_gpu WARNING" in res.stderr
+    assert "jupyter_elastic_gpu.scheduler.inventory WARNING" in res.stderr
     assert "nvidia-ml-py is not installed" in res.stderr
     assert "pip install nvidia-ml-py" in res.stderr
 
