@@ -34,6 +34,7 @@ BINDER_LIMIT = 2 * 1024**3
 
 
 def pss(pid: int) -> int:
+    """Bytes ``pid`` accounts for, its shared pages divided among their sharers (0: gone)."""
     try:
         with open(f"/proc/{pid}/smaps_rollup") as f:
             for line in f:
@@ -45,6 +46,8 @@ def pss(pid: int) -> int:
 
 
 def descendants(pid: int) -> list[int]:
+    """Every process below ``pid`` (sidecars lead sessions of their own but stay its
+    children)."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
         if entry.isdigit():
@@ -62,19 +65,29 @@ def descendants(pid: int) -> list[int]:
 
 
 class Peak(threading.Thread):
-    """The largest total PSS of this script's child processes, sampled every 0.25 s."""
+    """The largest total PSS of the processes below ``pid`` (and ``pid`` itself when
+    ``including``), sampled every 0.25 s until ``done`` is set; a context manager."""
 
-    def __init__(self) -> None:
+    def __init__(self, pid: int, including: bool = False) -> None:
         super().__init__(daemon=True)
+        self.pid, self.including = pid, including
         self.bytes = self.processes = 0
         self.done = threading.Event()
 
     def run(self) -> None:
         while not self.done.wait(0.25):
-            procs = descendants(os.getpid())
+            procs = descendants(self.pid) + ([self.pid] if self.including else [])
             total = sum(pss(p) for p in procs)
             if total > self.bytes:
                 self.bytes, self.processes = total, len(procs)
+
+    def __enter__(self) -> Peak:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.done.set()
+        self.join()
 
 
 def main() -> int:
@@ -85,7 +98,7 @@ def main() -> int:
         sys.exit("demo_footprint: memory is read from /proc/PID/smaps_rollup (Linux 4.14+)")
     root = Path(tempfile.mkdtemp(prefix="demo-footprint-"))
     server = JupyterServer(root, config={"simulated_gpus": 4})
-    peak = Peak()
+    peak = Peak(os.getpid())  # the server and the kernel are this script's children
     try:
         server.start()
         os.environ.update(

@@ -16,7 +16,6 @@ import re
 import shutil
 import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import nbformat
@@ -30,8 +29,9 @@ BINDER = REPO / "binder"
 DEMO = "examples/elastic-training.ipynb"
 PAPER = "examples/reproduce-the-paper.ipynb"
 TOKEN = "binder-test-token"
-#: mybinder.org's memory limit per session: the server, its kernels, sidecars and trainers.
-BINDER_MEMORY = 2 * 1024**3
+
+sys.path.insert(0, str(REPO / "benchmarks"))
+from demo_footprint import BINDER_LIMIT, Peak  # noqa: E402  (the same measure as the script)
 
 
 def binder_env(port: int) -> dict[str, str]:
@@ -315,82 +315,20 @@ def story(nb: nbformat.NotebookNode) -> str:
     return "".join(parts)
 
 
-def pss(pid: int) -> int:
-    """Bytes of memory ``pid`` accounts for, shared pages divided among their sharers (what a
-    container's memory limit charges, unlike a sum of RSS, which counts TensorFlow's shared
-    libraries once per trainer)."""
-    try:
-        with open(f"/proc/{pid}/smaps_rollup") as f:
-            for line in f:
-                if line.startswith("Pss:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:  # the process ended
-        pass
-    return 0
-
-
-def descendants(pid: int) -> list[int]:
-    """``pid`` and every process below it (sidecars lead their own sessions, but stay its
-    children)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as f:
-                    ppid = int(f.read().rsplit(")", 1)[1].split()[1])
-            except (OSError, ValueError, IndexError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    found, todo = [], [pid]
-    while todo:
-        found.append(todo.pop())
-        todo.extend(children.get(found[-1], []))
-    return found
-
-
-class PeakMemory:
-    """The largest memory the process tree under ``pid`` held at once, sampled in a thread
-    while the ``with`` block runs."""
-
-    def __init__(self, pid: int) -> None:
-        self.pid = pid
-        self.peak = 0
-        self.processes = 0
-        self._done = threading.Event()
-        self._thread = threading.Thread(target=self._sample, daemon=True)
-
-    def _sample(self) -> None:
-        while True:
-            procs = descendants(self.pid)
-            total = sum(pss(p) for p in procs)
-            if total > self.peak:
-                self.peak, self.processes = total, len(procs)
-            if self._done.wait(0.25):
-                return
-
-    def __enter__(self) -> PeakMemory:
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self._done.set()
-        self._thread.join()
-
-
 @pytest.mark.slow
 @pytest.mark.timeout(1500)
 def test_the_demo_notebook_runs_on_binder(server):
     if not os.path.exists(f"/proc/{os.getpid()}/smaps_rollup"):
         pytest.skip("memory is measured from /proc/PID/smaps_rollup (Linux 4.14 and later)")
-    with PeakMemory(server.proc.pid) as memory:
+    with Peak(server.proc.pid, including=True) as memory:
         nb = execute(server, DEMO, timeout=600)
     out = story(nb)
     # Binder ends a session above its memory limit: the demo's peak (two trainers, a spare
     # interpreter per sidecar, the kernel and the server) must stay below it.
     assert memory.processes > 3, "the sampler saw no trainer"
-    assert memory.peak < BINDER_MEMORY, (
-        f"the demo held {memory.peak / 1024**3:.2f} GiB at once in {memory.processes} "
-        f"processes; Binder allows {BINDER_MEMORY / 1024**3:.0f} GiB"
+    assert memory.bytes < BINDER_LIMIT, (
+        f"the demo held {memory.bytes / 1024**3:.2f} GiB at once in {memory.processes} "
+        f"processes; Binder allows {BINDER_LIMIT / 1024**3:.0f} GiB"
     )
     counts = re.search(r"GPU counts over time: \[([\d, ]*)\]", out)
     assert counts, out
