@@ -123,6 +123,9 @@ def main() -> int:
         f"mybinder.org allows {BINDER_LIMIT / 1024**3:.0f} GiB"
     )
     print(f"the first job's GPU counts: {counts.group(1) if counts else 'not printed'}")
+    for line in text.splitlines():  # the notebook's last cell: each job's events
+        if re.match(r"\s+\d+\.\d s  \w+ - ", line) or line.endswith(":") and " " not in line:
+            print(line)
     return 0 if peak.bytes < BINDER_LIMIT else 1
 
 
