@@ -115,6 +115,10 @@ class RayCluster:
             )
         self.ray = ray
         self.address = address
+        # Ray ends the whole process when a thread calls it after ``ray.shutdown()``: a call
+        # from a worker thread (the inventory's) holds this lock, and ``close`` waits for it.
+        self.lock = threading.RLock()
+        self.closed = False
 
     def nodes(self) -> list[Node]:
         """Alive nodes, in a stable order (blocking: a call to Ray's control store)."""
@@ -126,8 +130,11 @@ class RayCluster:
         return sorted(out, key=lambda n: n.name)
 
     def close(self) -> None:
-        if self.ray.is_initialized():
-            self.ray.shutdown()
+        """Disconnect, once no thread is in a call to Ray (see ``lock``)."""
+        with self.lock:
+            self.closed = True
+            if self.ray.is_initialized():
+                self.ray.shutdown()
 
 
 # -- the inventory ---------------------------------------------------------------------------
@@ -166,7 +173,9 @@ class RayInventory(Inventory):
         self.reason = f"Ray cluster at {cluster.address or '(auto)'}"
 
     def snapshot(self) -> list[GpuInfo]:
-        with self._lock:
+        with self._lock, self.cluster.lock:
+            if self.cluster.closed:  # the server is stopping: the last answer stands
+                return [g for infos in self._last.values() for g in infos]
             try:
                 nodes = self.cluster.nodes()
             except Exception:  # the control store is away: the last answer stands

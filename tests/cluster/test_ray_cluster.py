@@ -5,13 +5,19 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 from pathlib import Path
 
 import pytest
 import ray
 from apikit import api, until
 
-from jupyter_elastic_gpu.scheduler.ray_cluster import SIDECAR_ACTOR, RayCluster, RayUnavailable
+from jupyter_elastic_gpu.scheduler.ray_cluster import (
+    SIDECAR_ACTOR,
+    RayCluster,
+    RayInventory,
+    RayUnavailable,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -143,6 +149,32 @@ async def test_a_node_that_joins_is_used(jp_fetch, ray_cluster):
     assert node(started[0]) == "127.0.0.4"
     for job in (a, b):
         await api(jp_fetch, f"jobs/{job['id']}/cancel", "POST", {})
+
+
+def test_closing_waits_for_an_inventory_call_in_another_thread(ray_cluster):
+    """Ray ends the whole process when a thread calls it after ``ray.shutdown()``: a server
+    stopping while its inventory is read in a worker thread (the service's refresh) must wait
+    for that read, and reads after it answer from the last snapshot."""
+    cluster = RayCluster(ray_cluster.address, allow_insecure=True)
+    inventory = RayInventory(cluster)  # as the server reads it: NVML probe actors too
+    first = inventory.snapshot()
+    assert len(first) == 4
+    stop = threading.Event()
+    answers: list[int] = []
+
+    def read() -> None:
+        while not stop.is_set():
+            answers.append(len(inventory.snapshot()))
+
+    reader = threading.Thread(target=read)
+    reader.start()
+    while len(answers) < 3:  # the reader is in its loop of calls to Ray
+        reader.join(0.05)
+    cluster.close()  # this process survives: the call in flight ends first
+    stop.set()
+    reader.join()
+    assert set(answers) == {4}
+    assert len(inventory.snapshot()) == 4  # after close: the last answer, no call to Ray
 
 
 def test_a_cluster_without_token_authentication_is_refused(ray_cluster):
