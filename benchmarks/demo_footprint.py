@@ -124,7 +124,7 @@ def main() -> int:
     )
     print(f"the first job's GPU counts: {counts.group(1) if counts else 'not printed'}")
     for line in text.splitlines():  # the notebook's last cell: each job's events
-        if re.match(r"\s+\d+\.\d s  \w+ - ", line) or line.endswith(":") and " " not in line:
+        if re.match(r"\s+\d+\.\d s  \w+ - ", line) or (line.endswith(":") and " " not in line):
             print(line)
     return 0 if peak.bytes < BINDER_LIMIT else 1
 
