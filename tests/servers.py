@@ -52,6 +52,20 @@ def call(method: str, url: str, token: str | None, body: dict | None = None) -> 
             return e.code, {"message": raw.decode(errors="replace")}
 
 
+def run_cli(url: str, token: str, *argv: str, timeout: float = 120) -> subprocess.CompletedProcess:
+    """``jupyter-elastic-gpu ARGV`` as a user runs it against the scheduler at ``url`` with
+    ``token`` (no other ELASTIC_GPU_* setting of this process leaks in)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("ELASTIC_GPU_")}
+    env.update(ELASTIC_GPU_URL=url, ELASTIC_GPU_TOKEN=token)
+    return subprocess.run(
+        [sys.executable, "-m", "jupyter_elastic_gpu.cli", *argv],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
 def wait_for(predicate, timeout: float, interval: float = 0.3, what: str = "condition"):
     deadline = time.monotonic() + timeout
     last = None

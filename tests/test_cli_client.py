@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
+from servers import run_cli
 
 from jupyter_elastic_gpu.commands import (
     LogFollower,
@@ -378,16 +377,7 @@ def test_log_follower_says_when_lines_were_lost():
 
 
 def cli(api: tuple[str, str], *argv: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    url, token = api
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ELASTIC_GPU_")}
-    env.update(ELASTIC_GPU_URL=url, ELASTIC_GPU_TOKEN=token)
-    return subprocess.run(
-        [sys.executable, "-m", "jupyter_elastic_gpu.cli", *argv],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-    )
+    return run_cli(*api, *argv, timeout=timeout)
 
 
 SHORT = ["submit", "--synthetic", "--work", "300", "--throughput", "1:100,2:190",

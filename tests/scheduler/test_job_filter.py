@@ -4,15 +4,13 @@ scheduler with two users and an admin (``daemon`` fixture)."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 import time
 from urllib.parse import urlencode
 
 import pytest
 from elastic_gpu_sidecar.protocol import JobState
-from servers import call
+from servers import call, run_cli
 
 from jupyter_elastic_gpu.errors import Forbidden
 from jupyter_elastic_gpu.models import JobFilter, SubmitRequest
@@ -90,15 +88,7 @@ def synthetic(name: str) -> dict:
 
 
 def cli(url: str, token: str, *argv: str) -> subprocess.CompletedProcess:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("ELASTIC_GPU_")}
-    env.update(ELASTIC_GPU_URL=url, ELASTIC_GPU_TOKEN=token)
-    return subprocess.run(
-        [sys.executable, "-m", "jupyter_elastic_gpu.cli", *argv],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=60,
-    )
+    return run_cli(url, token, *argv, timeout=60)
 
 
 def test_filters_and_rights_through_the_api_and_the_cli(daemon):
