@@ -66,6 +66,36 @@ def run_cli(url: str, token: str, *argv: str, timeout: float = 120) -> subproces
     )
 
 
+def leased_kernel_env(data: Path, gpu_counts: tuple[int, ...] = (1, 2)) -> dict[str, str]:
+    """Environment for a server whose kernels go through the provisioner: kernel specs
+    "Python 3 (N GPUs)" for each N in a data folder ``data`` of their own (ahead of the
+    JUPYTER_PATH already set, where the lab extension may be), and this checkout on the
+    kernels' import path. The provisioner is found through the installed package's entry
+    point."""
+    from importlib.metadata import entry_points
+
+    from jupyter_elastic_gpu.kernels import PROVISIONER_NAME
+    from jupyter_elastic_gpu.kernels.specs import kernel_json, spec_name
+
+    group = entry_points(group="jupyter_client.kernel_provisioners")
+    assert any(ep.name == PROVISIONER_NAME for ep in group), (
+        "the provisioner's entry point is missing: install the package (pip install -e .)"
+    )
+    for gpus in gpu_counts:
+        folder = data / "kernels" / spec_name(gpus)
+        folder.mkdir(parents=True)
+        spec = kernel_json(gpus, python=sys.executable, admission_timeout=20)
+        (folder / "kernel.json").write_text(json.dumps(spec))
+    repo = Path(__file__).resolve().parents[1]
+    paths = [str(data), os.environ.get("JUPYTER_PATH", "")]
+    imports = [str(repo), str(repo / "sidecar"), os.environ.get("PYTHONPATH", "")]
+    return {
+        "JUPYTER_PATH": os.pathsep.join(p for p in paths if p),
+        "PYTHONPATH": os.pathsep.join(p for p in imports if p),
+        "TF_CPP_MIN_LOG_LEVEL": "3",
+    }
+
+
 def wait_for(predicate, timeout: float, interval: float = 0.3, what: str = "condition"):
     deadline = time.monotonic() + timeout
     last = None

@@ -8,19 +8,15 @@ a screenshot of the card.
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import sys
-from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
 from browserkit import expect
-from servers import call, wait_for
+from servers import call, leased_kernel_env, wait_for
 
-from jupyter_elastic_gpu.kernels import PROVISIONER_NAME
-from jupyter_elastic_gpu.kernels.specs import kernel_json, spec_name
+from jupyter_elastic_gpu.kernels.specs import spec_name
 
 pytestmark = pytest.mark.slow
 
@@ -29,25 +25,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 @pytest.fixture
 def kernel_env(tmp_path) -> dict:
-    """The server's environment: the kernel spec "Python 3 (1 GPU)" in a data folder of its own
-    (ahead of the JUPYTER_PATH already set, where the lab extension may be), and this checkout
-    on the kernels' import path."""
-    data = tmp_path / "jupyter-data"
-    folder = data / "kernels" / spec_name(1)
-    folder.mkdir(parents=True)
-    spec = kernel_json(1, python=sys.executable, admission_timeout=20)
-    (folder / "kernel.json").write_text(json.dumps(spec))
-    group = entry_points(group="jupyter_client.kernel_provisioners")
-    assert any(ep.name == PROVISIONER_NAME for ep in group), (
-        "the provisioner's entry point is missing: install the package (pip install -e .)"
-    )
-    paths = [str(data), os.environ.get("JUPYTER_PATH", "")]
-    imports = [str(ROOT), str(ROOT / "sidecar"), os.environ.get("PYTHONPATH", "")]
-    return {
-        "JUPYTER_PATH": os.pathsep.join(p for p in paths if p),
-        "PYTHONPATH": os.pathsep.join(p for p in imports if p),
-        "TF_CPP_MIN_LOG_LEVEL": "3",
-    }
+    """Kernel specs "Python 3 (N GPUs)" for N in (1,), as ``leased_kernel_env`` writes them."""
+    return leased_kernel_env(tmp_path / "jupyter-data", (1,))
 
 
 def test_a_kernel_lease_shows_in_the_sidebar_and_release_frees_it(open_lab, kernel_env):

@@ -3,43 +3,19 @@ kernels reached with jupyter_client."""
 
 from __future__ import annotations
 
-import json
-import os
-import sys
-from importlib.metadata import entry_points
 from pathlib import Path
 
 import pytest
 from jupyter_client.blocking import BlockingKernelClient
-from servers import call, free_port, wait_for
-
-from jupyter_elastic_gpu.kernels import PROVISIONER_NAME
-from jupyter_elastic_gpu.kernels.specs import kernel_json, spec_name
+from servers import call, free_port, leased_kernel_env, wait_for
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
 def kernel_env(tmp_path):
-    """Environment for a server and its kernels: our provisioner registered, kernel specs
-    'Python 3 (1 GPU)' and '(2 GPUs)' installed in a data dir of their own."""
-    data = tmp_path / "jupyter-data"
-    for gpus in (1, 2):
-        folder = data / "kernels" / spec_name(gpus)
-        folder.mkdir(parents=True)
-        spec = kernel_json(gpus, python=sys.executable, admission_timeout=20)
-        (folder / "kernel.json").write_text(json.dumps(spec))
-    group = entry_points(group="jupyter_client.kernel_provisioners")
-    assert any(ep.name == PROVISIONER_NAME for ep in group), (
-        "the provisioner's entry point is missing: install the package (pip install -e .)"
-    )
-    paths = [str(ROOT), str(ROOT / "sidecar")]
-    env = {
-        "PYTHONPATH": os.pathsep.join([*paths, os.environ.get("PYTHONPATH", "")]),
-        "JUPYTER_PATH": str(data),
-        "TF_CPP_MIN_LOG_LEVEL": "3",
-    }
-    return env
+    """Kernel specs "Python 3 (N GPUs)" for N in (1, 2), as ``leased_kernel_env`` writes them."""
+    return leased_kernel_env(tmp_path / "jupyter-data", (1, 2))
 
 
 class Lab:
