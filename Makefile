@@ -43,7 +43,6 @@ simulate:
 	$(PYTHON) -m jupyter_elastic_gpu.cli workload generate --out $(DEMO) $(SIM_WORKLOAD)
 	$(PYTHON) -m jupyter_elastic_gpu.cli simulate --jobs $(DEMO)/jobs.csv --profiles $(DEMO)/profiles.csv \
 		--name "generated 1 (seed 1)" --nodes 4 --gpus-per-node 4 --start-cost 6 \
-		--adaptive protect_critical=true \
 		--policy adaptive,static,termination,termination-aware,tiresias,optimus,srtf \
 		--json $(DEMO)/comparison.json --plot $(DEMO)/comparison.png
 

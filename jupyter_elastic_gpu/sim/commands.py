@@ -74,7 +74,7 @@ def add_simulate(sub: argparse._SubParsersAction) -> None:
         default=[],
         metavar="NAME=VALUE",
         help="a parameter of the adaptive policy for every run of it (repeatable), e.g. "
-        "protect_critical=true; as the live scheduler's SchedulerService.policy_params",
+        "protect_critical=false; as the live scheduler's SchedulerService.policy_params",
     )
     cl.add_argument("--tick", type=float, default=60.0, help="seconds between periodic decisions")
     cl.add_argument(

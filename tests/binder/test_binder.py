@@ -24,6 +24,8 @@ from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 from servers import call, free_port, get_json, kill_sidecars_under, wait_for
 
+from jupyter_elastic_gpu.notebook.job import JOB_MIME_TYPE
+
 REPO = Path(__file__).resolve().parents[2]
 BINDER = REPO / "binder"
 DEMO = "examples/elastic-training.ipynb"
@@ -340,6 +342,20 @@ def test_the_demo_notebook_runs_on_binder(server):
     assert re.search(r"s +resize - resized from 4 to 2 GPUs", out), out
     assert re.search(r"s +resize - resized from 2 to 4 GPUs", out), out
     assert out.count("done - done") == 2, out
+    assert "Error" not in out and "WARNING" not in out, out
+    # Each training cell's output is the job's card (its MIME type, nothing a widget would
+    # draw instead), with its final text saved beside it.
+    cards = [
+        o.data
+        for cell in nb.cells
+        if cell.cell_type == "code" and cell.source.startswith("%%elastic_train")
+        for o in cell.outputs
+        if o.output_type in ("display_data", "execute_result")
+    ]
+    assert len(cards) == 2 and all(set(c) == {JOB_MIME_TYPE, "text/plain"} for c in cards)
+    texts = [c["text/plain"] for c in cards]
+    assert all(": done" in t.splitlines()[0] for t in texts), texts
+    assert "GPU counts so far: 4 → 2" in texts[0], texts[0]
 
 
 @pytest.fixture(scope="module")
@@ -354,8 +370,8 @@ def test_the_paper_notebook_prints_what_the_scripts_print(paper_notebook, image)
     are what the same commands print in a terminal of the image."""
     out = story(paper_notebook)
     for args in (
-        ["paper_comparison.py", "--adaptive", "protect_critical=true"],
-        ["fidelity.py", "--adaptive", "protect_critical=true"],
+        ["paper_comparison.py"],
+        ["fidelity.py"],
     ):
         done = subprocess.run(
             [str(image.venv / "bin/python"), f"benchmarks/{args[0]}", *args[1:]],

@@ -84,10 +84,9 @@ class AdaptiveParams:
     #: plus up to ``queue_slack`` x horizon more while the queue is deep (what the waiting
     #: jobs need at their minimum, over the cluster's GPUs): shorter jobs go first meanwhile.
     queue_slack: float = 1.0
-    #: Serve the critical path first (False: the order and weights alone). Off by default: a
-    #: critical job keeps its width when a short job arrives (docs/policies.md says why it is
-    #: not yet on).
-    protect_critical: bool = False
+    #: Serve the critical path first (False: the order and weights alone, which serve mean JCT
+    #: and start the longest job last; docs/policies.md has both sides' figures).
+    protect_critical: bool = True
 
     def __post_init__(self) -> None:
         for name in (
@@ -422,7 +421,9 @@ class AdaptivePolicy:
         held = len(job.gpus)
         if plan.frozen and n == held:
             return self._kept(plan)
-        if plan.critical:
+        if plan.critical and free == 0 and n < job.max_gpus:
+            # Its reservation decided who got the GPUs (none is left over, and it is below
+            # its maximum); with GPUs idle, or at its maximum, the reasons below say more.
             return Critical(n, job.max_gpus)
         if held and n != held:
             change = job.remaining_time(held) - job.remaining_time(n)
