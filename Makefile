@@ -25,7 +25,7 @@ start: node
 test: node
 	bash .ci/install-test-deps
 	$(PIP) install -q -e ".[test]"
-	$(PYTHON) -m pytest
+	$(PYTHON) -m pytest --durations=25
 
 ## Node.js builds the JupyterLab extension from a checkout (a wheel needs none): from Debian's
 ## packages where it is missing.
