@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from jupyter_elastic_gpu.core import Gpu, Job, Snapshot, SpeedModel
@@ -78,6 +80,27 @@ def test_an_urgent_job_waits_for_a_running_job_that_ends_within_its_slack():
     assert all(r.job.id != "w" for r in path.reservations)
     d = AdaptivePolicy(protect_critical=True).decide(Snapshot(gpu, (running, waiting)), 100.0)
     assert d.allocations == {"r": ("0",), "w": ()}
+
+
+def test_a_short_running_job_is_not_suspended_for_a_critical_one():
+    """A job of days that needs all four GPUs has no slack at all: it is urgent. The one-GPU
+    job running beside it ends in minutes, well within the critical slack of the horizon, so
+    it keeps its GPU and the long job waits those minutes (suspended, it would have waited
+    days)."""
+    gpus = tuple(Gpu(str(i)) for i in range(4))
+    speed = SpeedModel({1: 100.0, 2: 190.0, 3: 275.0, 4: 360.0})
+    short = Job("short", 0, 3e4, work_done=3e3, speed=speed, gpus=("0",), resize_cost=2.0)
+    short = replace(short, max_gpus=1, started=True, last_change=0.0)
+    huge = Job("huge", 30, 1e8, min_gpus=4, max_gpus=4, speed=speed, resize_cost=2.0)
+    path = critical_path([short, huge], 0.0, 4, 0.1, 0.3, 1.0)
+    assert [r.job.id for r in path.reservations] == ["huge"]  # urgent: no slack
+    d = AdaptivePolicy().decide(Snapshot(gpus, (short, huge)), 60.0)
+    assert d.allocations == {"short": ("0",), "huge": ()}
+    assert str(d.reasons["huge"]).startswith("queued: needs 4 GPUs, 3 free")
+    # Were the short job as long as a tenth of the horizon, the long one would go first.
+    longer = replace(short, total_work=3e6)
+    d = AdaptivePolicy().decide(Snapshot(gpus, (longer, huge)), 60.0)
+    assert d.allocations["huge"] and not d.allocations["short"]
 
 
 def spec(job_id, submit, work, profile=ROOT, hi=16):

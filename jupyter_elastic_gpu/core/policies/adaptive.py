@@ -234,10 +234,11 @@ class AdaptivePolicy:
     # -- step 2: the critical path --------------------------------------------------------
     def _reserve(
         self, plans: list[_Plan], committed: tuple[float, int], total: int, free: int
-    ) -> tuple[int, bool, CriticalPath | None]:
+    ) -> tuple[int, bool, CriticalPath | None, float]:
         """Give the jobs on the critical path (``critical``) the GPUs they need, before any
-        other; returns the GPUs left, and whether every reservation fitted (if not, which
-        did depends on their order)."""
+        other; returns the GPUs left, whether every reservation fitted (if not, which did
+        depends on their order), the path, and in how many seconds a running job could
+        first come to end within the slack (below), which would change what fits."""
         p = self.params
         path = critical_path(
             [plan.job for plan in plans],
@@ -250,18 +251,38 @@ class AdaptivePolicy:
         )
         reservations = path.reservations if path else []
         by_id = {plan.job.id: plan for plan in plans}
+        # A reservation never suspends a running job that ends within critical_slack of the
+        # horizon anyway: starting the critical job that much later costs the makespan no
+        # more than the slack allows, where suspending the short job would cost it the whole
+        # critical job's run (a 5-minute job stopped for one of days).
+        soon = p.critical_slack * path.earliest if reservations else 0.0
+        kept_for: dict[str, int] = {}
+        # The horizon only falls while nothing but progress happens, so a running job ends
+        # within the slack no sooner than at its time left less today's slack.
+        changes_in = math.inf
+        for plan in plans if reservations else ():
+            job = plan.job
+            if job.gpus:
+                left = job.remaining_time(len(job.gpus))
+                if left <= soon:
+                    kept_for[job.id] = job.min_gpus
+                else:
+                    changes_in = min(changes_in, left - soon)
+        kept = sum(kept_for.values())
         fitted = True
         for r in reservations:
             plan = by_id[r.job.id]
             need, held = r.gpus, len(r.job.gpus)
             if plan.frozen and held:
                 need = min(need, held)  # resized moments ago: it may shrink, not grow
-            if need <= free:
+            own = kept_for.get(r.job.id, 0)
+            if need <= free - (kept - own):
                 plan.count, plan.critical = need, True
                 free -= need
+                kept -= own
             else:
                 fitted = False
-        return free, fitted, path
+        return free, fitted, path, changes_in
 
     def cooldown_s(self, job: Job) -> float:
         """How long a job is left alone after a change of its lease."""
@@ -335,13 +356,13 @@ class AdaptivePolicy:
                 open_plans.append(plan)
 
         kept_jobs = [j for j in locked if j.id in kept]
-        fitted, path = True, None
+        fitted, path, changes_in = True, None, math.inf
         if self.params.protect_critical:
             committed = (
                 sum(len(j.gpus) * j.remaining_time(len(j.gpus)) for j in kept_jobs),
                 sum(len(j.gpus) for j in kept_jobs),
             )
-            free, fitted, path = self._reserve(open_plans, committed, total, free)
+            free, fitted, path, changes_in = self._reserve(open_plans, committed, total, free)
         exponent = self._exponent(open_plans, total)
         m = len(open_plans)
         margin = 1.0 + self.params.resize_margin
@@ -391,6 +412,7 @@ class AdaptivePolicy:
         if until is not None and until > now and self.params.protect_critical:
             # The reservations the hand-out started from must stay as they are too.
             p = self.params
+            until = min(until, now + changes_in)
             until = (
                 path_holds_until(
                     [plan.job for plan in open_plans],
