@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import signal
 import sys
@@ -39,6 +40,8 @@ from .launcher import (
 )
 
 #: Ray namespace of the scheduler's actors (named, so a restarted scheduler finds them).
+log = logging.getLogger(__name__)
+
 NAMESPACE = "jupyter-elastic-gpu"
 #: Name prefix of the actor that hosts one generation of a job's sidecar.
 SIDECAR_ACTOR = "elastic-gpu-sidecar-"
@@ -46,6 +49,9 @@ SIDECAR_ACTOR = "elastic-gpu-sidecar-"
 START_TIMEOUT_S = 60.0
 #: Seconds a node's GPU probe may take before its last answer is used.
 PROBE_TIMEOUT_S = 10.0
+#: How long closing waits for a call to Ray in another thread (Ray's own timeouts bound it,
+#: unless Ray itself hangs: then the server stops without disconnecting, which its exit does).
+CLOSE_WAIT_S = 3 * PROBE_TIMEOUT_S
 
 
 class RayUnavailable(RuntimeError):
@@ -131,10 +137,20 @@ class RayCluster:
 
     def close(self) -> None:
         """Disconnect, once no thread is in a call to Ray (see ``lock``)."""
-        with self.lock:
+        if not self.lock.acquire(timeout=CLOSE_WAIT_S):
+            self.closed = True  # no new call; the one in flight keeps the connection it needs
+            log.warning(
+                "a call to the Ray cluster has not returned in %.0f s; stopping without "
+                "disconnecting from it (the process's exit does)",
+                CLOSE_WAIT_S,
+            )
+            return
+        try:
             self.closed = True
             if self.ray.is_initialized():
                 self.ray.shutdown()
+        finally:
+            self.lock.release()
 
 
 # -- the inventory ---------------------------------------------------------------------------

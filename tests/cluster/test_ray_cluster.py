@@ -177,6 +177,35 @@ def test_closing_waits_for_an_inventory_call_in_another_thread(ray_cluster):
     assert len(inventory.snapshot()) == 4  # after close: the last answer, no call to Ray
 
 
+def test_closing_does_not_wait_forever_for_a_call_that_hangs(ray_cluster, monkeypatch, caplog):
+    """Should a call to Ray hang in another thread (past Ray's own timeouts), the server still
+    stops: closing waits a bounded time, then leaves the connection to the process's exit."""
+    from jupyter_elastic_gpu.scheduler import ray_cluster as module
+
+    monkeypatch.setattr(module, "CLOSE_WAIT_S", 0.2)
+    cluster = RayCluster(ray_cluster.address, allow_insecure=True)
+    inventory = RayInventory(cluster)
+    assert len(inventory.snapshot()) == 4
+    in_call, release = threading.Event(), threading.Event()
+
+    def hung_call() -> None:  # holds the lock as a call to Ray does
+        with cluster.lock:
+            in_call.set()
+            release.wait()
+
+    caller = threading.Thread(target=hung_call)
+    caller.start()
+    in_call.wait()
+    cluster.close()
+    assert cluster.closed and cluster.ray.is_initialized()
+    assert "has not returned" in caplog.text
+    release.set()
+    caller.join()
+    assert len(inventory.snapshot()) == 4  # closed: the last answer, no call to Ray
+    cluster.close()  # the call is over: this one disconnects
+    assert not cluster.ray.is_initialized()
+
+
 def test_a_cluster_without_token_authentication_is_refused(ray_cluster):
     with pytest.raises(RayUnavailable, match="token authentication"):
         RayCluster(ray_cluster.address, allow_insecure=False)
