@@ -39,9 +39,9 @@ from .launcher import (
     spawn_sidecar,
 )
 
-#: Ray namespace of the scheduler's actors (named, so a restarted scheduler finds them).
 log = logging.getLogger(__name__)
 
+#: Ray namespace of the scheduler's actors (named, so a restarted scheduler finds them).
 NAMESPACE = "jupyter-elastic-gpu"
 #: Name prefix of the actor that hosts one generation of a job's sidecar.
 SIDECAR_ACTOR = "elastic-gpu-sidecar-"
