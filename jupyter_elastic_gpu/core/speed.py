@@ -39,7 +39,7 @@ class Frontier:
     among ``i..``: the cheapest count that is at least as fast as ``counts[i]``.
     """
 
-    __slots__ = ("_cheap", "best_from", "counts", "gpu_secs", "secs")
+    __slots__ = ("_cheap", "_per_work", "best_from", "counts", "gpu_secs", "secs")
 
     def __init__(self, counts: tuple[int, ...], secs: tuple[float, ...]) -> None:
         self.counts, self.secs = counts, secs
@@ -51,6 +51,7 @@ class Frontier:
             best[i] = i if self.gpu_secs[i] <= self.gpu_secs[j] * (1 + 1e-9) else j
         self.best_from = tuple(best)
         self._cheap: dict[float, int] = {}
+        self._per_work: dict[float, tuple[float, float, float, float]] = {}
 
     def fastest_cheap(self, premium: float) -> int:
         """Index of the fastest count whose GPU-time is at most ``1 + premium`` times the
@@ -59,6 +60,20 @@ class Frontier:
         if found is None:
             cheap = self.gpu_secs[self.best_from[0]] * (1.0 + premium)
             found = self._cheap[premium] = max(i for i, c in enumerate(self.gpu_secs) if c <= cheap)
+        return found
+
+    def per_work(self, premium: float) -> tuple[float, float, float, float]:
+        """Per unit of work: the GPU-seconds of the cheapest count, and the seconds of the
+        cheapest, the fastest and the fastest cheap (``fastest_cheap``) counts; cached."""
+        found = self._per_work.get(premium)
+        if found is None:
+            cheapest = self.best_from[0]
+            found = self._per_work[premium] = (
+                self.gpu_secs[cheapest],
+                self.secs[cheapest],
+                self.secs[-1],
+                self.secs[self.fastest_cheap(premium)],
+            )
         return found
 
     @classmethod
