@@ -51,7 +51,7 @@ class Frontier:
             best[i] = i if self.gpu_secs[i] <= self.gpu_secs[j] * (1 + 1e-9) else j
         self.best_from = tuple(best)
         self._cheap: dict[float, int] = {}
-        self._per_work: dict[float, tuple[float, float, float, float]] = {}
+        self._per_work: dict[float, tuple[float, float, float, float, float]] = {}
 
     def fastest_cheap(self, premium: float) -> int:
         """Index of the fastest count whose GPU-time is at most ``1 + premium`` times the
@@ -62,17 +62,20 @@ class Frontier:
             found = self._cheap[premium] = max(i for i, c in enumerate(self.gpu_secs) if c <= cheap)
         return found
 
-    def per_work(self, premium: float) -> tuple[float, float, float, float]:
-        """Per unit of work: the GPU-seconds of the cheapest count, and the seconds of the
-        cheapest, the fastest and the fastest cheap (``fastest_cheap``) counts; cached."""
+    def per_work(self, premium: float) -> tuple[float, float, float, float, float]:
+        """Per unit of work: the GPU-seconds of the cheapest count, the seconds of the
+        cheapest, the fastest and the fastest cheap (``fastest_cheap``) counts, and the most
+        GPU-seconds of any count over the least; cached."""
         found = self._per_work.get(premium)
         if found is None:
             cheapest = self.best_from[0]
+            least = self.gpu_secs[cheapest]
             found = self._per_work[premium] = (
-                self.gpu_secs[cheapest],
+                least,
                 self.secs[cheapest],
                 self.secs[-1],
                 self.secs[self.fastest_cheap(premium)],
+                max(self.gpu_secs) - least,
             )
         return found
 
@@ -114,6 +117,7 @@ class SpeedModel:
         "_exponents",
         "_frontiers",
         "_measured",
+        "_options",
         "_prior",
         "_speedups",
         "alpha",
@@ -131,6 +135,7 @@ class SpeedModel:
         self._cache: dict[int, float] = {}
         self._curve: list[float] = [0.0]
         self._frontiers: dict[tuple[int, int], Frontier] = {}
+        self._options: dict[tuple[int, int, float], tuple] = {}
         self._speedups: dict[tuple[int, int], float] = {}
         self._exponents: dict[tuple[int, int], float | None] = {}
 
@@ -183,6 +188,20 @@ class SpeedModel:
         found = self._frontiers.get(key)
         if found is None:
             found = self._frontiers[key] = Frontier.of(self.curve(top), lo, top)
+        return found
+
+    def options(
+        self, lo: int, top: int, premium: float
+    ) -> tuple[Frontier, float, float, float, float, float] | None:
+        """``frontier(lo, top)`` and its ``per_work(premium)`` in one lookup (None: no count
+        in ``lo..top`` runs at all); cached: a policy asks for every job at every decision."""
+        key = (lo, top, premium)
+        found = self._options.get(key)
+        if found is None:
+            frontier = self.frontier(lo, top)
+            if not frontier.counts:
+                return None
+            found = self._options[key] = (frontier, *frontier.per_work(premium))
         return found
 
     def remaining_time(self, remaining_work: float, gpus: int) -> float:

@@ -165,38 +165,48 @@ class _Jobs:
     those tests do not settle get their options worked out.
     """
 
-    __slots__ = ("cheap", "cheapest", "fastest", "frontiers", "held", "jobs", "least", "waiting")
+    __slots__ = (
+        "cheap",
+        "cheapest",
+        "dearer",
+        "fastest",
+        "frontiers",
+        "held",
+        "jobs",
+        "least",
+        "options",
+        "waiting",
+    )
 
-    def __init__(self, jobs: list[Job], frontiers: list[Frontier], critical_slack: float) -> None:
-        self.jobs, self.frontiers = jobs, frontiers
-        #: Per job, per unit of work: GPU-seconds at its cheapest count, and seconds at its
-        #: cheapest, fastest and fastest cheap counts (``Frontier.per_work``).
-        per_work = [f.per_work(critical_slack) for f in frontiers]
-        self.least = [c[0] for c in per_work]
-        self.cheapest = [c[1] for c in per_work]
-        self.fastest = [c[2] for c in per_work]
-        self.cheap = [c[3] for c in per_work]
+    def __init__(self, jobs: list[Job], options: list[tuple]) -> None:
+        self.jobs, self.options = jobs, options
+        #: Per job: its frontier, and per unit of work (``SpeedModel.options``) the GPU-seconds
+        #: of its cheapest count, the seconds of its cheapest, fastest and fastest cheap
+        #: counts, and the most GPU-seconds any count costs over the least (and a hair more).
+        columns = zip(*options) if options else ((),) * 6
+        self.frontiers, self.least, self.cheapest, self.fastest, self.cheap, dearer = map(
+            list, columns
+        )
+        self.dearer = [d + 1e-9 * (d + c) for d, c in zip(dearer, self.least)]
         self.held = sum(len(j.gpus) for j in jobs)  # GPUs they hold
         self.waiting = sum(j.min_gpus for j in jobs if not j.gpus)  # GPUs the queue needs
 
     @classmethod
     def of(cls, jobs: Iterable[Job], total: int, critical_slack: float) -> _Jobs:
         """The ``jobs`` that could be given GPUs at all (a count within ``total``)."""
-        kept, frontiers = [], []
+        kept, options = [], []
         for job in jobs:
-            top = min(job.max_gpus, total)
+            top = job.max_gpus if job.max_gpus < total else total
             if top >= job.min_gpus:
-                f = job.speed.frontier(job.min_gpus, top)
-                if f.counts:
+                found = job.speed.options(job.min_gpus, top, critical_slack)
+                if found is not None:
                     kept.append(job)
-                    frontiers.append(f)
-        return cls(kept, frontiers, critical_slack)
+                    options.append(found)
+        return cls(kept, options)
 
-    def having(self, keep: list[int], critical_slack: float) -> _Jobs:
+    def having(self, keep: list[int]) -> _Jobs:
         """The jobs at indices ``keep`` (those with work left at some instant)."""
-        return _Jobs(
-            [self.jobs[i] for i in keep], [self.frontiers[i] for i in keep], critical_slack
-        )
+        return _Jobs([self.jobs[i] for i in keep], [self.options[i] for i in keep])
 
 
 class _Freeing:
@@ -231,6 +241,11 @@ class CriticalPath:
     jobs: _Jobs
     rems: list[float]
     idle: int
+    #: The target over the horizon; two lower bounds of the horizon: the packed work, and the
+    #: job whose time at its fastest count is the longest (its index in ``jobs``; -1: none).
+    factor: float
+    packed: float
+    longest: int
     _freeing: _Freeing | None = None
 
     def freed(self, i: int) -> float:
@@ -273,16 +288,17 @@ def critical_path(
     rems = [j.remaining_work for j in planned.jobs] if rems is None else list(rems)
     if not all(r > 0 for r in rems):  # a job without work left is not planned
         keep = [i for i, r in enumerate(rems) if r > 0]
-        planned, rems = planned.having(keep, critical_slack), [rems[i] for i in keep]
+        planned, rems = planned.having(keep), [rems[i] for i in keep]
     if not rems or total <= 0:
         return None
-    earliest = _horizon(planned, rems, committed_gpu_s, total)
+    earliest, packed, longest = _horizon(planned, rems, committed_gpu_s, total)
     if not math.isfinite(earliest) or earliest <= 0:
         return None
-    target = earliest * (1.0 + horizon_slack + queue_slack * min(1.0, planned.waiting / total))
+    factor = 1.0 + horizon_slack + queue_slack * min(1.0, planned.waiting / total)
+    target = earliest * factor
     line = (1.0 - critical_slack) * earliest
     idle = total - committed_gpus - planned.held
-    path = CriticalPath(earliest, target, [], planned, rems, idle)
+    path = CriticalPath(earliest, target, [], planned, rems, idle, factor, packed, longest)
     within = target * (1 + 1e-9)
     for i, rem, cheapest, cheap in zip(itertools.count(), rems, planned.cheapest, planned.cheap):
         # Settled without its options: its cheapest count ends it within the target (so no
@@ -310,12 +326,26 @@ def critical_path(
     return path
 
 
-def _horizon(planned: _Jobs, rems: list[float], committed_gpu_s: float, total: int) -> float:
+def _horizon(
+    planned: _Jobs, rems: list[float], committed_gpu_s: float, total: int
+) -> tuple[float, float, int]:
     """``horizon`` of the planned jobs with ``rems`` left: the products ``_Options`` would
-    compute, and options only for the jobs that may be long."""
+    compute, and options only for the jobs that may be long. With it, two of its lower bounds:
+    the packed work (GPU-seconds over GPUs) and the index of the job whose fastest time is the
+    longest (-1: none)."""
     work = committed_gpu_s + sum([rem * least for rem, least in zip(rems, planned.least)])
-    fastest = max([rem * secs for rem, secs in zip(rems, planned.fastest)], default=0.0)
+    times = [rem * secs for rem, secs in zip(rems, planned.fastest)]
+    fastest = max(times, default=0.0)
     lo = max(work / total, fastest)
+    longest = times.index(fastest) if times else -1
+    # Settled without the long jobs: their extra GPU-time at ``lo`` is at most their work
+    # left times their dearest count's premium, and if the packed work stays below ``lo``
+    # with twice that (room for rounding), the walk ends at ``lo``. (Numbers too small to
+    # round as usual take the walk.)
+    if lo > 1e-250 and lo / max(rems) > 1e-290:
+        most = sum([rem * dearer for rem, dearer in zip(rems, planned.dearer)])
+        if (work + 2 * most) / total < lo * (1 - 1e-6):
+            return lo, work / total, longest
     # A job is long only if its cheapest count does not end it by ``lo`` (otherwise its least
     # GPU-time to end by ``lo`` is that count's: ``_Options.gpu_time``).
     long = []
@@ -324,7 +354,7 @@ def _horizon(planned: _Jobs, rems: list[float], committed_gpu_s: float, total: i
             o = _Options(planned.jobs[i], planned.frontiers[i], rem)
             if o.gpu_time(lo) > o.cheapest:
                 long.append(o)
-    return _fixed_point(long, work, lo, total)
+    return _fixed_point(long, work, lo, total), work / total, longest
 
 
 def _apart(a: tuple[float, float], b: tuple[float, float]) -> bool:
@@ -374,6 +404,7 @@ def _same_path(a: CriticalPath | None, b: CriticalPath | None, critical_slack: f
     line = ((1 - critical_slack) * b.earliest, (1 - critical_slack) * a.earliest)
     lo_target, hi_target = b.target * (1 + 1e-9), a.target * (1 + 1e-9)
     planned = a.jobs
+    floors = _floors(a, b)
     for i, ra, rb, cheapest, cheap in zip(
         itertools.count(), a.rems, b.rems, planned.cheapest, planned.cheap
     ):
@@ -385,17 +416,35 @@ def _same_path(a: CriticalPath | None, b: CriticalPath | None, critical_slack: f
         # between is then the cheapest too), and never past the line (no freeing to check).
         if cheapest <= lo and cheapest <= hi and left[1] <= line[0]:
             continue
-        f = planned.frontiers[i]
+        f, job = planned.frontiers[i], planned.jobs[i]
+        if ra != rb and not job.pinned:
+            # A running job's time left falls with the horizon's terms: the least of target
+            # / time left all along is at least the least of term / time left (a ratio of
+            # straight lines: at one end) times the factor, a hair less for rounding.
+            floor = max(min(tb / rb, ta / ra) for tb, ta in floors) * a.factor * (1 - 1e-9)
+            if lo < floor <= hi:
+                lo = floor
         if _chosen(f, lo) != _chosen(f, hi):
             return False
         if not _apart(left, line):
             return False
-        if left[1] > line[0] and not planned.jobs[i].gpus:  # urgent at some point: when freed
+        if left[1] > line[0] and not job.gpus:  # urgent at some point: when freed
             freed = (b.freed(i), a.freed(i))
             spare = (b.earliest - left[1], a.earliest - left[0])
             if not _apart(freed, spare):
                 return False
     return True
+
+
+def _floors(a: CriticalPath, b: CriticalPath) -> list[tuple[float, float]]:
+    """Lower bounds of the horizon between instants ``a`` and ``b`` (its terms at ``b``, at
+    ``a``) that fall in a straight line while running jobs progress steadily: the packed work,
+    and the time at its fastest count of the job that was the longest at either instant. The
+    horizon is at least each all along (work of a job that is paused only keeps them higher)."""
+    floors = [(b.packed, a.packed)]
+    fastest, longest = a.jobs.fastest, {a.longest, b.longest} - {-1}
+    floors += [(b.rems[j] * fastest[j], a.rems[j] * fastest[j]) for j in sorted(longest)]
+    return floors
 
 
 def _left_after(job: Job, seconds: float) -> float:
