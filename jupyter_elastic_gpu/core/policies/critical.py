@@ -388,10 +388,11 @@ def holds_between(
 def _same_path(a: CriticalPath | None, b: CriticalPath | None, critical_slack: float) -> bool:
     """``holds_between`` on the paths at the two instants.
 
-    Per job it checks what decides its reservation: the count it is given (the same at both
-    extremes of target / time left), and which side of the line its fastest cheap time is on
-    (and, for a waiting job that may pass it, which side of its slack the freeing of its GPUs
-    is on)."""
+    Per job it checks what decides its reservation, over the extremes of target / time left:
+    for a reserved job the count it is given (the same at both ends: every count in between is
+    then the same too), for another that no count it could be given is costly; and which side
+    of the line its fastest cheap time is on (and, for a waiting job that may pass it, which
+    side of its slack the freeing of its GPUs is on)."""
     if a is None or b is None:
         return a is None and b is None
     if a.jobs is not b.jobs:
@@ -405,6 +406,7 @@ def _same_path(a: CriticalPath | None, b: CriticalPath | None, critical_slack: f
     lo_target, hi_target = b.target * (1 + 1e-9), a.target * (1 + 1e-9)
     planned = a.jobs
     floors = _floors(a, b)
+    reserved = {r.job.id for r in a.reservations}
     for i, ra, rb, cheapest, cheap in zip(
         itertools.count(), a.rems, b.rems, planned.cheapest, planned.cheap
     ):
@@ -424,7 +426,10 @@ def _same_path(a: CriticalPath | None, b: CriticalPath | None, critical_slack: f
             floor = max(min(tb / rb, ta / ra) for tb, ta in floors) * a.factor * (1 - 1e-9)
             if lo < floor <= hi:
                 lo = floor
-        if _chosen(f, lo) != _chosen(f, hi):
+        if job.id in reserved:
+            if _chosen(f, lo) != _chosen(f, hi):
+                return False
+        elif _costly_within(f, lo, hi, critical_slack):
             return False
         if not _apart(left, line):
             return False
@@ -434,6 +439,18 @@ def _same_path(a: CriticalPath | None, b: CriticalPath | None, critical_slack: f
             if not _apart(freed, spare):
                 return False
     return True
+
+
+def _costly_within(frontier: Frontier, lo: float, hi: float, critical_slack: float) -> bool:
+    """Whether any count a job is given for ``lo`` to ``hi`` seconds per unit of work
+    (``_chosen``) is costly (``critical_path``'s test)."""
+    cheap = frontier.gpu_secs[frontier.best_from[0]] * (1.0 + critical_slack)
+    last = len(frontier.secs) - 1
+    first, last_k = sorted((frontier.first_within(hi), frontier.first_within(lo)))
+    for k in range(first, last_k + 1):
+        if frontier.gpu_secs[frontier.best_from[k] if k <= last else last] > cheap:
+            return True
+    return False
 
 
 def _floors(a: CriticalPath, b: CriticalPath) -> list[tuple[float, float]]:
