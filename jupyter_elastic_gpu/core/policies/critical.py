@@ -182,12 +182,11 @@ class _Jobs:
         self.jobs, self.options = jobs, options
         #: Per job: its frontier, and per unit of work (``SpeedModel.options``) the GPU-seconds
         #: of its cheapest count, the seconds of its cheapest, fastest and fastest cheap
-        #: counts, and the most GPU-seconds any count costs over the least (and a hair more).
+        #: counts, and the most GPU-seconds any count costs over the least.
         columns = zip(*options) if options else ((),) * 6
-        self.frontiers, self.least, self.cheapest, self.fastest, self.cheap, dearer = map(
+        self.frontiers, self.least, self.cheapest, self.fastest, self.cheap, self.dearer = map(
             list, columns
         )
-        self.dearer = [d + 1e-9 * (d + c) for d, c in zip(dearer, self.least)]
         self.held = sum(len(j.gpus) for j in jobs)  # GPUs they hold
         self.waiting = sum(j.min_gpus for j in jobs if not j.gpus)  # GPUs the queue needs
 
@@ -286,7 +285,7 @@ def critical_path(
             by_job = dict(zip(map(id, jobs), rems))
             rems = [by_job[id(j)] for j in planned.jobs]
     rems = [j.remaining_work for j in planned.jobs] if rems is None else list(rems)
-    if not all(r > 0 for r in rems):  # a job without work left is not planned
+    if rems and not min(rems) > 0:  # a job without work left is not planned
         keep = [i for i, r in enumerate(rems) if r > 0]
         planned, rems = planned.having(keep), [rems[i] for i in keep]
     if not rems or total <= 0:
@@ -300,13 +299,16 @@ def critical_path(
     idle = total - committed_gpus - planned.held
     path = CriticalPath(earliest, target, [], planned, rems, idle, factor, packed, longest)
     within = target * (1 + 1e-9)
-    for i, rem, cheapest, cheap in zip(itertools.count(), rems, planned.cheapest, planned.cheap):
-        # Settled without its options: its cheapest count ends it within the target (so no
-        # count is cheaper: not costly) and at its fastest cheap count it does not pass the
-        # line (not urgent). These are the very comparisons below, on the same products.
-        if cheapest <= within / rem and not rem * cheap > line:
-            continue
-        f, job = planned.frontiers[i], planned.jobs[i]
+    # The jobs not settled without their options. Settled: its cheapest count ends it within
+    # the target (so no count is cheaper: not costly) and at its fastest cheap count it does
+    # not pass the line (not urgent): the very comparisons below, on the same products.
+    unsettled = [
+        i
+        for i, rem, cheapest, cheap in zip(itertools.count(), rems, planned.cheapest, planned.cheap)
+        if not cheapest <= within / rem or rem * cheap > line
+    ]
+    for i in unsettled:
+        f, job, rem = planned.frontiers[i], planned.jobs[i], rems[i]
         o = _Options(job, f, rem)
         chosen = o.within(within)
         if chosen is None:
@@ -340,8 +342,8 @@ def _horizon(
     longest = times.index(fastest) if times else -1
     # Settled without the long jobs: their extra GPU-time at ``lo`` is at most their work
     # left times their dearest count's premium, and if the packed work stays below ``lo``
-    # with twice that (room for rounding), the walk ends at ``lo``. (Numbers too small to
-    # round as usual take the walk.)
+    # with twice that (room for rounding, with the margin on ``lo``), the walk ends at
+    # ``lo``. (Numbers too small to round as usual take the walk.)
     if lo > 1e-250 and lo / max(rems) > 1e-290:
         most = sum([rem * dearer for rem, dearer in zip(rems, planned.dearer)])
         if (work + 2 * most) / total < lo * (1 - 1e-6):
@@ -407,17 +409,21 @@ def _same_path(a: CriticalPath | None, b: CriticalPath | None, critical_slack: f
     planned = a.jobs
     floors = _floors(a, b)
     reserved = {r.job.id for r in a.reservations}
-    for i, ra, rb, cheapest, cheap in zip(
-        itertools.count(), a.rems, b.rems, planned.cheapest, planned.cheap
-    ):
-        rem = (rb, ra)
+    # Settled without its options: its cheapest count at both extremes (every count in
+    # between is then the cheapest too), and never past the line (no freeing to check): the
+    # comparisons below, on the same numbers.
+    unsettled = [
+        i
+        for i, ra, rb, cheapest, cheap in zip(
+            itertools.count(), a.rems, b.rems, planned.cheapest, planned.cheap
+        )
+        if not (cheapest <= lo_target / ra and cheapest <= hi_target / rb and ra * cheap <= line[0])
+    ]
+    for i in unsettled:
+        ra, rb, cheap = a.rems[i], b.rems[i], planned.cheap[i]
         # The count the target calls for, at both extremes of target / time left.
-        lo, hi = lo_target / rem[1], hi_target / rem[0]
-        left = (rem[0] * cheap, rem[1] * cheap)
-        # Settled without its options: its cheapest count at both extremes (every count in
-        # between is then the cheapest too), and never past the line (no freeing to check).
-        if cheapest <= lo and cheapest <= hi and left[1] <= line[0]:
-            continue
+        lo, hi = lo_target / ra, hi_target / rb
+        left = (rb * cheap, ra * cheap)
         f, job = planned.frontiers[i], planned.jobs[i]
         if ra != rb and not job.pinned:
             # A running job's time left falls with the horizon's terms: the least of target
