@@ -340,22 +340,26 @@ def _horizon(
     fastest = max(times, default=0.0)
     lo = max(work / total, fastest)
     longest = times.index(fastest) if times else -1
-    # Settled without the long jobs: their extra GPU-time at ``lo`` is at most their work
+    # A job may be long only if its cheapest count does not end it by ``lo`` (otherwise its
+    # least GPU-time to end by ``lo`` is that count's: ``_Options.gpu_time``).
+    maybe = [
+        i
+        for i, rem, cheapest in zip(itertools.count(), rems, planned.cheapest)
+        if not cheapest <= lo / rem
+    ]
+    # Settled without their options: their extra GPU-time at ``lo`` is at most their work
     # left times their dearest count's premium, and if the packed work stays below ``lo``
     # with twice that (room for rounding, with the margin on ``lo``), the walk ends at
     # ``lo``. (Numbers too small to round as usual take the walk.)
-    if lo > 1e-250 and lo / max(rems) > 1e-290:
-        most = sum([rem * dearer for rem, dearer in zip(rems, planned.dearer)])
+    if maybe and lo > 1e-250 and lo / max(rems) > 1e-290:
+        most = sum([rems[i] * planned.dearer[i] for i in maybe])
         if (work + 2 * most) / total < lo * (1 - 1e-6):
-            return lo, work / total, longest
-    # A job is long only if its cheapest count does not end it by ``lo`` (otherwise its least
-    # GPU-time to end by ``lo`` is that count's: ``_Options.gpu_time``).
+            maybe = []
     long = []
-    for i, rem, cheapest in zip(itertools.count(), rems, planned.cheapest):
-        if not cheapest <= lo / rem:
-            o = _Options(planned.jobs[i], planned.frontiers[i], rem)
-            if o.gpu_time(lo) > o.cheapest:
-                long.append(o)
+    for i in maybe:
+        o = _Options(planned.jobs[i], planned.frontiers[i], rems[i])
+        if o.gpu_time(lo) > o.cheapest:
+            long.append(o)
     return _fixed_point(long, work, lo, total), work / total, longest
 
 
