@@ -39,7 +39,7 @@ class Frontier:
     among ``i..``: the cheapest count that is at least as fast as ``counts[i]``.
     """
 
-    __slots__ = ("_cheap", "best_from", "counts", "gpu_secs", "secs")
+    __slots__ = ("_cheap", "_per_work", "best_from", "counts", "gpu_secs", "secs")
 
     def __init__(self, counts: tuple[int, ...], secs: tuple[float, ...]) -> None:
         self.counts, self.secs = counts, secs
@@ -51,6 +51,7 @@ class Frontier:
             best[i] = i if self.gpu_secs[i] <= self.gpu_secs[j] * (1 + 1e-9) else j
         self.best_from = tuple(best)
         self._cheap: dict[float, int] = {}
+        self._per_work: dict[float, tuple[float, float, float, float, float]] = {}
 
     def fastest_cheap(self, premium: float) -> int:
         """Index of the fastest count whose GPU-time is at most ``1 + premium`` times the
@@ -59,6 +60,23 @@ class Frontier:
         if found is None:
             cheap = self.gpu_secs[self.best_from[0]] * (1.0 + premium)
             found = self._cheap[premium] = max(i for i, c in enumerate(self.gpu_secs) if c <= cheap)
+        return found
+
+    def per_work(self, premium: float) -> tuple[float, float, float, float, float]:
+        """Per unit of work: the GPU-seconds of the cheapest count, the seconds of the
+        cheapest, the fastest and the fastest cheap (``fastest_cheap``) counts, and the most
+        GPU-seconds of any count over the least; cached."""
+        found = self._per_work.get(premium)
+        if found is None:
+            cheapest = self.best_from[0]
+            least = self.gpu_secs[cheapest]
+            found = self._per_work[premium] = (
+                least,
+                self.secs[cheapest],
+                self.secs[-1],
+                self.secs[self.fastest_cheap(premium)],
+                max(self.gpu_secs) - least,
+            )
         return found
 
     @classmethod
@@ -99,6 +117,7 @@ class SpeedModel:
         "_exponents",
         "_frontiers",
         "_measured",
+        "_options",
         "_prior",
         "_speedups",
         "alpha",
@@ -116,6 +135,7 @@ class SpeedModel:
         self._cache: dict[int, float] = {}
         self._curve: list[float] = [0.0]
         self._frontiers: dict[tuple[int, int], Frontier] = {}
+        self._options: dict[tuple[int, int, float], tuple] = {}
         self._speedups: dict[tuple[int, int], float] = {}
         self._exponents: dict[tuple[int, int], float | None] = {}
 
@@ -168,6 +188,20 @@ class SpeedModel:
         found = self._frontiers.get(key)
         if found is None:
             found = self._frontiers[key] = Frontier.of(self.curve(top), lo, top)
+        return found
+
+    def options(
+        self, lo: int, top: int, premium: float
+    ) -> tuple[Frontier, float, float, float, float, float] | None:
+        """``frontier(lo, top)`` and its ``per_work(premium)`` in one lookup (None: no count
+        in ``lo..top`` runs at all); cached: a policy asks for every job at every decision."""
+        key = (lo, top, premium)
+        found = self._options.get(key)
+        if found is None:
+            frontier = self.frontier(lo, top)
+            if not frontier.counts:
+                return None
+            found = self._options[key] = (frontier, *frontier.per_work(premium))
         return found
 
     def remaining_time(self, remaining_work: float, gpus: int) -> float:

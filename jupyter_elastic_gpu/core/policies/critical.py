@@ -31,6 +31,7 @@ count with the least GPU-time that ends it within the target.
 from __future__ import annotations
 
 import bisect
+import heapq
 import itertools
 import math
 from collections.abc import Iterable
@@ -87,52 +88,134 @@ def _options(job: Job, total: int, rem: float | None = None) -> _Options | None:
     return _Options(job, frontier, rem) if frontier.counts else None
 
 
+def _chosen(frontier: Frontier, seconds_per_work: float) -> int:
+    """Index of the count a job gets to end within ``seconds_per_work`` per unit of work: the
+    cheapest that does, or its fastest if none does (``_Options.within``). It never falls as
+    ``seconds_per_work`` falls (``best_from`` never falls along the frontier)."""
+    i = frontier.first_within(seconds_per_work)
+    return frontier.best_from[i] if i < len(frontier.secs) else len(frontier.secs) - 1
+
+
 def horizon(options: list[_Options], committed_gpu_s: float, total: int) -> float:
-    """The earliest time (seconds from now) all the work could be done; see the module.
+    """The earliest time (seconds from now) all the work could be done; see the module."""
+    work = committed_gpu_s + sum(o.cheapest for o in options)
+    lo = max(work / total, max((o.fastest for o in options), default=0.0))
+    return _fixed_point([o for o in options if o.gpu_time(lo) > o.cheapest], work, lo, total)
+
+
+def _fixed_point(long: list[_Options], work: float, lo: float, total: int) -> float:
+    """The horizon from its lower bound ``lo`` (``work``: GPU-seconds at the cheapest counts),
+    given the ``long`` jobs: those that need more than their cheapest count to end by ``lo``.
 
     Exact: the extra GPU-time of the long jobs only changes where the horizon passes one of
     their counts' times, so the fixed point is found by walking those points in order.
     """
-    work = committed_gpu_s + sum(o.cheapest for o in options)
-    lo = max(work / total, max((o.fastest for o in options), default=0.0))
-    long = [o for o in options if o.gpu_time(lo) > o.cheapest]
     if not long:
         return lo
     # Each long job's extra GPU-time at ``lo``, then where it changes: at each of its counts'
-    # times beyond ``lo`` (one job's term at a time).
+    # times beyond ``lo`` (one job's term at a time), walked in order from a heap holding each
+    # job's next such time: the walk mostly ends at the first, so they are not all sorted.
     extra = [o.gpu_time(lo * (1 + 1e-12)) - o.cheapest for o in long]
-    steps = sorted(
-        (r, k)
-        for k, o in enumerate(long)
-        for i in range(len(o.frontier.secs))
-        if (r := o.seconds(i)) > lo
-    )
-    at, total_extra, n = lo, sum(extra), 0
+    steps = []
+    for k, o in enumerate(long):
+        i = _last_beyond(o, lo)
+        if i >= 0:
+            steps.append((o.seconds(i), k, i))
+    heapq.heapify(steps)
+    at, total_extra = lo, sum(extra)
     while True:
         need = (work + total_extra) / total
-        if n == len(steps):  # every count is in: nothing changes past here
+        if not steps:  # every count is in: nothing changes past here
             return max(at, need)
-        step = steps[n][0]
+        step = steps[0][0]
         if max(at, need) < step:
             return max(at, need)
         at = step
         # Every count whose time is ``at`` comes in (a hair of slack: ``at`` is the product
         # that computed it, not the comparison).
-        while n < len(steps) and steps[n][0] == at:
-            k = steps[n][1]
+        while steps and steps[0][0] == at:
+            _, k, i = steps[0]
             extra[k] = long[k].gpu_time(at * (1 + 1e-12)) - long[k].cheapest
-            n += 1
+            if i > 0:  # its next count's time, which is longer
+                heapq.heapreplace(steps, (long[k].seconds(i - 1), k, i - 1))
+            else:
+                heapq.heappop(steps)
         total_extra = sum(extra)  # summed afresh: no drift from adding differences
+
+
+def _last_beyond(o: _Options, seconds: float) -> int:
+    """Index of the fastest count whose time exceeds ``seconds`` (-1: none does); times fall
+    along the frontier, so every slower count's does too."""
+    i = o.frontier.first_within(seconds / o.rem)  # to rounding: settled on the products
+    while i < len(o.frontier.secs) and o.seconds(i) > seconds:
+        i += 1
+    while i > 0 and not o.seconds(i - 1) > seconds:
+        i -= 1
+    return i - 1
+
+
+class _Jobs:
+    """The jobs a path is planned over, each with its counts worth holding and what they cost
+    per unit of work: only the work left moves as time passes, so this is worked out once per
+    decision however many instants ``path_holds_until`` looks at.
+
+    A job's time (or GPU-time) at a count is its work left times the count's seconds (or
+    GPU-seconds) per unit of work, so each test of the rule at the cheapest, fastest or fastest
+    cheap count is one product here, the very product ``_Options`` computes; only the few jobs
+    those tests do not settle get their options worked out.
+    """
+
+    __slots__ = (
+        "cheap",
+        "cheapest",
+        "dearer",
+        "fastest",
+        "frontiers",
+        "held",
+        "jobs",
+        "least",
+        "options",
+        "waiting",
+    )
+
+    def __init__(self, jobs: list[Job], options: list[tuple]) -> None:
+        self.jobs, self.options = jobs, options
+        #: Per job: its frontier, and per unit of work (``SpeedModel.options``) the GPU-seconds
+        #: of its cheapest count, the seconds of its cheapest, fastest and fastest cheap
+        #: counts, and the most GPU-seconds any count costs over the least.
+        columns = zip(*options) if options else ((),) * 6
+        self.frontiers, self.least, self.cheapest, self.fastest, self.cheap, self.dearer = map(
+            list, columns
+        )
+        self.held = sum(len(j.gpus) for j in jobs)  # GPUs they hold
+        self.waiting = sum(j.min_gpus for j in jobs if not j.gpus)  # GPUs the queue needs
+
+    @classmethod
+    def of(cls, jobs: Iterable[Job], total: int, critical_slack: float) -> _Jobs:
+        """The ``jobs`` that could be given GPUs at all (a count within ``total``)."""
+        kept, options = [], []
+        for job in jobs:
+            top = job.max_gpus if job.max_gpus < total else total
+            if top >= job.min_gpus:
+                found = job.speed.options(job.min_gpus, top, critical_slack)
+                if found is not None:
+                    kept.append(job)
+                    options.append(found)
+        return cls(kept, options)
+
+    def having(self, keep: list[int]) -> _Jobs:
+        """The jobs at indices ``keep`` (those with work left at some instant)."""
+        return _Jobs([self.jobs[i] for i in keep], [self.options[i] for i in keep])
 
 
 class _Freeing:
     """When GPUs come free if running jobs keep their leases to the end."""
 
-    def __init__(self, options: list[_Options], idle: int) -> None:
+    def __init__(self, jobs: _Jobs, rems: list[float], idle: int) -> None:
         ends = sorted(
-            (o.job.speed.remaining_time(o.rem, len(o.job.gpus)), len(o.job.gpus))
-            for o in options
-            if o.job.gpus
+            (job.speed.remaining_time(rem, len(job.gpus)), len(job.gpus))
+            for job, rem in zip(jobs.jobs, rems)
+            if job.gpus
         )
         self.idle = idle
         self.times = [end for end, _ in ends]
@@ -152,12 +235,26 @@ class CriticalPath:
 
     earliest: float
     target: float
-    options: list[_Options]
     reservations: list[Reservation]
-    #: Per option: its fastest cheap index, and the time running jobs need to free its
-    #: minimum (queued jobs only).
-    fastest_cheap: list[int]
-    freed: list[float]
+    #: The jobs planned (those with work left) and the work each has left.
+    jobs: _Jobs
+    rems: list[float]
+    idle: int
+    #: The target over the horizon; two lower bounds of the horizon: the packed work, and the
+    #: job whose time at its fastest count is the longest (its index in ``jobs``; -1: none).
+    factor: float
+    packed: float
+    longest: int
+    _freeing: _Freeing | None = None
+
+    def freed(self, i: int) -> float:
+        """Seconds until running jobs free the minimum of job ``i`` (0 for a running one)."""
+        job = self.jobs.jobs[i]
+        if job.gpus:
+            return 0.0
+        if self._freeing is None:
+            self._freeing = _Freeing(self.jobs, self.rems, self.idle)
+        return self._freeing.within(job.min_gpus)
 
 
 def critical_path(
@@ -169,6 +266,8 @@ def critical_path(
     queue_slack: float,
     committed_gpus: int = 0,
     rems: Iterable[float] | None = None,
+    *,
+    planned: _Jobs | None = None,
 ) -> CriticalPath | None:
     """The critical path now: its ``target`` and ``reservations`` (least slack first); None
     when there is nothing to plan.
@@ -176,25 +275,42 @@ def critical_path(
     ``jobs`` are those the policy may still give GPUs (with ``rems`` units of work left each,
     if given: a later instant); ``committed_gpu_s`` and ``committed_gpus`` the GPU-seconds and
     GPUs of jobs whose leases are kept whatever happens (mid-resize, about to finish).
+    ``planned``: ``jobs`` as ``_Jobs.of`` sees them, if already worked out (``rems`` are then
+    per planned job).
     """
-    if rems is None:
-        options = [o for job in jobs if (o := _options(job, total)) is not None]
-    else:
-        options = [o for job, r in zip(jobs, rems) if (o := _options(job, total, r)) is not None]
-    if not options or total <= 0:
+    if planned is None:
+        jobs = list(jobs)
+        planned = _Jobs.of(jobs, total, critical_slack)
+        if rems is not None:
+            by_job = dict(zip(map(id, jobs), rems))
+            rems = [by_job[id(j)] for j in planned.jobs]
+    rems = [j.remaining_work for j in planned.jobs] if rems is None else list(rems)
+    if rems and not min(rems) > 0:  # a job without work left is not planned
+        keep = [i for i, r in enumerate(rems) if r > 0]
+        planned, rems = planned.having(keep), [rems[i] for i in keep]
+    if not rems or total <= 0:
         return None
-    earliest = horizon(options, committed_gpu_s, total)
+    earliest, packed, longest = _horizon(planned, rems, committed_gpu_s, total)
     if not math.isfinite(earliest) or earliest <= 0:
         return None
-    waiting = sum(o.job.min_gpus for o in options if not o.job.gpus)
-    target = earliest * (1.0 + horizon_slack + queue_slack * min(1.0, waiting / total))
+    factor = 1.0 + horizon_slack + queue_slack * min(1.0, planned.waiting / total)
+    target = earliest * factor
     line = (1.0 - critical_slack) * earliest
-    idle = total - committed_gpus - sum(len(o.job.gpus) for o in options)
-    path = CriticalPath(earliest, target, options, [], [], [])
-    freeing = _Freeing(options, idle)
-    for o in options:
-        f = o.frontier
-        chosen = o.within(target * (1 + 1e-9))
+    idle = total - committed_gpus - planned.held
+    path = CriticalPath(earliest, target, [], planned, rems, idle, factor, packed, longest)
+    within = target * (1 + 1e-9)
+    # The jobs not settled without their options. Settled: its cheapest count ends it within
+    # the target (so no count is cheaper: not costly) and at its fastest cheap count it does
+    # not pass the line (not urgent): the very comparisons below, on the same products.
+    unsettled = [
+        i
+        for i, rem, cheapest, cheap in zip(itertools.count(), rems, planned.cheapest, planned.cheap)
+        if not cheapest <= within / rem or rem * cheap > line
+    ]
+    for i in unsettled:
+        f, job, rem = planned.frontiers[i], planned.jobs[i], rems[i]
+        o = _Options(job, f, rem)
+        chosen = o.within(within)
         if chosen is None:
             chosen = len(f.counts) - 1  # cannot end in time: its fastest
         gpus, left = f.counts[chosen], o.seconds(chosen)
@@ -202,18 +318,49 @@ def critical_path(
         # catch up later by going wider at that price can wait).
         costly = f.gpu_secs[chosen] > f.gpu_secs[f.best_from[0]] * (1.0 + critical_slack)
         # Its time left at its fastest cheap count.
-        fastest_cheap = f.fastest_cheap(critical_slack)
-        free_left = o.seconds(fastest_cheap)
+        free_left = o.seconds(f.fastest_cheap(critical_slack))
         # It must start now (or keep running), unless running jobs free its GPUs within its
         # slack anyway.
-        freed = 0.0 if o.job.gpus else freeing.within(o.job.min_gpus)
-        urgent = free_left > line and (bool(o.job.gpus) or freed > earliest - free_left)
+        urgent = free_left > line and (bool(job.gpus) or path.freed(i) > earliest - free_left)
         if costly or urgent:
-            path.reservations.append(Reservation(o.job, gpus, target - left))
-        path.fastest_cheap.append(fastest_cheap)
-        path.freed.append(freed)
+            path.reservations.append(Reservation(job, gpus, target - left))
     path.reservations.sort(key=lambda r: (r.slack_s, r.job.submit_time, r.job.id))
     return path
+
+
+def _horizon(
+    planned: _Jobs, rems: list[float], committed_gpu_s: float, total: int
+) -> tuple[float, float, int]:
+    """``horizon`` of the planned jobs with ``rems`` left: the products ``_Options`` would
+    compute, and options only for the jobs that may be long. With it, two of its lower bounds:
+    the packed work (GPU-seconds over GPUs) and the index of the job whose fastest time is the
+    longest (-1: none)."""
+    work = committed_gpu_s + sum([rem * least for rem, least in zip(rems, planned.least)])
+    times = [rem * secs for rem, secs in zip(rems, planned.fastest)]
+    fastest = max(times, default=0.0)
+    lo = max(work / total, fastest)
+    longest = times.index(fastest) if times else -1
+    # A job may be long only if its cheapest count does not end it by ``lo`` (otherwise its
+    # least GPU-time to end by ``lo`` is that count's: ``_Options.gpu_time``).
+    maybe = [
+        i
+        for i, rem, cheapest in zip(itertools.count(), rems, planned.cheapest)
+        if not cheapest <= lo / rem
+    ]
+    # Settled without their options: their extra GPU-time at ``lo`` is at most their work
+    # left times their dearest count's premium, and if the packed work stays below ``lo``
+    # with twice that (room for rounding, with the margin on ``lo``), the walk ends at
+    # ``lo``. (Numbers too small to round as usual take the walk.)
+    if maybe and lo > 1e-250 and lo / max(rems) > 1e-290:
+        most = sum([rems[i] * planned.dearer[i] for i in maybe])
+        if (work + 2 * most) / total < lo * (1 - 1e-6):
+            maybe = []
+    long = []
+    for i in maybe:
+        o = _Options(planned.jobs[i], planned.frontiers[i], rems[i])
+        if o.gpu_time(lo) > o.cheapest:
+            long.append(o)
+    return _fixed_point(long, work, lo, total), work / total, longest
 
 
 def _apart(a: tuple[float, float], b: tuple[float, float]) -> bool:
@@ -245,33 +392,86 @@ def holds_between(
 
 
 def _same_path(a: CriticalPath | None, b: CriticalPath | None, critical_slack: float) -> bool:
-    """``holds_between`` on the paths at the two instants."""
+    """``holds_between`` on the paths at the two instants.
+
+    Per job it checks what decides its reservation, over the extremes of target / time left:
+    for a reserved job the count it is given (the same at both ends: every count in between is
+    then the same too), for another that no count it could be given is costly; and which side
+    of the line its fastest cheap time is on (and, for a waiting job that may pass it, which
+    side of its slack the freeing of its GPUs is on)."""
     if a is None or b is None:
         return a is None and b is None
-    if [o.job.id for o in a.options] != [o.job.id for o in b.options]:
-        return False  # a job ran out of work on the way: that is an event anyway
+    if a.jobs is not b.jobs:
+        if [j.id for j in a.jobs.jobs] != [j.id for j in b.jobs.jobs]:
+            return False  # a job ran out of work on the way: that is an event anyway
+        if any(fa is not fb for fa, fb in zip(a.jobs.frontiers, b.jobs.frontiers)):
+            return False
     if [(r.job.id, r.gpus) for r in a.reservations] != [(r.job.id, r.gpus) for r in b.reservations]:
         return False
-    horizon_span = (b.earliest, a.earliest)
     line = ((1 - critical_slack) * b.earliest, (1 - critical_slack) * a.earliest)
-    for i, (oa, ob) in enumerate(zip(a.options, b.options)):
-        f = oa.frontier
-        if f is not ob.frontier:
+    lo_target, hi_target = b.target * (1 + 1e-9), a.target * (1 + 1e-9)
+    planned = a.jobs
+    floors = _floors(a, b)
+    reserved = {r.job.id for r in a.reservations}
+    # Settled without its options: its cheapest count at both extremes (every count in
+    # between is then the cheapest too), and never past the line (no freeing to check): the
+    # comparisons below, on the same numbers.
+    unsettled = [
+        i
+        for i, ra, rb, cheapest, cheap in zip(
+            itertools.count(), a.rems, b.rems, planned.cheapest, planned.cheap
+        )
+        if not (cheapest <= lo_target / ra and cheapest <= hi_target / rb and ra * cheap <= line[0])
+    ]
+    for i in unsettled:
+        ra, rb, cheap = a.rems[i], b.rems[i], planned.cheap[i]
+        # The count the target calls for, at both extremes of target / time left.
+        lo, hi = lo_target / ra, hi_target / rb
+        left = (rb * cheap, ra * cheap)
+        f, job = planned.frontiers[i], planned.jobs[i]
+        if ra != rb and not job.pinned:
+            # A running job's time left falls with the horizon's terms: the least of target
+            # / time left all along is at least the least of term / time left (a ratio of
+            # straight lines: at one end) times the factor, a hair less for rounding.
+            floor = max(min(tb / rb, ta / ra) for tb, ta in floors) * a.factor * (1 - 1e-9)
+            if lo < floor <= hi:
+                lo = floor
+        if job.id in reserved:
+            if _chosen(f, lo) != _chosen(f, hi):
+                return False
+        elif _costly_within(f, lo, hi, critical_slack):
             return False
-        rem = (ob.rem, oa.rem)
-        # The count the target calls for: the same at both extremes of target / time left.
-        lo, hi = b.target * (1 + 1e-9) / rem[1], a.target * (1 + 1e-9) / rem[0]
-        if f.first_within(lo) != f.first_within(hi):
-            return False
-        left = (rem[0] * f.secs[a.fastest_cheap[i]], rem[1] * f.secs[a.fastest_cheap[i]])
         if not _apart(left, line):
             return False
-        if left[1] > line[0] and not oa.job.gpus:  # urgent at some point: when freed matters
-            freed = (b.freed[i], a.freed[i])
-            spare = (horizon_span[0] - left[1], horizon_span[1] - left[0])
+        if left[1] > line[0] and not job.gpus:  # urgent at some point: when freed
+            freed = (b.freed(i), a.freed(i))
+            spare = (b.earliest - left[1], a.earliest - left[0])
             if not _apart(freed, spare):
                 return False
     return True
+
+
+def _costly_within(frontier: Frontier, lo: float, hi: float, critical_slack: float) -> bool:
+    """Whether any count a job is given for ``lo`` to ``hi`` seconds per unit of work
+    (``_chosen``) is costly (``critical_path``'s test)."""
+    cheap = frontier.gpu_secs[frontier.best_from[0]] * (1.0 + critical_slack)
+    last = len(frontier.secs) - 1
+    first, last_k = sorted((frontier.first_within(hi), frontier.first_within(lo)))
+    for k in range(first, last_k + 1):
+        if frontier.gpu_secs[frontier.best_from[k] if k <= last else last] > cheap:
+            return True
+    return False
+
+
+def _floors(a: CriticalPath, b: CriticalPath) -> list[tuple[float, float]]:
+    """Lower bounds of the horizon between instants ``a`` and ``b`` (its terms at ``b``, at
+    ``a``) that fall in a straight line while running jobs progress steadily: the packed work,
+    and the time at its fastest count of the job that was the longest at either instant. The
+    horizon is at least each all along (work of a job that is paused only keeps them higher)."""
+    floors = [(b.packed, a.packed)]
+    fastest, longest = a.jobs.fastest, {a.longest, b.longest} - {-1}
+    floors += [(b.rems[j] * fastest[j], a.rems[j] * fastest[j]) for j in sorted(longest)]
+    return floors
 
 
 def _left_after(job: Job, seconds: float) -> float:
@@ -299,7 +499,7 @@ def path_holds_until(
     (halved up to ``tries`` times) that ``holds_between`` can vouch for, or ``now``.
 
     Spans end before the first running job could finish (a completion is an event anyway).
-    ``start``: the path now, if already worked out (``critical_path``).
+    ``start``: the path now, if already worked out (``critical_path`` of these ``jobs``).
     """
     running = [j.remaining_time(len(j.gpus)) for j in (*jobs, *kept) if j.gpus]
     end = min(until, now + min(running, default=math.inf))
@@ -317,12 +517,22 @@ def path_holds_until(
 
     if start is None:
         start = critical_path(jobs, committed(0.0), *args, gpus)
+    if start is None:
+        planned = _Jobs.of(jobs, total, critical_slack)
+        rems = [j.remaining_work for j in planned.jobs]
+    else:
+        planned, rems = start.jobs, start.rems
+    # Only running jobs progress (``_left_after``); a waiting job's work left stays.
+    progress = [
+        (i, rems[i], j.speed.throughput(len(j.gpus))) for i, j in enumerate(planned.jobs) if j.gpus
+    ]
     span = (end - now) * (1 - 1e-9)
     for _ in range(tries + 1):
-        rems = [_left_after(j, span) for j in jobs]
-        if _same_path(
-            start, critical_path(jobs, committed(span), *args, gpus, rems), critical_slack
-        ):
+        later = list(rems)
+        for i, rem, speed in progress:
+            later[i] = max(rem - span * speed, 0.0)
+        path = critical_path((), committed(span), *args, gpus, later, planned=planned)
+        if _same_path(start, path, critical_slack):
             return now + span
         span /= 2
     return now
