@@ -199,6 +199,9 @@ def report(results: dict, policies: list[str], ours: str = "adaptive") -> str:
     n = len(workloads)
     for metric, word in (("makespan", "makespan"), ("jct", "mean JCT")):
         rs = ratios[metric]
+        if not rs:  # no other policy finished a workload (or none was asked for)
+            lines.append(f"\n{ours} {word}: no other policy to compare with")
+            continue
         lines.append(
             f"\n{ours} {word} / best other policy: median {statistics.median(rs):.3f}x, "
             f"worst {max(rs):.3f}x; more than {TOLERANCE - 1:.0%} behind on "
