@@ -126,6 +126,33 @@ def test_adaptive_starts_the_long_job_early_and_ends_near_the_bound():
     assert first["long"] == 0  # never made to wait for the short ones
 
 
+def random_jobs(rng, profiles, most, holds, work, staggered=False):
+    """Up to ``most`` jobs on 16 GPUs, each holding ``rng.choice(holds)`` GPUs while some are
+    left, of log-normal ``work`` (mu, sigma); ``staggered``: submitted one a second, and only
+    running jobs have made progress."""
+    jobs, free = [], 16
+    for i in range(rng.randint(1, most)):
+        n = rng.choice(holds)
+        gpus = tuple(f"g{free - k - 1}" for k in range(n)) if n <= free else ()
+        free -= len(gpus)
+        size = rng.lognormvariate(*work)
+        top = rng.choice([1, 2, 4, 8, 16])
+        done = size * rng.random() * 0.5 * (bool(gpus) if staggered else 1)
+        jobs.append(
+            Job(
+                f"j{i}",
+                float(i) if staggered else 0,
+                size,
+                max_gpus=top,
+                work_done=done,
+                speed=SpeedModel(rng.choice(profiles)),
+                gpus=gpus,
+                started=bool(gpus),
+            )
+        )
+    return jobs
+
+
 def later(jobs, dt):
     """The same jobs ``dt`` seconds on: running ones progressed at their modelled speed."""
     from dataclasses import replace
@@ -145,24 +172,7 @@ def test_a_path_said_to_hold_is_the_same_at_every_instant_between():
     profiles = [ROOT, LINEAR, {g: 10.0 * g**0.3 for g in range(1, 17)}]
     checked = held = 0
     for _ in range(1000):
-        jobs, free = [], 16
-        for i in range(rng.randint(1, 10)):
-            n = rng.choice([0, 0, 1, 2, 4])
-            gpus = tuple(f"g{free - k - 1}" for k in range(n)) if n <= free else ()
-            free -= len(gpus)
-            work = rng.lognormvariate(10, 1.5)
-            jobs.append(
-                Job(
-                    f"j{i}",
-                    0,
-                    work,
-                    max_gpus=rng.choice([1, 2, 4, 8, 16]),
-                    work_done=work * rng.random() * 0.5,
-                    speed=SpeedModel(rng.choice(profiles)),
-                    gpus=gpus,
-                    started=bool(gpus),
-                )
-            )
+        jobs = random_jobs(rng, profiles, 10, [0, 0, 1, 2, 4], (10, 1.5))
         ends = [j.remaining_time(len(j.gpus)) for j in jobs if j.gpus]
         dt = rng.uniform(0, min(ends, default=3600.0)) * 0.99
         args = (16, 0.1, 0.3, 1.0)
@@ -266,24 +276,7 @@ def test_the_shortcuts_give_what_the_rule_gives_job_by_job():
     profiles = [ROOT, LINEAR, {g: 10.0 * g**0.3 for g in range(1, 17)}, {1: 10.0}]
     reserved = 0
     for _ in range(600):
-        jobs, free = [], 16
-        for i in range(rng.randint(1, 30)):
-            n = rng.choice([0, 0, 0, 1, 2, 4])
-            gpus = tuple(f"g{free - k - 1}" for k in range(n)) if n <= free else ()
-            free -= len(gpus)
-            work = rng.lognormvariate(9, 2.0)
-            jobs.append(
-                Job(
-                    f"j{i}",
-                    float(i),
-                    work,
-                    max_gpus=rng.choice([1, 2, 4, 8, 16]),
-                    work_done=work * rng.random() * 0.5 * bool(gpus),
-                    speed=SpeedModel(rng.choice(profiles)),
-                    gpus=gpus,
-                    started=bool(gpus),
-                )
-            )
+        jobs = random_jobs(rng, profiles, 30, [0, 0, 0, 1, 2, 4], (9, 2.0), staggered=True)
         args = (16, rng.choice([0.0, 0.1, 0.5]), rng.choice([0.0, 0.3]), rng.choice([0.0, 1.0]))
         committed = rng.choice([0.0, 0.0, 5000.0])
         path = critical_path(jobs, committed, *args)
