@@ -37,28 +37,32 @@ async def job_state(jp_fetch, job_id, *states):
 
 
 async def test_long_job_shrinks_for_a_short_one_and_grows_back(jp_fetch):
-    a = await api(jp_fetch, "jobs", "POST", synthetic("A", 30_000, 4))
+    a = await api(jp_fetch, "jobs", "POST", synthetic("A", 60_000, 4))
 
-    async def a_on(n):
+    async def a_on(*counts):
         job = await api(jp_fetch, f"jobs/{a['id']}")
-        ok = job["state"] == "running" and len(job["gpus"]) == n
+        n = len(job["gpus"])
+        ok = job["state"] == "running" and n in counts
         ok = ok and (job["progress"] or {}).get("replicas") == n
         return job if ok else None
 
     await until(lambda: a_on(4), 40, "A alone on 4 GPUs")
     b = await api(jp_fetch, "jobs", "POST", synthetic("B", 2_000, 2))
-    await until(lambda: a_on(2), 40, "A resized to 2 GPUs for B")
+    # A is the critical path (nearly all the work): it keeps what ends it in time, 3 GPUs, and
+    # gives B the rest (by the order alone it would give 2).
+    shrunk = await until(lambda: a_on(1, 2, 3), 40, "A resized for B")
+    n = len(shrunk["gpus"])
     b_running = await until(lambda: job_state(jp_fetch, b["id"], "running", "done"), 30, "B runs")
-    assert len(b_running["gpus"]) in (0, 2)
+    assert len(b_running["gpus"]) in (0, 4 - n)
     await until(lambda: job_state(jp_fetch, b["id"], "done"), 60, "B to finish")
     a_final = await until(lambda: a_on(4), 60, "A back on 4 GPUs")
 
     # The trainer itself reported the replica counts it ran with.
-    assert replicas_reported(a_final["job_dir"])[:3] == [4, 2, 4]
+    assert replicas_reported(a_final["job_dir"])[:3] == [4, n, 4]
     # Every change has its reason in the event log.
     events = (await api(jp_fetch, f"jobs/{a['id']}/events"))["events"]
     resizes = [e for e in events if e["kind"] == "resize"]
-    assert [(len(e["data"]["from"]), len(e["data"]["to"])) for e in resizes][:2] == [(4, 2), (2, 4)]
+    assert [(len(e["data"]["from"]), len(e["data"]["to"])) for e in resizes][:2] == [(4, n), (n, 4)]
     assert all(e["message"].count(":") >= 1 and len(e["message"]) > 30 for e in resizes)
     assert a_final["resizes"] >= 2 and a_final["history"]
     await api(jp_fetch, f"jobs/{a['id']}/cancel", "POST", {})
@@ -105,20 +109,21 @@ async def test_a_tensorflow_job_is_resized_live(jp_fetch):
         {"name": "keras", "script": TF_SCRIPT, "min_gpus": 1, "max_gpus": 4},
     )
 
-    async def a_running_on(n):
+    async def a_running_on(*counts):
         job = await api(jp_fetch, f"jobs/{a['id']}")
         if job["state"] in ("failed", "cancelled"):
             raise AssertionError(f"the TF job ended: {job['error']}")
         p = job["progress"] or {}
-        return job if job["state"] == "running" and p.get("replicas") == n else None
+        return job if job["state"] == "running" and p.get("replicas") in counts else None
 
     await until(lambda: a_running_on(4), 120, "the TF job on 4 simulated GPUs")
     b = await api(jp_fetch, "jobs", "POST", synthetic("B", 1_500, 2))
-    await until(lambda: a_running_on(2), 120, "the TF job resized to 2")
+    shrunk = await until(lambda: a_running_on(1, 2, 3), 120, "the TF job resized for B")
+    n = shrunk["progress"]["replicas"]
     await until(lambda: job_state(jp_fetch, b["id"], "done"), 120, "B to finish")
     done = await until(lambda: job_state(jp_fetch, a["id"], "done"), 300, "the TF job to finish")
     seen = replicas_reported(done["job_dir"])
-    assert seen[:2] == [4, 2]
+    assert seen[:2] == [4, n]
     assert done["model_path"] and Path(done["model_path"]).exists()
     records = [
         json.loads(line)
@@ -127,4 +132,4 @@ async def test_a_tensorflow_job_is_resized_live(jp_fetch):
     steps = [r["global_step"] for r in records]
     assert steps == sorted(steps) and steps[-1] == 8 * 4096 // 32  # no step lost or repeated
     events = (await api(jp_fetch, f"jobs/{a['id']}/events"))["events"]
-    assert any(e["kind"] == "resize" and len(e["data"]["to"]) == 2 for e in events)
+    assert any(e["kind"] == "resize" and len(e["data"]["to"]) == n for e in events)
