@@ -97,7 +97,10 @@ def _chosen(frontier: Frontier, seconds_per_work: float) -> int:
 
 
 def horizon(options: list[_Options], committed_gpu_s: float, total: int) -> float:
-    """The earliest time (seconds from now) all the work could be done; see the module."""
+    """The earliest time (seconds from now) all the work could be done; see the module.
+
+    The rule as written, over every job's options. ``critical_path`` gets the same number
+    through ``_horizon``'s shortcuts; tests/core/test_critical_path.py checks the two agree."""
     work = committed_gpu_s + sum(o.cheapest for o in options)
     lo = max(work / total, max((o.fastest for o in options), default=0.0))
     return _fixed_point([o for o in options if o.gpu_time(lo) > o.cheapest], work, lo, total)
