@@ -28,7 +28,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import ClassVar
 
 from ..model import Decision, Job, Snapshot
@@ -117,26 +117,12 @@ class _Plan:
     frozen: str = ""  # why this job keeps its GPUs, or "" if it may change
     count: int = 0
     weight: float = 1.0
-    scale: float = 0.0  # weight x speed-up per unit of throughput: V(g) = scale x X(g) ...
-    penalty: float = 0.0  # ... less this at every count but the one it holds
+    #: V(g) for every count g the hand-out may give it (0 up to its top): its weighted
+    #: speed-up, less the resize penalty at every count but the one it holds.
+    values: list[float] = field(default_factory=list)
     critical: bool = False
     start: int = 0  # its GPUs when the hand-out begins (a reservation on the critical path)
     first: tuple[float, int] | None = None  # its first move in the hand-out: (ratio, count)
-
-    def __copy__(self) -> _Plan:
-        """``copy.copy`` without its generic machinery: ``holds`` walks copies of plans."""
-        return _Plan(
-            self.job,
-            self.key,
-            self.frozen,
-            self.count,
-            self.weight,
-            self.scale,
-            self.penalty,
-            self.critical,
-            self.start,
-            self.first,
-        )
 
 
 class _Reasons(Mapping[str, Reason]):
@@ -306,29 +292,23 @@ class AdaptivePolicy:
         return min(max(sum(fits) / len(fits), 0.0), 1.0) if fits else 1.0
 
     @staticmethod
-    def _best_move(plan: _Plan, free: int) -> tuple[float, int] | None:
-        """The allowed count above the current one with the best value gained per extra GPU:
-        a count's value V(g) is the job's weighted speed-up there, less the resize penalty
-        for leaving the count it holds."""
-        a, job = plan.count, plan.job
+    def _best_move(plan: _Plan, a: int, free: int) -> tuple[float, int] | None:
+        """The allowed count above ``a`` with the best value gained per extra GPU (``free``
+        GPUs to take from), from the plan's values V(g) (``_Plan.values``)."""
+        values = plan.values
         top = a + free
-        if job.max_gpus < top:
-            top = job.max_gpus
-        held = len(job.gpus)
-        if plan.frozen and held < top:  # resized moments ago: may shrink, not grow
-            top = held
-        first = a + 1 if a >= job.min_gpus else job.min_gpus
+        if top >= len(values):
+            top = len(values) - 1
+        lo = plan.job.min_gpus
+        first = a + 1 if a >= lo else lo
         if first > top:
             return None
-        curve = job.speed.curve(top)
-        scale, penalty = plan.scale, plan.penalty
-        here = scale * curve[a] if a == held else scale * curve[a] - penalty
-        best_ratio, best_g = _EPS, 0
+        here = values[a]
+        best_ratio, best_g, bar = _EPS, 0, _EPS + _EPS
         for g in range(first, top + 1):
-            value = scale * curve[g] if g == held else scale * curve[g] - penalty
-            ratio = (value - here) / (g - a)
-            if ratio > best_ratio + _EPS:
-                best_ratio, best_g = ratio, g
+            ratio = (values[g] - here) / (g - a)
+            if ratio > bar:
+                best_ratio, best_g, bar = ratio, g, ratio + _EPS
         return (best_ratio, best_g) if best_g else None
 
     # -- the decision ---------------------------------------------------------------------
@@ -373,14 +353,21 @@ class AdaptivePolicy:
             job = plan.job
             speed, lo = job.speed, job.min_gpus
             x_min = speed.throughput(lo)
-            plan.scale = weight * lo / x_min if x_min > 0 else 0.0
-            if job.gpus and job.resize_cost > 0:
+            scale = weight * lo / x_min if x_min > 0 else 0.0  # V(g) = scale x X(g) ...
+            held, penalty = len(job.gpus), 0.0  # ... less this at every count but ``held``
+            if held and job.resize_cost > 0:
                 # Leaving its count costs the share of its time left that a resize takes.
-                held = len(job.gpus)
                 r = job.remaining_time(held)
                 if 0 < r < math.inf:
-                    plan.penalty = weight * speed.speedup(lo, held) * job.resize_cost * margin / r
-            move = best_move(plan, free)
+                    penalty = weight * speed.speedup(lo, held) * job.resize_cost * margin / r
+            top = job.max_gpus if job.max_gpus < total else total
+            if plan.frozen and held < top:  # resized moments ago: may shrink, not grow
+                top = held
+            curve = speed.curve(top)
+            plan.values = values = [scale * x - penalty for x in curve[: top + 1]]
+            if held <= top:
+                values[held] = scale * curve[held]
+            move = best_move(plan, plan.count, free)
             plan.start, plan.first = plan.count, move
             if move:
                 heap.append((-move[0], i, move[1], plan.count))
@@ -389,14 +376,14 @@ class AdaptivePolicy:
             _, i, target, at = heapq.heappop(heap)
             plan = open_plans[i]
             if at != plan.count or target - plan.count > free:
-                move = best_move(plan, free)
+                move = best_move(plan, plan.count, free)
                 if move:
                     heapq.heappush(heap, (-move[0], i, move[1], plan.count))
                 continue
             free -= target - plan.count
             plan.count = target
             if target < plan.job.max_gpus:  # (at its maximum it has no move left)
-                move = best_move(plan, free)
+                move = best_move(plan, target, free)
                 if move:
                     heapq.heappush(heap, (-move[0], i, move[1], target))
 

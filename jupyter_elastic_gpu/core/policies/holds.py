@@ -39,7 +39,6 @@ working values and the time in, a time out.
 
 from __future__ import annotations
 
-import copy
 import heapq
 import math
 from bisect import bisect_left, bisect_right
@@ -188,7 +187,7 @@ def _ratios(
     lows: list[float | None] = []
     highs: list[float] = []
     for plan in open_plans:
-        if free and policy._best_move(plan, free):
+        if free and policy._best_move(plan, plan.count, free):
             return None  # it would take GPUs that are left
         if plan.count:
             # The most it can reach: the hand-out's GPUs less the others' reservations.
@@ -196,7 +195,7 @@ def _ratios(
             if low is None or not low > REL * plan.weight:
                 return None
             lows.append(low / plan.weight)
-            past = policy._best_move(plan, reach - plan.count)
+            past = policy._best_move(plan, plan.count, reach - plan.count)
         else:
             lows.append(None)
             past = plan.first
@@ -213,12 +212,10 @@ def _lowest_on_the_way(policy: AdaptivePolicy, plan: Plan, reach: int) -> float 
     move = plan.first
     if move is None or move[1] > plan.count:
         return None
-    lowest, step = move[0], None
+    lowest = move[0]
     while move[1] < plan.count:
-        if step is None:
-            step = copy.copy(plan)
-        step.count = move[1]
-        move = policy._best_move(step, reach - step.count)
+        at = move[1]
+        move = policy._best_move(plan, at, reach - at)
         if move is None or move[1] > plan.count:
             return None
         lowest = min(lowest, move[0])
