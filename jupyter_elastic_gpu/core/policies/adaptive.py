@@ -29,6 +29,7 @@ import heapq
 import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import ClassVar
 
 from ..model import Decision, Job, Snapshot
@@ -116,6 +117,7 @@ class _Plan:
     key: float
     frozen: str = ""  # why this job keeps its GPUs, or "" if it may change
     count: int = 0
+    left: float = 0.0  # seconds it needs to finish on the GPUs it holds (running jobs), R(held)
     weight: float = 1.0
     #: V(g) for every count g the hand-out may give it (0 up to its top): its weighted
     #: speed-up, less the resize penalty at every count but the one it holds.
@@ -155,9 +157,8 @@ class _Reasons(Mapping[str, Reason]):
         return repr(self._worked_out())
 
 
-def _rank(plan: _Plan) -> tuple[float, float, str]:
-    """Place in the order: smallest key first, then the earliest submitted."""
-    return plan.key, plan.job.submit_time, plan.job.id
+#: Place in the order: smallest key first, then the earliest submitted.
+_rank = attrgetter("key", "job.submit_time", "job.id")
 
 
 class AdaptivePolicy:
@@ -175,9 +176,11 @@ class AdaptivePolicy:
         return self._plans((job,), 0.0)[0].key
 
     def _plans(self, jobs: Iterable[Job], now: float) -> list[_Plan]:
-        """Each job's priority key, and why it keeps its GPUs now ("": it may change).
+        """Each job's priority key, its time left on its lease, and why it keeps its GPUs now
+        ("": it may change).
 
-        The hottest loop of a decision: ``Job.remaining_time`` is spelled out."""
+        The hottest loop of a decision: ``Job.remaining_time`` is spelled out, and the rest of
+        the decision reads the time left on the lease from here (``_Plan.left``)."""
         p = self.params
         aging = max(p.aging_s, _EPS)
         sticky = 1.0 - p.stickiness
@@ -198,23 +201,21 @@ class AdaptivePolicy:
                 plans.append(_Plan(job, key, IN_PROGRESS if job.pinned else ""))
                 continue
             key *= sticky
-            if job.pinned:
-                plans.append(_Plan(job, key, IN_PROGRESS))
-                continue
+            if left <= 0:
+                at_held = 0.0
+            else:
+                x = speed.throughput(held)
+                at_held = left / x if x > 0 else math.inf
             cost = job.resize_cost
-            if cost > 0:
-                if left <= 0:
-                    at_held = 0.0
-                else:
-                    x = speed.throughput(held)
-                    at_held = left / x if x > 0 else math.inf
-                if at_held <= p.finish_guard * cost:
-                    plans.append(_Plan(job, key, FINISHING))
-                    continue
-            frozen = ""
-            if job.last_change is not None and now - job.last_change < self.cooldown_s(job):
+            if job.pinned:
+                frozen = IN_PROGRESS
+            elif cost > 0 and at_held <= p.finish_guard * cost:
+                frozen = FINISHING
+            elif job.last_change is not None and now - job.last_change < self.cooldown_s(job):
                 frozen = RESIZED if job.resizes else STARTED
-            plans.append(_Plan(job, key, frozen))
+            else:
+                frozen = ""
+            plans.append(_Plan(job, key, frozen, left=at_held))
         return plans
 
     # -- step 2: the critical path --------------------------------------------------------
@@ -249,7 +250,7 @@ class AdaptivePolicy:
         for plan in plans if reservations else ():
             job = plan.job
             if job.gpus:
-                left = job.remaining_time(len(job.gpus))
+                left = plan.left
                 if left <= soon:
                     kept_for[job.id] = job.min_gpus
                 else:
@@ -339,7 +340,7 @@ class AdaptivePolicy:
         fitted, path, changes_in = True, None, math.inf
         if self.params.protect_critical:
             committed = (
-                sum(len(j.gpus) * j.remaining_time(len(j.gpus)) for j in kept_jobs),
+                sum(len(plan.job.gpus) * plan.left for plan in plans if plan.job.id in kept),
                 sum(len(j.gpus) for j in kept_jobs),
             )
             free, fitted, path, changes_in = self._reserve(open_plans, committed, total, free)
@@ -357,7 +358,7 @@ class AdaptivePolicy:
             held, penalty = len(job.gpus), 0.0  # ... less this at every count but ``held``
             if held and job.resize_cost > 0:
                 # Leaving its count costs the share of its time left that a resize takes.
-                r = job.remaining_time(held)
+                r = plan.left
                 if 0 < r < math.inf:
                     penalty = weight * speed.speedup(lo, held) * job.resize_cost * margin / r
             top = job.max_gpus if job.max_gpus < total else total

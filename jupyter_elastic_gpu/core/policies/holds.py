@@ -62,6 +62,7 @@ class Plan(Protocol):
     key: float  # priority key: smaller goes first
     frozen: str  # why it keeps its GPUs, or ""
     count: int  # GPUs it gets
+    left: float  # seconds it needs to finish on its lease (running jobs)
     weight: float  # its weight in the hand-out (open plans)
     start: int  # its GPUs when the hand-out begins: 0, or its reservation (critical path)
     first: tuple[float, int] | None  # its first move in the hand-out (from ``start``)
@@ -111,7 +112,7 @@ def frozen_holds_until(policy: AdaptivePolicy, now: float, plans: Sequence[Plan]
         cost, held = job.resize_cost, len(job.gpus)
         if cost > 0:
             guard = p.finish_guard * cost
-            left = job.remaining_time(held)  # falls by one second per second (inf: no speed)
+            left = plan.left  # falls by one second per second (inf: no speed)
             if left <= guard:
                 continue  # about to finish already: locked, and stays so
             if left < math.inf:
