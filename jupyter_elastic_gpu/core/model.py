@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 
 from .fairshare import FairShare
 from .reasons import Reason
@@ -115,8 +116,9 @@ class Snapshot:
         if len(set(job_ids)) != len(job_ids):
             raise ValueError("job ids must be unique")
 
-    @property
+    @cached_property
     def usable_gpus(self) -> tuple[Gpu, ...]:
+        """The healthy GPUs; worked out once (a policy and the rules around it ask often)."""
         return tuple(g for g in self.gpus if g.healthy)
 
 
