@@ -8,7 +8,7 @@ state, which is what makes a policy mean the same thing in a benchmark and in pr
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, make_dataclass
 from functools import cached_property
 
 from .fairshare import FairShare
@@ -87,6 +87,22 @@ class Job:
     def remaining_time(self, gpus: int) -> float:
         """R(g): seconds to finish at ``gpus`` GPUs, from the speed model."""
         return self.speed.remaining_time(self.remaining_work, gpus)
+
+
+#: ``Job``'s slots in a class that is neither frozen nor checked, which ``trusted_job`` fills at
+#: plain attribute speed and then makes a Job.
+_JobValues = make_dataclass(
+    "_JobValues", [f.name for f in fields(Job)], slots=True, eq=False, repr=False
+)
+
+
+def trusted_job(*values: object) -> Job:
+    """A Job of every field's value in order, without ``Job``'s checks, three times faster than
+    ``Job(*values)``: for a driver that builds the same jobs again and again and had each
+    through ``Job``'s checks once (the simulator, at each decision)."""
+    job = _JobValues(*values)
+    job.__class__ = Job
+    return job
 
 
 @dataclass(frozen=True)

@@ -7,7 +7,7 @@ import gc
 import pytest
 
 from jupyter_elastic_gpu.core.mechanism import Mechanism, sidecar, termination
-from jupyter_elastic_gpu.core.model import Job
+from jupyter_elastic_gpu.core.model import InvalidJob, Job
 from jupyter_elastic_gpu.core.policies import POLICIES, make_policy
 from jupyter_elastic_gpu.sim.bounds import lower_bounds
 from jupyter_elastic_gpu.sim.compare import Costs, compare, parse_run
@@ -202,7 +202,8 @@ def test_a_snapshot_shows_each_job_as_the_simulation_has_it():
     job.work_done, job.gpus, job.started, job.pause_until = 30.0, ("n0-g0", "n0-g1"), True, 60.0
     job.attained_gpu_s, job.queued_s, job.resizes, job.last_change = 70.0, 5.0, 3, 45.0
     (seen,) = sim._snapshot().jobs
-    assert seen == Job(
+    (again,) = sim._snapshot().jobs  # built without Job's checks, which the first one passed
+    assert type(again) is Job and again == seen == Job(
         id="a",
         submit_time=0.0,
         total_work=100.0,
@@ -220,3 +221,9 @@ def test_a_snapshot_shows_each_job_as_the_simulation_has_it():
         last_change=45.0,
         pinned=True,
     )
+
+
+def test_a_job_no_policy_could_honour_is_refused_when_it_comes_in():
+    wl = Workload("w", [linear_job("a", 0, 100), linear_job("b", 10, 100, lo=3, hi=2)])
+    with pytest.raises(InvalidJob, match="job b: max_gpus"):
+        simulate(wl, make_policy("adaptive"), FREE, one_node(4))

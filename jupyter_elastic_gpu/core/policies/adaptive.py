@@ -412,6 +412,7 @@ class AdaptivePolicy:
                     now,
                     until,
                     start=path,
+                    first_end=min((plan.left for plan in plans if plan.job.gpus), default=None),
                 )
                 if fitted
                 else now

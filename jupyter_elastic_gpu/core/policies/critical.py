@@ -496,16 +496,20 @@ def path_holds_until(
     until: float,
     tries: int = 4,
     start: CriticalPath | None = None,
+    first_end: float | None = None,
 ) -> float:
     """How long, up to ``until``, the critical path of ``jobs`` (``kept``: the leases kept
     whatever happens) stays what it is while time passes: ``until`` itself, or a shorter span
     (halved up to ``tries`` times) that ``holds_between`` can vouch for, or ``now``.
 
     Spans end before the first running job could finish (a completion is an event anyway).
-    ``start``: the path now, if already worked out (``critical_path`` of these ``jobs``).
+    ``start``: the path now, if already worked out (``critical_path`` of these ``jobs``);
+    ``first_end``: likewise the least ``remaining_time`` on its lease of the running jobs.
     """
-    running = [j.remaining_time(len(j.gpus)) for j in (*jobs, *kept) if j.gpus]
-    end = min(until, now + min(running, default=math.inf))
+    running = [j for j in (*jobs, *kept) if j.gpus]
+    if first_end is None:
+        first_end = min((j.remaining_time(len(j.gpus)) for j in running), default=math.inf)
+    end = min(until, now + first_end)
     if end <= now:
         return now
     if not running:
