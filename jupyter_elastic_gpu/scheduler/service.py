@@ -56,6 +56,7 @@ from .principal import Principal
 from .retention import Retention
 from .shares import ShareLedger, check_group, check_weight
 from .store import Store
+from .waits import wait_at_most
 
 #: What a queued job of a user whose own Jupyter server is gone says (``server_timeout``).
 WAITING_FOR_SERVER = (
@@ -292,8 +293,7 @@ class SchedulerService(LoggingConfigurable):
                 self.log.exception("elastic-gpu: scheduler step failed")
             if decide:
                 last_decision = now
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), timeout=1.0)
+            await wait_at_most(self._wake.wait(), 1.0)
             await asyncio.sleep(0.05)  # let events that arrive together share one decision
 
     async def step(self, now: float | None = None, decide: bool = True) -> None:
@@ -378,10 +378,7 @@ class SchedulerService(LoggingConfigurable):
     async def wait_updates(self, since: int, timeout: float) -> int:
         """Return as soon as the state version passes ``since`` (or at the timeout)."""
         async with self._changed:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(
-                    self._changed.wait_for(lambda: self.version > since), timeout
-                )
+            await wait_at_most(self._changed.wait_for(lambda: self.version > since), timeout)
             return self.version
 
     def pending_launches(self, who: Principal) -> list[LaunchRequest]:
