@@ -271,12 +271,27 @@ def test_sidecar_sigkill_leaves_no_trainer(tmp_path):
     wait_for(lambda: not trainer_pids_alive(kids), timeout=10, what="every child to die")
 
 
+def stop_signal_blocked(pid: int) -> bool:
+    """Whether the trainer ``pid`` has taken over its stop signal (``StopRequest.install``
+    blocks it first thing; before that, the signal's default action would end it)."""
+    try:
+        with open(f"/proc/{pid}/status") as f:
+            mask = next(line.split()[1] for line in f if line.startswith("SigBlk:"))
+    except (OSError, StopIteration):
+        return False
+    return bool(int(mask, 16) & (1 << (signal.SIGUSR1 - 1)))
+
+
 def test_resize_while_the_trainer_starts_does_not_wait_for_it(tmp_path):
     job = tmp_path / "job"
     proc = start(job, "--gpus", "0,1", "--simulated", "--epochs", "1", "--",
                  str(SCRIPTS / "seq_tfdata.py"))  # fmt: skip
     wait_for(lambda: (job / "status.json").exists() and status(job)["trainer_pid"], timeout=30,
              proc=proc, what="a trainer")  # fmt: skip
+    # The resize must come while the trainer imports TensorFlow (seconds), not in the moment
+    # before its interpreter has taken the stop signal over.
+    pid = status(job)["trainer_pid"]
+    wait_for(lambda: stop_signal_blocked(pid), timeout=30, proc=proc, what="the trainer's handler")
     assert cli("resize", "--job-dir", str(job), "--gpus", "0,1,2,3").returncode == 0
     code, _, err = finish(proc)
     assert code == P.EXIT_DONE, err
