@@ -56,8 +56,9 @@ async def test_what_finished_in_time_what_did_not_and_what_failed():
 async def test_a_wait_on_a_condition_that_times_out_gives_its_lock_back():
     cond = asyncio.Condition()
     async with cond:
-        assert await wait_at_most(cond.wait_for(lambda: False), 0.0) is False
-        assert cond.locked()  # held again, as on entry: the block's exit releases it
+        # A timeout above zero: the wait has begun (it let go of the lock) when it is cut.
+        assert await wait_at_most(cond.wait_for(lambda: False), 0.01) is False
+        assert cond.locked()  # taken back before the return, as on entry: the exit releases it
     assert not cond.locked()
     async with cond:  # nothing left waiting holds or wants it
         cond.notify_all()
