@@ -225,6 +225,7 @@ class ProgressRecord(Lenient):
     pid: Pid | None = None
     resumed_from: Count | None = None
     replayed: Count | None = None
+    ready_at: Seconds | None = None
     epoch_end: bool | None = None
     stopped: bool | None = None
 

@@ -63,6 +63,7 @@ class Runtime:
         self.samples = 0
         self.last_model = None
         self.first_step_reported = False
+        self.ready_at: float | None = None  # wall time TensorFlow was imported (first record)
         self.session: FitSession | None = None  # the fit in progress
         self.safe: str | None = None  # "clean" | "save" | None: see callback.py
         self.safe_lock = threading.Lock()

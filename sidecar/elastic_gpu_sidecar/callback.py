@@ -125,6 +125,7 @@ class ElasticCallback(keras.callbacks.Callback):
                 pid=self.rt.pid,
                 resumed_from=self.s.resumed_step,
                 replayed=self.s.plan.replayed,
+                ready_at=self.rt.ready_at,
             )
         elif self._last_t is None or time.monotonic() - self._last_t >= self.rt.progress_interval:
             self._report(logs)

@@ -30,8 +30,18 @@ class Measurements:
         return {str(r): round(statistics.median(v), 3) for r, v in self.throughput.items() if v}
 
     def resize_cost(self) -> float | None:
-        """Mean pause of the resizes measured so far, in seconds."""
-        pauses = [r["pause_s"] for r in self.resizes if r.get("pause_s") is not None]
+        """What the next resize is expected to pause the job: the mean of those so far, seconds.
+
+        With the standby interpreter on, a resize that came before the standby was ready (it
+        starts after a trainer's first step) waited for TensorFlow's import, which the next
+        resize will not: such a pause counts without its ``import_wait_s``. Otherwise one early
+        resize would make the job look seconds dearer to resize than it is, for its whole life.
+        """
+        pauses = [
+            r["pause_s"] - (r.get("import_wait_s") or 0.0)
+            for r in self.resizes
+            if r.get("pause_s") is not None
+        ]
         return round(statistics.fmean(pauses), 3) if pauses else None
 
     def resize_requested(
@@ -52,8 +62,21 @@ class Measurements:
         self.resizes.append(entry)
         return entry
 
-    def first_step(self, record: dict, reached: int | None, gpus: list[str]) -> str:
-        """Close the pending resize (if any) on the trainer's first step; the line to log."""
+    def first_step(
+        self,
+        record: dict,
+        reached: int | None,
+        gpus: list[str],
+        *,
+        handed_at: float | None = None,
+        standby: bool = False,
+    ) -> str:
+        """Close the pending resize (if any) on the trainer's first step; the line to log.
+
+        ``handed_at`` is when the sidecar started the trainer (or handed the standby its
+        lease); ``standby`` whether this job keeps a standby interpreter. The record's
+        ``ready_at`` then tells how long the pause waited for TensorFlow's import.
+        """
         resumed = record.get("resumed_from")
         replayed = record.get("replayed") or 0
         lost = None
@@ -68,9 +91,16 @@ class Measurements:
             entry["pause_s"] = round(record["t"] - entry["requested_at"], 3)
             entry["lost_steps"] = lost
             entry["replayed_steps"] = replayed
+            ready = record.get("ready_at")
+            waited = ""
+            if standby and handed_at is not None and isinstance(ready, (int, float)):
+                wait = round(min(max(0.0, ready - handed_at), entry["pause_s"]), 3)
+                entry["import_wait_s"] = wait
+                if wait >= 0.5:
+                    waited = f"; {wait:.2f} s of it waited for TensorFlow's import"
             return (
                 f"first step on {where} ({len(gpus)} replicas) {entry['pause_s']:.2f} s after "
-                f"the request; lost {lost} steps"
+                f"the request; lost {lost} steps{waited}"
             )
         if lost is not None:
             return f"trainer resumed at step {resumed}; {lost} steps lost since the crash"

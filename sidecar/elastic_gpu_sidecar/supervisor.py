@@ -83,6 +83,7 @@ class Sidecar:
         self.state = S.STARTING
         self.last_progress: dict | None = None
         self.first_step_seen = False
+        self.started_trainer_at: float | None = None  # wall time of the last trainer start
         self._lock = threading.RLock()
         self._bad_lease: str | None = None
         self._signals = {"nudge": False, "cancel": 0}
@@ -290,7 +291,14 @@ class Sidecar:
 
     def _on_first_step(self, rec: dict) -> None:
         self.first_step_seen = True
-        self.log(self.measured.first_step(rec, self.reached, self.running.gpus))
+        line = self.measured.first_step(
+            rec,
+            self.reached,
+            self.running.gpus,
+            handed_at=self.started_trainer_at,
+            standby=self._standby_on(),
+        )
+        self.log(line)
         self._set_state(S.RUNNING)
 
     # -- trainer lifecycle --------------------------------------------------------------------
@@ -305,6 +313,7 @@ class Sidecar:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.job / P.TRAINER_ERROR)
         self.first_step_seen = False
+        self.started_trainer_at = time.time()
         proc, from_standby = self.spawner.start(lease)
         self.proc = proc
         self.running = lease
@@ -317,10 +326,12 @@ class Sidecar:
         state = {"start": S.STARTING, "resize": S.RESIZING}.get(reason, S.RESTARTING)
         self._set_state(state)
 
+    def _standby_on(self) -> bool:
+        return self.opts.standby and self.opts.mechanism == P.Mechanism.SIDECAR
+
     def _maybe_standby(self) -> None:
         # after the first step (not to slow the start), never while the trainer is replaced
-        ready = self.first_step_seen and self.stopping is None
-        if self.opts.standby and self.opts.mechanism == P.Mechanism.SIDECAR and ready:
+        if self._standby_on() and self.first_step_seen and self.stopping is None:
             self.spawner.ensure_standby()
 
     def _reconcile(self) -> None:

@@ -92,10 +92,12 @@ def main(argv: list[str] | None = None) -> int:
         with startup_notices_hidden():  # the job's log starts with the job, not TF's notices
             from . import bootstrap, strategy, tlog
 
+        ready_at = round(time.time(), 3)  # from a ready standby: at once
         tlog.T0 = t0
         tlog.log("TensorFlow ready")
         strategy.setup_strategy(gpus, simulated)
         rt = bootstrap.Runtime(job, config, generation, gpus, stop)
+        rt.ready_at = ready_at
         bootstrap.install(rt)
         stop.on_signal = rt.on_stop_signal
     except Exception as e:

@@ -68,6 +68,7 @@ def check_resized_run(job, expected_steps, code, err, plan):
     assert [(r["from_gpus"], r["to_gpus"]) for r in st["resizes"]] == list(
         itertools.pairwise(leases)
     )
+    assert all(0 <= r["import_wait_s"] <= r["pause_s"] for r in st["resizes"])
     assert all(r["pause_s"] > 0 for r in st["resizes"])
     # the loss continues across each resize instead of starting over
     first_loss = next(r["loss"] for r in recs if r["loss"] is not None)
@@ -299,3 +300,7 @@ def test_resize_while_the_trainer_starts_does_not_wait_for_it(tmp_path):
     assert "stop requested before training started: exiting at once" in log
     assert {r["replicas"] for r in progress(job)} == {4}  # generation 1 never trained
     assert progress(job)[-1]["global_step"] == 256
+    # no standby yet (it starts after a first step): the pause waited for TensorFlow's import,
+    # which the job's resize cost leaves out
+    (resize,) = status(job)["resizes"]
+    assert 0 < resize["import_wait_s"] <= resize["pause_s"]

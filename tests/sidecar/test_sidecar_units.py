@@ -13,6 +13,7 @@ from elastic_gpu_sidecar.checkpoint import CheckpointStore
 from elastic_gpu_sidecar.cli import format_status
 from elastic_gpu_sidecar.errors import describe, hint_for
 from elastic_gpu_sidecar.jobdir import JobDir, ProgressTail, atomic_write_json, read_json
+from elastic_gpu_sidecar.measurements import Measurements
 from elastic_gpu_sidecar.synthetic import parse_profile, speed_at
 
 
@@ -197,3 +198,54 @@ def test_sidecar_package_stays_light():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+def _resize(m: Measurements, requested_at: float, first_at: float, **first) -> dict:
+    m.pending = m.resize_requested(2, ["0"], ["0", "1"], requested_at, "sidecar")
+    m.first_step({"t": first_at, "first": True, "resumed_from": 0, **first}, 0, ["0", "1"])
+    return m.resizes[-1]
+
+
+def test_resize_cost_is_the_mean_pause():
+    m = Measurements()
+    assert m.resize_cost() is None
+    _resize(m, 100.0, 102.0)
+    _resize(m, 200.0, 204.0)
+    assert m.resize_cost() == 3.0
+
+
+def test_a_pause_that_waited_for_the_import_counts_without_it():
+    # a resize before the standby interpreter was ready: 1 s to stop, 6 s of import, 1 s to
+    # the first step; the next resize will find the standby ready
+    m = Measurements()
+    m.pending = m.resize_requested(2, ["0"], ["0", "1"], 100.0, "sidecar")
+    record = {"t": 108.0, "first": True, "resumed_from": 5, "ready_at": 107.0}
+    line = m.first_step(record, 5, ["0", "1"], handed_at=101.0, standby=True)
+    entry = m.resizes[-1]
+    assert entry["pause_s"] == 8.0 and entry["import_wait_s"] == 6.0
+    assert "6.00 s of it waited for TensorFlow's import" in line
+    assert m.resize_cost() == 2.0
+    # from a ready standby the trainer goes on at once: the whole pause counts
+    m.pending = m.resize_requested(3, ["0", "1"], ["0"], 200.0, "sidecar")
+    record = {"t": 201.5, "first": True, "resumed_from": 9, "ready_at": 200.4}
+    line = m.first_step(record, 9, ["0"], handed_at=200.5, standby=True)
+    assert m.resizes[-1]["import_wait_s"] == 0.0 and "import" not in line
+    assert m.resize_cost() == 1.75
+
+
+def test_without_a_standby_every_resize_pays_the_import():
+    m = Measurements()
+    m.pending = m.resize_requested(2, ["0"], ["0", "1"], 100.0, "termination")
+    record = {"t": 108.0, "first": True, "resumed_from": 5, "ready_at": 107.0}
+    m.first_step(record, 5, ["0", "1"], handed_at=101.0, standby=False)
+    assert "import_wait_s" not in m.resizes[-1] and m.resize_cost() == 8.0
+
+
+def test_resize_cost_survives_a_sidecar_restart():
+    m = Measurements()
+    _resize(m, 100.0, 102.0)
+    m.pending = m.resize_requested(3, ["0", "1"], ["0"], 200.0, "sidecar")
+    m.first_step({"t": 209.0, "first": True, "ready_at": 208.0}, None, ["0"], handed_at=201.0,
+                 standby=True)  # fmt: skip
+    again = Measurements(json.loads(json.dumps(m.resizes)))  # status.json's copy
+    assert again.resize_cost() == m.resize_cost() == 2.0
