@@ -159,6 +159,10 @@ class Runtime:
         source = None
         if k == m["fit_index"]:
             source = self.resume
+        elif m.get("slot") == slot:
+            # a later fit of this same model resumes from its own checkpoint, which restores
+            # the model: this fit's checkpoint would be overwritten (and may be pruned by now)
+            source = None
         else:
             st = self.slot_states.get(str(slot))
             if st and st.get("fit") == k:

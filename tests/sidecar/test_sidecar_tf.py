@@ -105,8 +105,24 @@ def test_resize_keeps_every_step(tmp_path, keras, script, n_features, steps, pla
     if script == "subclassed_strategy.py":
         assert "the script's MirroredStrategy() is the job's strategy (4 replicas)" in log
         assert "replicas in sync: 4" in log and "replicas in sync: 1" in log
-        assert "fit 0 finished before the restart: restored its result" in log
+        # the third generation starts in fit 1, on the same model: fit 1's checkpoint restores
+        # it, so fit 0's (pruned once fit 1 has checkpointed twice) is not read
+        assert "fit 0 finished before the restart: skipped (a later fit restores" in log
+        assert "is damaged" not in log
     assert "batch policy keep-global: global batch 32 -> per-replica 8 on 4 replicas" in log
+
+
+def test_a_finished_fit_of_another_model_is_restored_from_its_own_checkpoint(tmp_path):
+    job = tmp_path / "job"
+    # fit 0 (the first model) has 32 steps; the resize comes in fit 1, on the second model
+    plan = [("0,1", None), ("0", 60)]
+    code, err = run_resized(job, "two_models.py", plan=plan, extra=("--checkpoint-interval", "1"))
+    assert code == P.EXIT_DONE, err
+    log = (job / "trainer.log").read_text()
+    assert re.search(r"fit 0 finished before the restart: restored its result from ckpt-\d+", log)
+    sums = re.findall(r"first model weights sum (\S+)", log)
+    assert len(sums) == 2 and sums[0] == sums[1], sums  # the same weights in both generations
+    assert "is damaged" not in log
 
 
 def test_numpy_input_with_callbacks_and_validation(tmp_path, keras):
