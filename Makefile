@@ -7,6 +7,8 @@ DEMO := out/demo
 TF := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 \
 	&& echo cuda || echo cpu)
 PORT ?= 8888
+# pytest-xdist workers for `make test` (files that must not overlap share one: tests/conftest.py)
+TEST_WORKERS ?= 2
 
 .PHONY: start test simulate lint node
 
@@ -25,7 +27,7 @@ start: node
 test: node
 	bash .ci/install-test-deps
 	$(PIP) install -q -e ".[test]"
-	$(PYTHON) -m pytest --durations=25
+	$(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 ## Node.js builds the JupyterLab extension from a checkout (a wheel needs none): from Debian's
 ## packages where it is missing.

@@ -19,6 +19,40 @@ STUCK_THREAD_WAIT_S = 30.0
 _EXIT_STATUS = pytest.StashKey[int]()
 
 
+#: Test files that run one after the other on one worker when the suite runs on several
+#: (``make test``: pytest-xdist, ``--dist loadfile``); every other file is a unit of its own,
+#: so its module-wide servers start once. The real TensorFlow stories (a resize that pays off,
+#: a job that grows back) need a core to themselves; a JupyterHub and a Ray cluster are one
+#: per worker, so their files stay together. Paths are from the repository's root.
+WORKER_GROUPS = {
+    "tensorflow": (
+        "tests/binder/",
+        "tests/browser/test_job_card_in_lab.py",
+        "tests/notebook/test_notebooks.py",
+        "tests/scheduler/test_live.py",
+        "tests/sidecar/test_sidecar_callbacks.py",
+        "tests/sidecar/test_sidecar_tf.py",
+    ),
+    "hub": ("tests/hub/", "tests/browser/test_hub_login.py", "tests/browser/test_admin_page.py"),
+    "ray": ("tests/cluster/",),
+}
+
+
+def pytest_xdist_make_scheduler(config, log):
+    """``--dist loadfile`` with the files of ``WORKER_GROUPS`` kept together. (xdist's own
+    ``loadgroup`` does not group under pytest 9.2: pytest-dev/pytest-xdist#1386.)"""
+    if config.getvalue("dist") != "loadfile":
+        return None
+    from xdist.scheduler import LoadFileScheduling
+
+    class GroupedFiles(LoadFileScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            path = nodeid.split("::", 1)[0]
+            return next((g for g, files in WORKER_GROUPS.items() if path.startswith(files)), path)
+
+    return GroupedFiles(config, log)
+
+
 def pytest_sessionfinish(session, exitstatus):
     session.config.stash[_EXIT_STATUS] = int(exitstatus)
 

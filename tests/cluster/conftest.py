@@ -5,6 +5,8 @@ start), put back to those two nodes before each test."""
 from __future__ import annotations
 
 import os
+import shutil
+import tempfile
 
 import pytest
 
@@ -49,10 +51,14 @@ class LocalCluster:
 
 
 @pytest.fixture(scope="module")
-def local_cluster(tmp_path_factory):
-    cluster = LocalCluster(tmp_path_factory.mktemp("ray"))
+def local_cluster():
+    # A short folder of its own: Ray's socket paths under it must stay within AF_UNIX's 107
+    # bytes, which pytest's temp folders (longer under pytest-xdist's workers) can pass.
+    tmp = tempfile.mkdtemp(prefix="ray-")
+    cluster = LocalCluster(tmp)
     yield cluster
     cluster.shutdown()
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 @pytest.fixture
