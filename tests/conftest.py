@@ -38,6 +38,7 @@ WORKER_GROUPS = {
 }
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: without it, never called
 def pytest_xdist_make_scheduler(config, log):
     """``--dist loadfile`` with the files of ``WORKER_GROUPS`` kept together. (xdist's own
     ``loadgroup`` does not group under pytest 9.2: pytest-dev/pytest-xdist#1386.)"""
