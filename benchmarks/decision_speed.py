@@ -8,6 +8,7 @@ it holds (``Decision.holds_until``). ``--check`` also runs the plain tick-by-tic
 asks the policy at every tick, and says whether the two runs are the same.
 
     python benchmarks/decision_speed.py [--data DIR] [--repeat 20] [--philly-jobs N] [--check]
+        [--adaptive protect_critical=false]
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import statistics
 import time
 from dataclasses import replace
 
-from _common import command_line, trace_data
+from _common import adaptive_params, add_adaptive_option, command_line, trace_data
 
 from jupyter_elastic_gpu.core import Gpu, Job, Snapshot, SpeedModel
 from jupyter_elastic_gpu.core.mechanism import sidecar
@@ -80,11 +81,13 @@ def main() -> None:
         action="store_true",
         help="also run the tick-by-tick replay (every tick decided) and compare the two runs",
     )
+    add_adaptive_option(ap)
     args = ap.parse_args()
+    params = adaptive_params(ap, args.adaptive)
     print(f"$ {command_line()}\n")
 
     snap = big_snapshot()
-    policy = make_policy("adaptive")
+    policy = make_policy("adaptive", **params)
     times = []
     for _ in range(args.repeat):
         t0 = time.perf_counter()
@@ -117,6 +120,9 @@ def main() -> None:
         f"{result.decisions:,} decisions made, {result.skipped:,} held and skipped; "
         f"{result.resizes:,} resizes; reading the trace {read_s:.1f} s)  "
         f"(target < 60 s: {'met' if sim_s < 60 else 'NOT met'})"
+    )
+    print(
+        "  decisions made at: " + "; ".join(f"{why} {n:,}" for why, n in result.decided_on.items())
     )
     if args.check:
         t0 = time.perf_counter()

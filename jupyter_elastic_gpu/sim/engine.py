@@ -69,6 +69,17 @@ if tuple(f.name for f in fields(Job)) != _JOB_FIELDS:  # pragma: no cover
     raise ImportError("core.model.Job's fields changed: update sim.engine._snapshot to match")
 
 
+#: Why the engine asked the policy (``SimResult.decided_on``): what changed since the last
+#: decision, or why the decision it held could not be taken again.
+ON_EVENT = "an arrival or a completion"
+ON_SURPRISE = "a pause ended on a speed off its model"
+AFTER_PAUSE = "a tick after a pause's end (a new measurement)"
+AFTER_CHANGE = "the first tick after a change of leases"
+NO_PROMISE = "a tick, no promise"
+PROMISE_ENDED = "a tick, its promise ended"
+EVERY_TICK = "a tick (every tick decided)"
+
+
 class SimulationStalled(RuntimeError):
     """The policy and mechanism make no progress (e.g. resizes that lose work, forever)."""
 
@@ -180,6 +191,8 @@ class SimResult:
     #: Decisions made; ``skipped``: ticks that took the last decision, which held.
     decisions: int
     skipped: int = 0
+    #: Decisions made, by why they were asked for (``ON_EVENT`` ...).
+    decided_on: dict[str, int] = field(default_factory=dict)
     #: The most GPUs each user's jobs held at once (after any decision).
     user_peak_gpus: dict[str, int] = field(default_factory=dict)
     #: (time, {user: GPUs held}) at every change: each user's share over time.
@@ -288,6 +301,8 @@ class Simulation:
         self.timeline: list[tuple[float, int]] = [(0.0, 0)]
         self.decisions = 0
         self.skipped = 0
+        self.decided_on: dict[str, int] = {}
+        self.changed = False  # the last decision changed a lease
         # The last decision, until when its policy said it holds, and when it was made.
         self.promise: Decision | None = None
         self.promise_until = -math.inf
@@ -456,9 +471,22 @@ class Simulation:
         """The last decision holds at ``t``: its policy said so, and only time has passed."""
         return self.clean and t < self.promise_until and t < self.watch
 
-    def _decide(self, check: bool = False) -> None:
-        """Decide now and carry it out; with ``check``, the last decision held: verify that
-        this one is the same (``SimConfig.check_holds``) and keep the promise it came with."""
+    def _why_now(self, t: float) -> str:
+        """Why the last decision cannot be taken again at the tick ``t`` (``_holds`` is False)."""
+        if not self.clean:
+            return ON_EVENT  # (decisions in rounds: it waited for the tick)
+        if self.changed:
+            return AFTER_CHANGE  # a decision that changes leases promises nothing
+        if t >= self.watch:
+            return AFTER_PAUSE
+        if self.promise is None or self.promise.holds_until is None:
+            return NO_PROMISE
+        return PROMISE_ENDED
+
+    def _decide(self, why: str, check: bool = False) -> None:
+        """Decide now (``why``: ``ON_EVENT`` ...) and carry it out; with ``check``, the last
+        decision held: verify that this one is the same (``SimConfig.check_holds``) and keep
+        the promise it came with."""
         # Finished jobs give their GPUs back before anyone else is placed.
         for job in self.active:
             if job.finish is not None and job.gpus:
@@ -470,6 +498,7 @@ class Simulation:
             return
         decision = decide(self.policy, self._snapshot(), self.now)
         self.decisions += 1
+        self.decided_on[why] = self.decided_on.get(why, 0) + 1
         if check:
             self._check(decision)
         else:
@@ -486,6 +515,8 @@ class Simulation:
         changes.sort(key=lambda c: len(c[1]) - len(c[0].gpus))
         for job, new in changes:
             self._apply(job, new)
+        if not check:
+            self.changed = bool(changes)
         self._record()
         # What the next snapshot sees besides time: a pause's end, with its measurement.
         self.clean, self.quiet = True, None
@@ -593,21 +624,21 @@ class Simulation:
             if tick:
                 next_tick += cfg.tick_s * max(1, math.floor((t - next_tick) / cfg.tick_s) + 1)
             if not cfg.rounds and (event or (t == next_pause_end and self._surprised())):
-                self._decide()
+                self._decide(ON_EVENT if event else ON_SURPRISE)
             elif tick and not self._quiet():
                 if not self._holds(t):
-                    self._decide()
+                    self._decide(self._why_now(t))
                 elif cfg.check_holds:
-                    self._decide(check=True)
+                    self._decide(EVERY_TICK, check=True)
                 elif cfg.skip_held:
                     self.skipped += 1
                     continue
                 else:
-                    self._decide()
+                    self._decide(EVERY_TICK)
             else:
                 continue
             soon = self._next_changes()  # the decision may have changed any lease
-        self._decide()
+        self._decide(ON_EVENT)
         return self._result()
 
     def _result(self) -> SimResult:
@@ -637,6 +668,7 @@ class Simulation:
             lost_gpu_s=sum(j.lost_gpu_s for j in self.jobs),
             decisions=self.decisions,
             skipped=self.skipped,
+            decided_on=dict(sorted(self.decided_on.items(), key=lambda kv: -kv[1])),
             user_peak_gpus=dict(sorted(self.user_peak.items())),
             user_timeline=self.user_timeline,
         )

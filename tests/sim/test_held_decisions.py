@@ -13,7 +13,14 @@ from jupyter_elastic_gpu.core.model import Decision, Snapshot
 from jupyter_elastic_gpu.core.placement import place
 from jupyter_elastic_gpu.core.policies import make_policy
 from jupyter_elastic_gpu.sim import data
-from jupyter_elastic_gpu.sim.engine import BrokenPromise, SimConfig, SimResult, simulate
+from jupyter_elastic_gpu.sim.engine import (
+    EVERY_TICK,
+    ON_EVENT,
+    BrokenPromise,
+    SimConfig,
+    SimResult,
+    simulate,
+)
 from jupyter_elastic_gpu.sim.generate import generate_workload
 from jupyter_elastic_gpu.sim.traces.philly import read_philly
 from jupyter_elastic_gpu.sim.traces.pollux import scaling_curves
@@ -40,6 +47,12 @@ def three_ways(workload, mechanism, config, **params):
     assert same_run(held, every) and same_run(held, checked)
     assert every.skipped == checked.skipped == 0
     assert held.decisions + held.skipped == every.decisions == checked.decisions
+    # Each decision made is counted once under why it was asked for; the held run asks at
+    # every event as the tick-by-tick one does, and never for a tick whose decision held.
+    for run in (held, every, checked):
+        assert sum(run.decided_on.values()) == run.decisions
+    assert held.decided_on.get(ON_EVENT) == every.decided_on.get(ON_EVENT)
+    assert EVERY_TICK not in held.decided_on
     return held
 
 
