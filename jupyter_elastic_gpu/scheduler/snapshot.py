@@ -103,12 +103,33 @@ def build(
     )
     per_node = Counter(g.node for g in gpus)
     widest = max(per_node.values(), default=0)  # a job runs on one node: no wider than one
+    known = {g.id for g in gpus}
+    usable = {g.id for g in gpus if g.healthy}
     jobs = tuple(
-        _within(core_job(j, default_resize_cost_s), widest)
+        _within(
+            _holding(
+                core_job(j, default_resize_cost_s),
+                usable if j.state == JobState.STOPPING else known,
+            ),
+            widest,
+        )
         for j in jobs
         if not j.final and not (j.held and j.state == JobState.QUEUED)
     )
     return Snapshot(gpus, jobs, user_gpu_cap)
+
+
+def _holding(job: Job, counted: Collection[str]) -> Job:
+    """``job`` holding only the GPUs of ``counted`` that it holds.
+
+    A GPU that left the inventory (its node lost, the device gone) is held by nobody: a lease
+    mid-change on a lost node (a job asked to stop, say) would otherwise be kept at its size
+    on the GPUs that remain, and push the job running there off them until its silent sidecar
+    is declared lost. A stopping job is never moved, so it counts only the usable GPUs it
+    holds: a busy or drained one under it is out of everyone's reach anyway."""
+    if all(g in counted for g in job.gpus):
+        return job
+    return dataclasses.replace(job, gpus=tuple(g for g in job.gpus if g in counted))
 
 
 def _within(job: Job, widest: int) -> Job:

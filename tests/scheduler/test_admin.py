@@ -15,10 +15,12 @@ import urllib.request
 from types import SimpleNamespace
 
 import pytest
-from elastic_gpu_sidecar.protocol import JobState
+from elastic_gpu_sidecar.protocol import JobState, Lease, LeaseAction
 from openapi_check import response_pointer, validate
 from servers import DaemonProcess, call, free_port, get_json, wait_for
 
+from jupyter_elastic_gpu.core.policies import make_policy
+from jupyter_elastic_gpu.core.schedule import decide
 from jupyter_elastic_gpu.models import SubmitRequest
 from jupyter_elastic_gpu.scheduler import snapshot
 from jupyter_elastic_gpu.scheduler.jobs import JobRecord
@@ -72,6 +74,40 @@ def test_held_jobs_and_drained_gpus_are_not_offered_to_the_policy():
     )
     by_admin.state = JobState.STOPPING  # still checkpointing: kept in the snapshot, pinned
     assert [j.id for j in snapshot.build([by_admin], gpus, {}, 1.0).jobs] == ["j-2"]
+
+
+def test_a_lease_on_a_lost_node_does_not_push_a_job_off_the_gpus_left():
+    """A job asked to stop on a node that then left the inventory still shows its lease
+    until its sidecar is declared lost; the job running on the node left keeps its GPUs."""
+    left = [SimpleNamespace(id=f"b:{i}", node="b") for i in range(2)]  # node "a" is gone
+    running, stopping = record("j-run"), record("j-stop")
+    running.state, running.desired = JobState.RUNNING, Lease(1, ["b:0", "b:1"], LeaseAction.RUN)
+    stopping.state, stopping.desired = JobState.STOPPING, Lease(2, [], LeaseAction.STOP)
+    stopping.reported = stopping.reported.model_copy(update={"gpus": ["a:0", "a:1"]})
+    snap = snapshot.build([running, stopping], left, {}, 1.0)
+    jobs = {j.id: j for j in snap.jobs}
+    assert jobs["j-stop"].gpus == () and jobs["j-stop"].pinned
+    assert jobs["j-run"].gpus == ("b:0", "b:1")
+    for name in ("adaptive", "static", "optimus"):
+        decision = decide(make_policy(name), snap, 100.0)
+        assert decision.allocations["j-run"] == ("b:0", "b:1"), name
+        assert decision.allocations["j-stop"] == (), name
+
+    # a job stopping on a GPU that turned busy (another's process) is never moved: the usable
+    # GPUs left are all a 2-GPU job needs
+    gpus = [SimpleNamespace(id=g, node="box") for g in ["0", "1", "2"]]
+    stopping.reported = stopping.reported.model_copy(update={"gpus": ["0"]})
+    new = JobRecord(
+        id="j-new",
+        user="ann",
+        name="j-new",
+        spec=SubmitRequest.model_validate(synthetic("j-new", 2, 2)),
+        job_dir="/x",
+    )
+    snap = snapshot.build([stopping, new], gpus, {"0": [object()]}, 1.0)
+    for name in ("adaptive", "static", "optimus"):
+        decision = decide(make_policy(name), snap, 100.0)
+        assert decision.allocations["j-new"] == ("1", "2"), name
 
 
 # -- against real servers ------------------------------------------------------------------------
