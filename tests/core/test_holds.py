@@ -12,6 +12,7 @@ from test_policies import snapshots
 from jupyter_elastic_gpu.core import Gpu, Job, Snapshot, SpeedModel, decide
 from jupyter_elastic_gpu.core.fairshare import FairShare
 from jupyter_elastic_gpu.core.policies import AdaptivePolicy, holds, make_policy
+from jupyter_elastic_gpu.core.policies.critical import critical_path
 from jupyter_elastic_gpu.core.policies.holds import steady
 
 
@@ -171,13 +172,30 @@ def test_it_ends_before_a_running_job_comes_about_to_finish():
     assert 0.0 < critical.holds_until < decision.holds_until
 
 
-def test_it_ends_before_a_cooldown_does():
-    snap = Snapshot((Gpu("g0"),), (running("a", ["g0"], last_change=30.0),))
+def test_it_ends_before_a_cooldown_does_if_the_job_could_grow_then():
+    # Resized moments ago to one of its two GPUs: once the cooldown ends it may take the other.
+    job = replace(running("a", ["g0"], last_change=30.0), max_gpus=2)
+    snap = Snapshot((Gpu("g0"), Gpu("g1")), (job,))
     policy = AdaptivePolicy()
     decision = policy.decide(snap, 40.0)
-    end = 30.0 + policy.cooldown_s(snap.jobs[0])
+    assert decision.allocations == {"a": ("g0",)}
+    end = 30.0 + policy.cooldown_s(job)
     assert 40.0 < decision.holds_until < end
     assert decision.holds_until > end - 1e-3
+    assert policy.decide(later(snap, end + 1.0 - 40.0), end + 1.0).allocations["a"] == (
+        "g0",
+        "g1",
+    )
+    # At its maximum, or on every GPU there is, the cooldown keeps it from nothing.
+    for snap in (
+        Snapshot((Gpu("g0"),), (job,)),
+        Snapshot((Gpu("g0"), Gpu("g1")), (replace(job, max_gpus=1),)),
+    ):
+        decision = policy.decide(snap, 40.0)
+        assert decision.holds_until > end + 100.0
+        assert policy.decide(later(snap, end + 1.0 - 40.0), end + 1.0).allocations == (
+            decision.allocations
+        )
 
 
 def test_two_waiting_jobs_that_change_places_change_nothing_here():
@@ -216,3 +234,33 @@ def test_decide_keeps_the_promise_only_where_the_decision_is_the_policy_s_own():
     # Fair share moves with time (usage decays): no promise.
     fair = FairShare({}, {"ann": 1000.0})
     assert decide(policy, Snapshot(gpus, jobs, fair_share=fair), 0.0).holds_until is None
+
+
+def test_a_job_coming_near_its_end_ends_no_promise_while_the_reservations_fit():
+    """A running job whose time left comes within the critical slack of the horizon is kept
+    (never suspended for a reservation); that changes the decision only if a reservation then
+    no longer fits. Here the long job's reservation (all 4 of its GPUs) fits beside both short
+    jobs whatever: the promise runs past the moments they come near their ends, to the first
+    short job's finish guard."""
+    gpus = tuple(Gpu(f"g{i}") for i in range(6))
+    wide = SpeedModel({4: 360.0}, {1: 100.0, 2: 190.0, 3: 200.0, 4: 360.0})
+    long = Job("long", 0.0, 1e7, 1, 4, speed=wide, resize_cost=6.0, gpus=("g0", "g1", "g2", "g3"))
+
+    def short(i: int, left: float) -> Job:
+        done = 10_000.0 - left
+        rigid = SpeedModel({1: 1.0})
+        return Job(f"s{i}", 0.0, 10_000.0, 1, 1, work_done=done, speed=rigid, resize_cost=6.0)
+
+    jobs = (long, replace(short(1, 5000.0), gpus=("g4",)), replace(short(2, 8000.0), gpus=("g5",)))
+    snap = Snapshot(gpus, tuple(replace(j, started=True) for j in jobs))
+    policy = AdaptivePolicy()
+    path = critical_path(snap.jobs, 0.0, len(gpus), 0.1, 0.3, 1.0)
+    assert [(r.job.id, r.gpus) for r in path.reservations] == [("long", 4)]
+    near = 5000.0 - 0.1 * path.earliest  # s1 within the slack from here on (or sooner)
+    decision = policy.decide(snap, 0.0)
+    assert steady(snap, decision.allocations)
+    guard = 5000.0 - policy.params.finish_guard * 6.0
+    assert near + 1000.0 < decision.holds_until < guard
+    assert decision.holds_until > guard - 1e-3
+    for dt in (near - 1.0, near + 1.0, 4000.0, 0.9999 * decision.holds_until):
+        assert policy.decide(later(snap, dt), dt).allocations == decision.allocations

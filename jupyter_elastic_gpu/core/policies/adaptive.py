@@ -224,8 +224,8 @@ class AdaptivePolicy:
     ) -> tuple[int, bool, CriticalPath | None, float]:
         """Give the jobs on the critical path (``critical``) the GPUs they need, before any
         other; returns the GPUs left, whether every reservation fitted (if not, which did
-        depends on their order), the path, and in how many seconds a running job could
-        first come to end within the slack (below), which would change what fits."""
+        depends on their order), the path, and in how many seconds enough running jobs could
+        come to end within the slack (below) to change what fits."""
         p = self.params
         path = critical_path(
             [plan.job for plan in plans],
@@ -246,7 +246,7 @@ class AdaptivePolicy:
         kept_for: dict[str, int] = {}
         # The horizon only falls while nothing but progress happens, so a running job ends
         # within the slack no sooner than at its time left less today's slack.
-        changes_in = math.inf
+        coming: list[tuple[float, int]] = []  # (in how many seconds, GPUs it would keep)
         for plan in plans if reservations else ():
             job = plan.job
             if job.gpus:
@@ -254,21 +254,33 @@ class AdaptivePolicy:
                 if left <= soon:
                     kept_for[job.id] = job.min_gpus
                 else:
-                    changes_in = min(changes_in, left - soon)
+                    coming.append((left - soon, job.min_gpus))
         kept = sum(kept_for.values())
         fitted = True
+        room = math.inf  # the fewest GPUs to spare of any reservation
         for r in reservations:
             plan = by_id[r.job.id]
             need, held = r.gpus, len(r.job.gpus)
             if plan.frozen and held:
                 need = min(need, held)  # resized moments ago: it may shrink, not grow
             own = kept_for.get(r.job.id, 0)
-            if need <= free - (kept - own):
+            spare = free - (kept - own) - need
+            if spare >= 0:
                 plan.count, plan.critical = need, True
                 free -= need
                 kept -= own
+                room = min(room, spare)
             else:
                 fitted = False
+        # Every reservation still fits until the GPUs kept for jobs about to end grow past the
+        # room to spare (a job kept ahead of its own reservation takes none of that room:
+        # counting it is on the safe side).
+        changes_in = math.inf
+        for seconds, gpus in sorted(coming):
+            room -= gpus
+            if room < 0:
+                changes_in = seconds
+                break
         return free, fitted, path, changes_in
 
     def cooldown_s(self, job: Job) -> float:

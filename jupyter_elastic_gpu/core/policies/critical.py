@@ -311,17 +311,16 @@ def critical_path(
         if not cheapest <= within / rem or rem * cheap > line
     ]
     for i in unsettled:
+        # ``_Options``' rule, on the per-unit columns: a job's time (GPU-time) at a count is
+        # its work left times the count's seconds (GPU-seconds) per unit.
         f, job, rem = planned.frontiers[i], planned.jobs[i], rems[i]
-        o = _Options(job, f, rem)
-        chosen = o.within(within)
-        if chosen is None:
-            chosen = len(f.counts) - 1  # cannot end in time: its fastest
-        gpus, left = f.counts[chosen], o.seconds(chosen)
+        chosen = _chosen(f, within / rem)  # the cheapest that ends in time, or its fastest
+        gpus, left = f.counts[chosen], rem * f.secs[chosen]
         # What "cheap" means: within critical_slack of the least GPU-time (a job that can
         # catch up later by going wider at that price can wait).
-        costly = f.gpu_secs[chosen] > f.gpu_secs[f.best_from[0]] * (1.0 + critical_slack)
+        costly = f.gpu_secs[chosen] > planned.least[i] * (1.0 + critical_slack)
         # Its time left at its fastest cheap count.
-        free_left = o.seconds(f.fastest_cheap(critical_slack))
+        free_left = rem * planned.cheap[i]
         # It must start now (or keep running), unless running jobs free its GPUs within its
         # slack anyway.
         urgent = free_left > line and (bool(job.gpus) or path.freed(i) > earliest - free_left)
@@ -360,9 +359,11 @@ def _horizon(
             maybe = []
     long = []
     for i in maybe:
-        o = _Options(planned.jobs[i], planned.frontiers[i], rems[i])
-        if o.gpu_time(lo) > o.cheapest:
-            long.append(o)
+        # ``_Options.gpu_time(lo) > _Options.cheapest``, on the per-unit columns.
+        f, rem = planned.frontiers[i], rems[i]
+        k = f.first_within(lo / rem)
+        if k == len(f.secs) or rem * f.gpu_secs[f.best_from[k]] > rem * planned.least[i]:
+            long.append(_Options(planned.jobs[i], f, rem))
     return _fixed_point(long, work, lo, total), work / total, longest
 
 
@@ -494,13 +495,16 @@ def path_holds_until(
     queue_slack: float,
     now: float,
     until: float,
-    tries: int = 4,
+    tries: int = 8,
     start: CriticalPath | None = None,
     first_end: float | None = None,
 ) -> float:
     """How long, up to ``until``, the critical path of ``jobs`` (``kept``: the leases kept
     whatever happens) stays what it is while time passes: ``until`` itself, or a shorter span
-    (halved up to ``tries`` times) that ``holds_between`` can vouch for, or ``now``.
+    (halved up to ``tries`` times) that ``holds_between`` can vouch for, or ``now``. A promise
+    of ``now`` has every tick decide again until the path changes, so a span down to 1/256 of
+    the longest is worth its tries (``benchmarks/decision_speed.py``: 4 tries made a tenth
+    more decisions on the 10,000-job replay).
 
     Spans end before the first running job could finish (a completion is an event anyway).
     ``start``: the path now, if already worked out (``critical_path`` of these ``jobs``);

@@ -5,7 +5,8 @@ Nine decisions in ten change nothing: every job keeps its lease and nobody start
 change its outcome; ``holds_until`` is the earliest such time (a decision that changes anything
 promises nothing: ``now``). The inputs that move with time:
 
-* **frozen jobs** (``frozen_holds_until``): a cooldown ends at ``last_change + cooldown_s``; a
+* **frozen jobs** (``frozen_holds_until``): a cooldown ends at ``last_change + cooldown_s`` (it
+  matters only to a job below its top: it keeps a job from growing, not from shrinking); a
   job comes about to finish when its remaining time at its lease falls to ``finish_guard``
   resize costs, and is locked from then on (it leaves the hand-out, which moves the weights).
 * **the resize penalty** of a running job grows as its remaining time shrinks. It is charged on
@@ -84,7 +85,7 @@ def holds_until(
     GPUs the hand-out left."""
     if not steady(snapshot, allocations):
         return now
-    until = frozen_holds_until(policy, now, plans)
+    until = frozen_holds_until(policy, now, plans, len(snapshot.usable_gpus))
     if until <= now:
         return now
     courses = [_course(policy, plan) for plan in open_plans]
@@ -101,8 +102,11 @@ def steady(snapshot: Snapshot, allocations: Mapping[str, tuple[str, ...]]) -> bo
 
 
 # -- frozen jobs --------------------------------------------------------------------------
-def frozen_holds_until(policy: AdaptivePolicy, now: float, plans: Sequence[Plan]) -> float:
-    """Until when no running job comes about to finish or out of its cooldown."""
+def frozen_holds_until(
+    policy: AdaptivePolicy, now: float, plans: Sequence[Plan], total: int
+) -> float:
+    """Until when no running job comes about to finish or out of a cooldown that keeps it from
+    growing (a job at its top, its maximum or the ``total`` GPUs, has no growing to do)."""
     p = policy.params
     until = math.inf
     for plan in plans:
@@ -118,7 +122,7 @@ def frozen_holds_until(policy: AdaptivePolicy, now: float, plans: Sequence[Plan]
             if left < math.inf:
                 slack = REL * (job.total_work / job.speed.throughput(held) + abs(now))
                 until = min(until, now + (left - guard) - slack)
-        if job.last_change is not None:
+        if job.last_change is not None and held < min(job.max_gpus, total):
             end = job.last_change + policy.cooldown_s(job)
             if now < end:
                 until = min(until, end - REL * abs(end))
