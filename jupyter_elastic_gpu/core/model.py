@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, make_dataclass
 from functools import cached_property
+from typing import Any
 
 from .fairshare import FairShare
 from .reasons import Reason
@@ -138,6 +139,26 @@ class Snapshot:
         return tuple(g for g in self.gpus if g.healthy)
 
 
+class _WorkedOutWhenRead:
+    """A dataclass field that may be given as a function of no arguments, called when the
+    field is first read: for a value that costs to work out and that most readers never ask
+    for (a decision's promise: the simulator reads it only where no event comes first)."""
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self._key = "_" + name
+
+    def __get__(self, obj: object, owner: type | None = None) -> Any:
+        if obj is None:
+            return None  # the field's default
+        value = obj.__dict__[self._key]
+        if callable(value):
+            value = obj.__dict__[self._key] = value()
+        return value
+
+    def __set__(self, obj: object, value: Any) -> None:
+        obj.__dict__[self._key] = value
+
+
 @dataclass(frozen=True)
 class Decision:
     """Target allocation {job id: GPU ids} (empty tuple: wait) and a reason per job for people
@@ -153,10 +174,11 @@ class Decision:
     mid-resize progress at their modelled speed ``job.speed.throughput(len(job.gpus))`` and
     waiting jobs' ``queued_s`` grows), a decision at any instant before t has these same
     allocations (its order and reasons may differ). The simulator skips the decisions it
-    covers; its ``check_holds`` option verifies them.
+    covers; its ``check_holds`` option verifies them. A policy may pass a function that works
+    it out, called when ``holds_until`` is first read.
     """
 
     allocations: Mapping[str, tuple[str, ...]]
     reasons: Mapping[str, Reason]
     order: tuple[str, ...] = ()
-    holds_until: float | None = None
+    holds_until: float | None = _WorkedOutWhenRead()  # type: ignore[assignment]

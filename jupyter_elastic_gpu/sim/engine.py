@@ -303,9 +303,8 @@ class Simulation:
         self.skipped = 0
         self.decided_on: dict[str, int] = {}
         self.changed = False  # the last decision changed a lease
-        # The last decision, until when its policy said it holds, and when it was made.
+        # The last decision (its ``holds_until`` says until when it holds).
         self.promise: Decision | None = None
-        self.promise_until = -math.inf
         # Only time has passed since the last decision, up to ``watch`` (a pause's end).
         self.clean = False
         self.watch = -math.inf
@@ -469,7 +468,13 @@ class Simulation:
 
     def _holds(self, t: float) -> bool:
         """The last decision holds at ``t``: its policy said so, and only time has passed."""
-        return self.clean and t < self.promise_until and t < self.watch
+        return self.clean and t < self.watch and t < self._promise_until()
+
+    def _promise_until(self) -> float:
+        """Until when the last decision holds (``Decision.holds_until``, which a policy may work
+        out only when read: after an event, the engine never reads it)."""
+        until = None if self.promise is None else self.promise.holds_until
+        return -math.inf if until is None else until
 
     def _why_now(self, t: float) -> str:
         """Why the last decision cannot be taken again at the tick ``t`` (``_holds`` is False)."""
@@ -503,8 +508,6 @@ class Simulation:
             self._check(decision)
         else:
             self.promise = decision
-            until = decision.holds_until
-            self.promise_until = -math.inf if until is None else until
         by_id = self.by_id
         # Release first, then grow: the mechanism sees each job's own change only.
         changes = []
@@ -542,7 +545,7 @@ class Simulation:
         ]
         what = "; ".join(changed[:3]) if changed else "other jobs"
         raise BrokenPromise(
-            f"{self.policy.name} said its decision holds until t={self.promise_until:.9g} s, "
+            f"{self.policy.name} said its decision holds until t={self._promise_until():.9g} s, "
             f"but at t={self.now:.9g} s, with only time passed, it decides otherwise ({what})"
         )
 

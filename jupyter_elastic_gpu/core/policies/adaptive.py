@@ -408,13 +408,15 @@ class AdaptivePolicy:
             order,
         )
         reasons = _Reasons(self, plans, free)
-        until = holds_until(self, snapshot, now, plans, open_plans, exponent, free, allocations)
-        if until is not None and until > now and self.params.protect_critical:
-            # The reservations the hand-out started from must stay as they are too.
-            p = self.params
-            until = min(until, now + changes_in)
-            until = (
-                path_holds_until(
+
+        def promise() -> float:  # worked out when read (the simulator asks for one in two)
+            until = holds_until(self, snapshot, now, plans, open_plans, exponent, free, allocations)
+            if until > now and self.params.protect_critical:
+                # The reservations the hand-out started from must stay as they are too.
+                if not fitted:
+                    return now
+                p = self.params
+                return path_holds_until(
                     [plan.job for plan in open_plans],
                     kept_jobs,
                     total,
@@ -422,14 +424,13 @@ class AdaptivePolicy:
                     p.horizon_slack,
                     p.queue_slack,
                     now,
-                    until,
+                    min(until, now + changes_in),
                     start=path,
                     first_end=min((plan.left for plan in plans if plan.job.gpus), default=None),
                 )
-                if fitted
-                else now
-            )
-        return Decision(allocations, reasons, order, until)
+            return until
+
+        return Decision(allocations, reasons, order, promise)
 
     def reason(self, plan: _Plan, free: int, admitted: list[Job]) -> Reason:
         """Why ``plan``'s job gets what it gets, with the figures the decision weighed;
