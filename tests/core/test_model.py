@@ -4,7 +4,7 @@ import dataclasses
 
 import pytest
 
-from jupyter_elastic_gpu.core.model import InvalidJob, Job, trusted_job
+from jupyter_elastic_gpu.core.model import Decision, InvalidJob, Job, trusted_job
 
 
 def test_a_trusted_job_is_the_job_of_the_same_values_and_as_frozen():
@@ -20,3 +20,22 @@ def test_a_trusted_job_is_the_job_of_the_same_values_and_as_frozen():
 def test_the_public_constructor_still_checks():
     with pytest.raises(InvalidJob, match="max_gpus"):
         Job("a", 0.0, 100.0, min_gpus=3, max_gpus=2)
+
+
+def test_a_promise_given_as_a_function_is_worked_out_once_when_first_read():
+    calls = []
+
+    def promise() -> float:
+        calls.append(1)
+        return 42.0
+
+    decision = Decision({"a": ("g0",)}, {}, ("a",), promise)
+    assert calls == []  # not worked out until read
+    assert decision.holds_until == 42.0 and decision.holds_until == 42.0
+    assert calls == [1]
+    assert decision == Decision({"a": ("g0",)}, {}, ("a",), 42.0)
+    assert "holds_until=42.0" in repr(decision)
+    assert Decision({}, {}).holds_until is None
+    assert dataclasses.replace(decision, holds_until=None).holds_until is None
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        decision.holds_until = 1.0  # type: ignore[misc]
