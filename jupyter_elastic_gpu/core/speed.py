@@ -119,6 +119,7 @@ class SpeedModel:
         "_measured",
         "_options",
         "_prior",
+        "_rates",
         "_speedups",
         "alpha",
     )
@@ -137,6 +138,7 @@ class SpeedModel:
         self._frontiers: dict[tuple[int, int], Frontier] = {}
         self._options: dict[tuple[int, int, float], tuple] = {}
         self._speedups: dict[tuple[int, int], float] = {}
+        self._rates: dict[tuple[int, int], float] = {}
         self._exponents: dict[tuple[int, int], float | None] = {}
 
     def with_measurement(self, gpus: int, throughput: float) -> SpeedModel:
@@ -170,6 +172,18 @@ class SpeedModel:
             x_lo = self.throughput(lo)
             found = lo * self.throughput(g) / x_lo if x_lo > 0 else 0.0
             self._speedups[key] = found
+        return found
+
+    def best_rate(self, lo: int, top: int) -> float:
+        """The most speed per GPU of any count in ``lo..top``, in units of the speed per GPU at
+        ``lo`` (1 for a curve that scales sub-linearly; 0 when nothing runs at ``lo``); cached."""
+        key = (lo, top)
+        found = self._rates.get(key)
+        if found is None:
+            x_lo = self.throughput(lo)
+            curve = self.curve(top)
+            best = max((curve[g] / g for g in range(lo, top + 1)), default=0.0)
+            found = self._rates[key] = lo * best / x_lo if x_lo > 0 else 0.0
         return found
 
     def exponent(self, lo: int, top: int) -> float | None:

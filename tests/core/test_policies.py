@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import replace
+from unittest import mock
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -217,6 +218,79 @@ def test_aging_lets_a_long_waiting_job_in():
     assert policy.decide(Snapshot(gpus, (short_running, long_waiting)), 10).allocations["l"] == ()
     aged = Job("l", 0, 40000, min_gpus=4, max_gpus=4, speed=linear(), queued_s=100 * 3600)
     assert policy.decide(Snapshot(gpus, (short_running, aged)), 10).allocations["l"] != ()
+
+
+@st.composite
+def long_queues(draw) -> Snapshot:
+    """A few GPUs, and more jobs waiting for them than running, with minimums above one and
+    speed curves that gain per GPU in places (super-linear), where they gain at all."""
+    gpus = [Gpu(f"n{n}-g{i}", f"n{n}") for n in range(2) for i in range(draw(st.integers(2, 4)))]
+    free = [g.id for g in gpus]
+    jobs = []
+    for i in range(draw(st.integers(4, 16))):
+        lo = draw(st.integers(1, 3))
+        hi = draw(st.integers(lo, len(gpus) + 1))
+        # Speed per count: each step gains 0.2x to 1.6x what the count before it ran at.
+        prior = {1: 10.0}
+        for g in range(2, hi + 1):
+            prior[g] = prior[g - 1] * (1 + draw(st.floats(0.2, 1.6)) / (g - 1))
+        n = draw(st.integers(lo, hi))
+        held: tuple[str, ...] = ()
+        if n <= len(free) and draw(st.integers(0, 3)) == 0:
+            held, free = tuple(free[:n]), free[n:]
+        work = draw(st.floats(100, 1e5))
+        jobs.append(
+            Job(
+                id=f"j{i}",
+                submit_time=draw(st.floats(0, 1000)),
+                total_work=work,
+                work_done=draw(st.floats(0, 0.9)) * work if held else 0.0,
+                min_gpus=lo,
+                max_gpus=hi,
+                speed=SpeedModel({}, prior),
+                resize_cost=draw(st.sampled_from([0.0, 6.0, 60.0])),
+                gpus=held,
+                started=bool(held),
+                queued_s=draw(st.floats(0, 1e4)),
+                last_change=0.0 if held else None,
+            )
+        )
+    return Snapshot(tuple(gpus), tuple(jobs))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(snap=long_queues(), critical=st.booleans())
+def test_adaptive_hands_out_the_same_when_waiting_jobs_join_late(snap, critical):
+    """A waiting job joins the hand-out only when its first move could come next; the decision
+    and its promise are those of a hand-out that every job joins at once (which the bound on a
+    first move, made infinite, gives)."""
+    policy = AdaptivePolicy(protect_critical=critical)
+    late = policy.decide(snap, now=2000.0)
+    with mock.patch.object(SpeedModel, "best_rate", lambda *_: float("inf")):
+        at_once = policy.decide(snap, now=2000.0)
+    assert late.allocations == at_once.allocations
+    assert late.holds_until == at_once.holds_until
+
+
+def test_adaptive_lets_a_waiting_job_that_gains_per_gpu_go_before_one_ahead_of_it():
+    """On 2 GPUs, ``short`` is first in the order and ``wide`` second, but ``wide`` runs 2.4x
+    as fast on 2 GPUs as on 1: its move to 2 gains more per GPU than ``short``'s to 1, so it
+    takes both GPUs first. (A hand-out that let a waiting job join only when its weight alone
+    could come next would have started ``short`` first, and given each one GPU.)"""
+
+    def waiting(job_id, work, lo, hi, speed):
+        return Job(job_id, 0.0, work, lo, hi, speed=SpeedModel({}, speed))
+
+    jobs = [
+        waiting("short", 1_000.0, 1, 2, {1: 10.0, 2: 16.0}),
+        waiting("wide", 2_000.0, 1, 2, {1: 10.0, 2: 24.0}),
+        # Jobs after them in the order, whose minimum no GPU count here reaches.
+        *(waiting(f"big-{i}", 10_000.0, 3, 3, {3: 30.0}) for i in range(8)),
+    ]
+    snap = Snapshot((Gpu("g0"), Gpu("g1")), tuple(jobs))
+    decision = AdaptivePolicy(protect_critical=False).decide(snap, now=0.0)
+    assert decision.order[:2] == ("short", "wide")
+    assert len(decision.allocations["wide"]) == 2 and decision.allocations["short"] == ()
 
 
 def test_unknown_policy_names_the_known_ones():

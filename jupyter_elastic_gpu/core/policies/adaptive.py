@@ -305,6 +305,31 @@ class AdaptivePolicy:
         return min(max(sum(fits) / len(fits), 0.0), 1.0) if fits else 1.0
 
     @staticmethod
+    def _prepare(plan: _Plan, total: int, margin: float, free: int) -> tuple[float, int] | None:
+        """Work out the plan's values V(g) (``_Plan.values``) at its weight, and its first move
+        in the hand-out, from its count with ``free`` GPUs to take from (``_Plan.first``)."""
+        job, weight = plan.job, plan.weight
+        speed, lo = job.speed, job.min_gpus
+        x_min = speed.throughput(lo)
+        scale = weight * lo / x_min if x_min > 0 else 0.0  # V(g) = scale x X(g) ...
+        held, penalty = len(job.gpus), 0.0  # ... less this at every count but ``held``
+        if held and job.resize_cost > 0:
+            # Leaving its count costs the share of its time left that a resize takes.
+            r = plan.left
+            if 0 < r < math.inf:
+                penalty = weight * speed.speedup(lo, held) * job.resize_cost * margin / r
+        top = job.max_gpus if job.max_gpus < total else total
+        if plan.frozen and held < top:  # resized moments ago: may shrink, not grow
+            top = held
+        curve = speed.curve(top)
+        plan.values = values = [scale * x - penalty for x in curve[: top + 1]]
+        if held <= top:
+            values[held] = scale * curve[held]
+        move = AdaptivePolicy._best_move(plan, plan.count, free)
+        plan.start, plan.first = plan.count, move
+        return move
+
+    @staticmethod
     def _best_move(plan: _Plan, a: int, free: int) -> tuple[float, int] | None:
         """The allowed count above ``a`` with the best value gained per extra GPU (``free``
         GPUs to take from), from the plan's values V(g) (``_Plan.values``)."""
@@ -359,33 +384,42 @@ class AdaptivePolicy:
         exponent = self._exponent(open_plans, total)
         m = len(open_plans)
         margin = 1.0 + self.params.resize_margin
-        best_move = self._best_move
+        prepare, best_move = self._prepare, self._best_move
+        begin = free  # the GPUs free when the hand-out begins
         heap: list[tuple[float, int, int, int]] = []  # (-ratio, order, target, count at push)
+        # A job that waits (and is not reserved) joins the hand-out only when its first move
+        # could come next: the weights fall along the order, and its first move gains at most
+        # its weight times its best speed per GPU (``SpeedModel.best_rate``), so most of a long
+        # queue never needs its values worked out. The moves come out of the heap in the same
+        # order as if every job had joined at once.
+        waiting: list[int] = []
         for i, plan in enumerate(open_plans):
-            weight = plan.weight = float(m - i) ** exponent
-            job = plan.job
-            speed, lo = job.speed, job.min_gpus
-            x_min = speed.throughput(lo)
-            scale = weight * lo / x_min if x_min > 0 else 0.0  # V(g) = scale x X(g) ...
-            held, penalty = len(job.gpus), 0.0  # ... less this at every count but ``held``
-            if held and job.resize_cost > 0:
-                # Leaving its count costs the share of its time left that a resize takes.
-                r = plan.left
-                if 0 < r < math.inf:
-                    penalty = weight * speed.speedup(lo, held) * job.resize_cost * margin / r
+            plan.weight = float(m - i) ** exponent
+            if plan.count or plan.job.gpus:
+                move = prepare(plan, total, margin, free)
+                if move:
+                    heap.append((-move[0], i, move[1], plan.count))
+            else:
+                waiting.append(i)
+        # The most any waiting job from the k-th on could gain with its first move.
+        bounds = [0.0] * (len(waiting) + 1)
+        rate = 0.0
+        for k in range(len(waiting) - 1, -1, -1):
+            job = open_plans[waiting[k]].job
             top = job.max_gpus if job.max_gpus < total else total
-            if plan.frozen and held < top:  # resized moments ago: may shrink, not grow
-                top = held
-            curve = speed.curve(top)
-            plan.values = values = [scale * x - penalty for x in curve[: top + 1]]
-            if held <= top:
-                values[held] = scale * curve[held]
-            move = best_move(plan, plan.count, free)
-            plan.start, plan.first = plan.count, move
-            if move:
-                heap.append((-move[0], i, move[1], plan.count))
+            rate = max(rate, job.speed.best_rate(job.min_gpus, top))
+            bounds[k] = open_plans[waiting[k]].weight * rate * (1 + 1e-9)
+        joined = 0
         heapq.heapify(heap)
-        while free > 0 and heap:
+        while free > 0:
+            while joined < len(waiting) and (not heap or bounds[joined] >= -heap[0][0]):
+                i = waiting[joined]
+                joined += 1
+                move = prepare(open_plans[i], total, margin, begin)
+                if move:
+                    heapq.heappush(heap, (-move[0], i, move[1], 0))
+            if not heap:
+                break
             _, i, target, at = heapq.heappop(heap)
             plan = open_plans[i]
             if at != plan.count or target - plan.count > free:
@@ -399,6 +433,7 @@ class AdaptivePolicy:
                 move = best_move(plan, target, free)
                 if move:
                     heapq.heappush(heap, (-move[0], i, move[1], target))
+        unjoined = [open_plans[i] for i in waiting[joined:]]
 
         order = tuple(p.job.id for p in plans)
         allocations = place(
@@ -410,6 +445,8 @@ class AdaptivePolicy:
         reasons = _Reasons(self, plans, free)
 
         def promise() -> float:  # worked out when read (the simulator asks for one in two)
+            for plan in unjoined:  # (the certificate weighs every job's first move)
+                prepare(plan, total, margin, begin)
             until = holds_until(self, snapshot, now, plans, open_plans, exponent, free, allocations)
             if until > now and self.params.protect_critical:
                 # The reservations the hand-out started from must stay as they are too.
