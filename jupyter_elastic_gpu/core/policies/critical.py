@@ -119,6 +119,8 @@ def _fixed_point(long: list[_Options], work: float, lo: float, total: int) -> fl
     # times beyond ``lo`` (one job's term at a time), walked in order from a heap holding each
     # job's next such time: the walk mostly ends at the first, so they are not all sorted.
     extra = [o.gpu_time(lo * (1 + 1e-12)) - o.cheapest for o in long]
+    if (work + sum(extra)) / total <= lo:
+        return lo  # (every count's time still to come is beyond ``lo``: the walk ends here)
     steps = []
     for k, o in enumerate(long):
         i = _last_beyond(o, lo)
