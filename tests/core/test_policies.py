@@ -222,44 +222,41 @@ def test_aging_lets_a_long_waiting_job_in():
 
 @st.composite
 def long_queues(draw) -> Snapshot:
-    """A few GPUs, and more jobs waiting for them than running, with minimums above one and
-    speed curves that gain per GPU in places (super-linear), where they gain at all."""
+    """A few GPUs and more jobs waiting for them than running, with minimums above one and
+    speed curves that gain per GPU in places (super-linear), where ``snapshots`` has none."""
     gpus = [Gpu(f"n{n}-g{i}", f"n{n}") for n in range(2) for i in range(draw(st.integers(2, 4)))]
     free = [g.id for g in gpus]
     jobs = []
     for i in range(draw(st.integers(4, 16))):
         lo = draw(st.integers(1, 3))
         hi = draw(st.integers(lo, len(gpus) + 1))
-        # Speed per count: each step gains 0.2x to 1.6x what the count before it ran at.
-        prior = {1: 10.0}
+        # Each GPU more gains 0.2x to 1.6x what it would with a linear speed-up.
+        speeds = [10.0]
         for g in range(2, hi + 1):
-            prior[g] = prior[g - 1] * (1 + draw(st.floats(0.2, 1.6)) / (g - 1))
+            speeds.append(speeds[-1] * (1 + draw(st.floats(0.2, 1.6)) / (g - 1)))
         n = draw(st.integers(lo, hi))
-        held: tuple[str, ...] = ()
-        if n <= len(free) and draw(st.integers(0, 3)) == 0:
-            held, free = tuple(free[:n]), free[n:]
+        runs = n <= len(free) and draw(st.integers(0, 3)) == 0
+        held, free = (tuple(free[:n]), free[n:]) if runs else ((), free)
         work = draw(st.floats(100, 1e5))
+        done = draw(st.floats(0, 0.9)) * work if runs else 0.0
+        prior = dict(enumerate(speeds, start=1))
+        job = Job(f"j{i}", draw(st.floats(0, 1000)), work, lo, hi, None, done)
         jobs.append(
-            Job(
-                id=f"j{i}",
-                submit_time=draw(st.floats(0, 1000)),
-                total_work=work,
-                work_done=draw(st.floats(0, 0.9)) * work if held else 0.0,
-                min_gpus=lo,
-                max_gpus=hi,
+            replace(
+                job,
                 speed=SpeedModel({}, prior),
                 resize_cost=draw(st.sampled_from([0.0, 6.0, 60.0])),
                 gpus=held,
-                started=bool(held),
+                started=runs,
                 queued_s=draw(st.floats(0, 1e4)),
-                last_change=0.0 if held else None,
+                last_change=0.0 if runs else None,
             )
         )
     return Snapshot(tuple(gpus), tuple(jobs))
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(snap=long_queues(), critical=st.booleans())
+@given(snap=st.one_of(snapshots(), long_queues()), critical=st.booleans())
 def test_adaptive_hands_out_the_same_when_waiting_jobs_join_late(snap, critical):
     """A waiting job joins the hand-out only when its first move could come next; the decision
     and its promise are those of a hand-out that every job joins at once (which the bound on a
