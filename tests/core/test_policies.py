@@ -290,6 +290,27 @@ def test_adaptive_lets_a_waiting_job_that_gains_per_gpu_go_before_one_ahead_of_i
     assert len(decision.allocations["wide"]) == 2 and decision.allocations["short"] == ()
 
 
+def test_adaptive_weighs_only_the_waiting_jobs_whose_turn_could_come():
+    """2 GPUs, 40 waiting jobs that scale sub-linearly: the first two in the order start, and
+    the others' values are worked out only when the decision's promise is read (its
+    certificate weighs every job's first move)."""
+    speed = {1: 10.0, 2: 16.0}
+    jobs = [Job(f"j{i}", 0.0, 1_000.0 + i, 1, 2, speed=SpeedModel({}, speed)) for i in range(40)]
+    weighed = []
+    prepare = AdaptivePolicy._prepare
+
+    def counted(plan, *args):
+        weighed.append(plan.job.id)
+        return prepare(plan, *args)
+
+    with mock.patch.object(AdaptivePolicy, "_prepare", staticmethod(counted)):
+        decision = AdaptivePolicy().decide(Snapshot((Gpu("g0"), Gpu("g1")), tuple(jobs)), 0.0)
+        assert [j for j, gpus in decision.allocations.items() if gpus] == ["j0", "j1"]
+        assert weighed == ["j0", "j1"]
+        assert decision.holds_until is not None
+        assert sorted(weighed) == sorted(j.id for j in jobs)
+
+
 def test_unknown_policy_names_the_known_ones():
     with pytest.raises(UnknownPolicy, match="known: adaptive"):
         make_policy("fifo")

@@ -402,7 +402,7 @@ class AdaptivePolicy:
             else:
                 waiting.append(i)
         # The most any waiting job from the k-th on could gain with its first move.
-        bounds = [0.0] * (len(waiting) + 1)
+        bounds = [0.0] * len(waiting)
         rate = 0.0
         for k in range(len(waiting) - 1, -1, -1):
             job = open_plans[waiting[k]].job
