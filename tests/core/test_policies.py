@@ -222,7 +222,7 @@ def test_aging_lets_a_long_waiting_job_in():
 
 @st.composite
 def long_queues(draw) -> Snapshot:
-    """A few GPUs and more jobs waiting for them than running, with minimums above one and
+    """A few GPUs and more jobs waiting for them than running, with minimums up to three and
     speed curves that gain per GPU in places (super-linear), where ``snapshots`` has none."""
     gpus = [Gpu(f"n{n}-g{i}", f"n{n}") for n in range(2) for i in range(draw(st.integers(2, 4)))]
     free = [g.id for g in gpus]
