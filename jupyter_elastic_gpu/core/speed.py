@@ -121,6 +121,7 @@ class SpeedModel:
         "_prior",
         "_rates",
         "_speedups",
+        "_summaries",
         "alpha",
     )
 
@@ -140,6 +141,7 @@ class SpeedModel:
         self._speedups: dict[tuple[int, int], float] = {}
         self._rates: dict[tuple[int, int], float] = {}
         self._exponents: dict[tuple[int, int], float | None] = {}
+        self._summaries: dict[tuple[int, int, float | None], tuple] = {}
 
     def with_measurement(self, gpus: int, throughput: float) -> SpeedModel:
         """A new model that also knows ``throughput`` at ``gpus``."""
@@ -216,6 +218,24 @@ class SpeedModel:
             if not frontier.counts:
                 return None
             found = self._options[key] = (frontier, *frontier.per_work(premium))
+        return found
+
+    def summary(
+        self, lo: int, top: int, premium: float | None
+    ) -> tuple[float, float | None, float, tuple | None]:
+        """What a policy reads of a job of ``lo..top`` GPUs at every decision, in one cached
+        lookup: the throughput at ``lo``, ``exponent(lo, top)`` (None also when ``top <=
+        lo``), ``best_rate(lo, top)`` and ``options(lo, top, premium)`` (None also when
+        ``premium`` is None or ``top < lo``)."""
+        key = (lo, top, premium)
+        found = self._summaries.get(key)
+        if found is None:
+            found = self._summaries[key] = (
+                self.throughput(lo),
+                self.exponent(lo, top) if top > lo else None,
+                self.best_rate(lo, top),
+                self.options(lo, top, premium) if premium is not None and top >= lo else None,
+            )
         return found
 
     def remaining_time(self, remaining_work: float, gpus: int) -> float:

@@ -284,5 +284,14 @@ def test_the_shortcuts_give_what_the_rule_gives_job_by_job():
         assert path.earliest == earliest
         got = [(r.job.id, r.gpus, r.slack_s) for r in path.reservations]
         assert got == rule
+        # The same from the options and work left a policy has already looked up.
+        tops = [min(j.max_gpus, args[0]) for j in jobs]
+        options = [
+            j.speed.options(j.min_gpus, top, args[1]) if top >= j.min_gpus else None
+            for j, top in zip(jobs, tops)
+        ]
+        rems = [j.remaining_work for j in jobs]
+        given = critical_path(jobs, committed, *args, 0, rems, options=options)
+        assert (given.earliest, given.reservations) == (path.earliest, path.reservations)
         reserved += bool(rule)
     assert 100 < reserved < 550  # both kinds of paths are common: the check is not vacuous

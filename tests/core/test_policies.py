@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from unittest import mock
 
@@ -263,7 +264,13 @@ def test_adaptive_hands_out_the_same_when_waiting_jobs_join_late(snap, critical)
     first move, made infinite, gives)."""
     policy = AdaptivePolicy(protect_critical=critical)
     late = policy.decide(snap, now=2000.0)
-    with mock.patch.object(SpeedModel, "best_rate", lambda *_: float("inf")):
+    summary = SpeedModel.summary
+
+    def unbounded(speed, *args):
+        x, fit, _, options = summary(speed, *args)
+        return x, fit, math.inf, options
+
+    with mock.patch.object(SpeedModel, "summary", unbounded):
         at_once = policy.decide(snap, now=2000.0)
     assert late.allocations == at_once.allocations
     assert late.holds_until == at_once.holds_until

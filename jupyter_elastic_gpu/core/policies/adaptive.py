@@ -27,8 +27,8 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from operator import attrgetter
 from typing import ClassVar
 
@@ -116,12 +116,21 @@ class _Plan:
     job: Job
     key: float
     frozen: str = ""  # why this job keeps its GPUs, or "" if it may change
-    count: int = 0
     left: float = 0.0  # seconds it needs to finish on the GPUs it holds (running jobs), R(held)
+    #: Read from its speed model once per decision at its top count (its maximum within the
+    #: cluster; ``SpeedModel.summary``): its work left, its power-law fit (None: it cannot
+    #: scale), its best speed per GPU (waiting jobs only) and its counts worth holding (for the
+    #: critical path; None: off, or it fits nowhere).
+    rem: float = 0.0
+    fit: float | None = None
+    rate: float = 0.0
+    options: tuple | None = None
+    # What the decision works out.
+    count: int = 0
     weight: float = 1.0
     #: V(g) for every count g the hand-out may give it (0 up to its top): its weighted
     #: speed-up, less the resize penalty at every count but the one it holds.
-    values: list[float] = field(default_factory=list)
+    values: Sequence[float] = ()
     critical: bool = False
     start: int = 0  # its GPUs when the hand-out begins (a reservation on the critical path)
     first: tuple[float, int] | None = None  # its first move in the hand-out: (ratio, count)
@@ -173,32 +182,37 @@ class AdaptivePolicy:
     # -- step 1 ---------------------------------------------------------------------------
     def priority_key(self, job: Job) -> float:
         """Smaller runs first: GPU-time left at the minimum, weighted and aged."""
-        return self._plans((job,), 0.0)[0].key
+        return self._plans((job,), 0.0, job.max_gpus)[0].key
 
-    def _plans(self, jobs: Iterable[Job], now: float) -> list[_Plan]:
-        """Each job's priority key, its time left on its lease, and why it keeps its GPUs now
-        ("": it may change).
+    def _plans(self, jobs: Iterable[Job], now: float, total: int) -> list[_Plan]:
+        """Each job's priority key, its time left on its lease, why it keeps its GPUs now
+        ("": it may change), and what the rest of the decision reads from its speed model
+        (``total``: the GPUs there are).
 
         The hottest loop of a decision: ``Job.remaining_time`` is spelled out, and the rest of
-        the decision reads the time left on the lease from here (``_Plan.left``)."""
+        the decision reads the time left on the lease from here (``_Plan.left``); the per-job
+        lookups of the later steps are made here too, in the one pass over the jobs."""
         p = self.params
         aging = max(p.aging_s, _EPS)
         sticky = 1.0 - p.stickiness
+        premium = p.critical_slack if p.protect_critical else None
         plans = []
         for job in jobs:
             left = job.total_work - job.work_done
             if left < 0.0:
                 left = 0.0
             speed, lo = job.speed, job.min_gpus
+            top = job.max_gpus if job.max_gpus < total else total
+            x, fit, rate, options = speed.summary(lo, top, premium)
             if left <= 0:
                 at_min = 0.0
             else:
-                x = speed.throughput(lo)
                 at_min = left / x if x > 0 else math.inf
             key = lo * at_min / job.weight / (1.0 + job.queued_s / aging)
             held = len(job.gpus)
             if not held:
-                plans.append(_Plan(job, key, IN_PROGRESS if job.pinned else ""))
+                frozen = IN_PROGRESS if job.pinned else ""
+                plans.append(_Plan(job, key, frozen, 0.0, left, fit, rate, options))
                 continue
             key *= sticky
             if left <= 0:
@@ -215,7 +229,7 @@ class AdaptivePolicy:
                 frozen = RESIZED if job.resizes else STARTED
             else:
                 frozen = ""
-            plans.append(_Plan(job, key, frozen, left=at_held))
+            plans.append(_Plan(job, key, frozen, at_held, left, fit, 0.0, options))
         return plans
 
     # -- step 2: the critical path --------------------------------------------------------
@@ -235,9 +249,11 @@ class AdaptivePolicy:
             p.horizon_slack,
             p.queue_slack,
             committed[1],
+            [plan.rem for plan in plans],
+            options=[plan.options for plan in plans],
         )
         reservations = path.reservations if path else []
-        by_id = {plan.job.id: plan for plan in plans}
+        by_id = {plan.job.id: plan for plan in plans} if reservations else {}
         # A reservation never suspends a running job that ends within critical_slack of the
         # horizon anyway: starting the critical job that much later costs the makespan no
         # more than the slack allows, where suspending the short job would cost it the whole
@@ -292,16 +308,9 @@ class AdaptivePolicy:
 
     # -- step 3 helpers -------------------------------------------------------------------
     @staticmethod
-    def _exponent(plans: list[_Plan], total: int) -> float:
+    def _exponent(plans: list[_Plan]) -> float:
         """p of a power-law fit S(g) = g^p averaged over the jobs that can scale."""
-        fits = []
-        for plan in plans:
-            job = plan.job
-            top = min(job.max_gpus, total)
-            if top > job.min_gpus:
-                fit = job.speed.exponent(job.min_gpus, top)
-                if fit is not None:
-                    fits.append(fit)
+        fits = [plan.fit for plan in plans if plan.fit is not None]
         return min(max(sum(fits) / len(fits), 0.0), 1.0) if fits else 1.0
 
     @staticmethod
@@ -352,7 +361,7 @@ class AdaptivePolicy:
     # -- the decision ---------------------------------------------------------------------
     def decide(self, snapshot: Snapshot, now: float) -> Decision:
         total = len(snapshot.usable_gpus)
-        plans = self._plans(snapshot.jobs, now)
+        plans = self._plans(snapshot.jobs, now, total)
         plans.sort(key=_rank)
 
         # Jobs mid-resize or about to finish keep their GPUs whatever comes (whole leases
@@ -381,7 +390,7 @@ class AdaptivePolicy:
                 sum(len(j.gpus) for j in kept_jobs),
             )
             free, fitted, path, changes_in = self._reserve(open_plans, committed, total, free)
-        exponent = self._exponent(open_plans, total)
+        exponent = self._exponent(open_plans)
         m = len(open_plans)
         margin = 1.0 + self.params.resize_margin
         prepare, best_move = self._prepare, self._best_move
@@ -405,10 +414,10 @@ class AdaptivePolicy:
         bounds = [0.0] * len(waiting)
         rate = 0.0
         for k in range(len(waiting) - 1, -1, -1):
-            job = open_plans[waiting[k]].job
-            top = job.max_gpus if job.max_gpus < total else total
-            rate = max(rate, job.speed.best_rate(job.min_gpus, top))
-            bounds[k] = open_plans[waiting[k]].weight * rate * (1 + 1e-9)
+            plan = open_plans[waiting[k]]
+            if plan.rate > rate:
+                rate = plan.rate
+            bounds[k] = plan.weight * rate * (1 + 1e-9)
         joined = 0
         heapq.heapify(heap)
         while free > 0:

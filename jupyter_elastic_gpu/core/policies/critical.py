@@ -273,6 +273,7 @@ def critical_path(
     rems: Iterable[float] | None = None,
     *,
     planned: _Jobs | None = None,
+    options: list[tuple | None] | None = None,
 ) -> CriticalPath | None:
     """The critical path now: its ``target`` and ``reservations`` (least slack first); None
     when there is nothing to plan.
@@ -281,9 +282,16 @@ def critical_path(
     if given: a later instant); ``committed_gpu_s`` and ``committed_gpus`` the GPU-seconds and
     GPUs of jobs whose leases are kept whatever happens (mid-resize, about to finish).
     ``planned``: ``jobs`` as ``_Jobs.of`` sees them, if already worked out (``rems`` are then
-    per planned job).
+    per planned job); ``options``: per job, ``SpeedModel.options`` at its counts within
+    ``total`` and ``critical_slack``, if already looked up (None: it cannot be given GPUs).
     """
-    if planned is None:
+    if planned is None and options is not None:
+        jobs = list(jobs)
+        keep = [i for i, found in enumerate(options) if found is not None]
+        planned = _Jobs([jobs[i] for i in keep], [options[i] for i in keep])
+        if rems is not None:
+            rems = [r for i, r in enumerate(rems) if options[i] is not None]
+    elif planned is None:
         jobs = list(jobs)
         planned = _Jobs.of(jobs, total, critical_slack)
         if rems is not None:
