@@ -72,6 +72,8 @@ def decide(policy: Policy, snapshot: Snapshot, now: float) -> Decision:
     """
     decision = policy.decide(snapshot, now)
     cap = snapshot.user_gpu_cap
+    if not cap and snapshot.fair_share is None:
+        return decision
     users = {job.user for job in snapshot.jobs}
     if snapshot.fair_share is not None and len(users) > 1:
         shared = _fair(policy, snapshot, now, decision, snapshot.fair_share)

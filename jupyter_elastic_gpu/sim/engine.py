@@ -309,6 +309,8 @@ class Simulation:
         self.clean = False
         self.watch = -math.inf
         self.quiet: bool | None = None  # ``_quiet()``, until anything but time changes
+        #: ``_next_changes()`` as the last decision left it.
+        self.soon: tuple[float, float] = (math.inf, math.inf)
         self.user_peak: dict[str, int] = {}
         self.user_timeline: list[tuple[float, dict[str, int]]] = []
         self.usage: dict[str, float] = {}  # decayed GPU-seconds per user (fair share)
@@ -493,13 +495,17 @@ class Simulation:
         decision held: verify that this one is the same (``SimConfig.check_holds``) and keep
         the promise it came with."""
         # Finished jobs give their GPUs back before anyone else is placed.
+        active = []
         for job in self.active:
-            if job.finish is not None and job.gpus:
+            if job.finish is None:
+                active.append(job)
+            elif job.gpus:
                 job.gpus, job.speed = (), 0.0
-        self.active = [j for j in self.active if j.finish is None]
+        self.active = active
         self.clean, self.quiet = False, None
-        if not self.active:
+        if not active:
             self._record()
+            self.soon = (math.inf, math.inf)
             return
         decision = decide(self.policy, self._snapshot(), self.now)
         self.decisions += 1
@@ -521,16 +527,25 @@ class Simulation:
         if not check:
             self.changed = bool(changes)
         self._record()
-        # What the next snapshot sees besides time: a pause's end, with its measurement.
+        # What the next snapshot sees besides time: a pause's end, with its measurement; and
+        # ``_next_changes()`` as the decision leaves it, in the same pass.
         self.clean, self.quiet = True, None
-        self.watch = min(
-            (
-                j.pause_until
-                for j in self.active
-                if j.gpus and (j.pause_until > self.now or j.measured.get(len(j.gpus)) != j.speed)
-            ),
-            default=math.inf,
-        )
+        now = self.now
+        watch = completion = pause_end = math.inf
+        for j in self.active:
+            gpus = j.gpus
+            if not gpus:
+                continue
+            pause = j.pause_until
+            if (pause > now or j.measured.get(len(gpus)) != j.speed) and pause < watch:
+                watch = pause
+            if now < pause < pause_end:
+                pause_end = pause
+            if j.speed > 0:
+                end = j.finish_time(now)
+                if end < completion:
+                    completion = end
+        self.watch, self.soon = watch, (completion, pause_end)
 
     def _check(self, decision: Decision) -> None:
         held = self.promise
@@ -640,7 +655,7 @@ class Simulation:
                     self._decide(EVERY_TICK)
             else:
                 continue
-            soon = self._next_changes()  # the decision may have changed any lease
+            soon = self.soon  # the decision may have changed any lease
         self._decide(ON_EVENT)
         return self._result()
 

@@ -118,10 +118,11 @@ class _Plan:
     frozen: str = ""  # why this job keeps its GPUs, or "" if it may change
     left: float = 0.0  # seconds it needs to finish on the GPUs it holds (running jobs), R(held)
     #: Read from its speed model once per decision at its top count (its maximum within the
-    #: cluster; ``SpeedModel.summary``): its work left, its power-law fit (None: it cannot
-    #: scale), its best speed per GPU (waiting jobs only) and its counts worth holding (for the
-    #: critical path; None: off, or it fits nowhere).
+    #: cluster; ``SpeedModel.summary``): its work left, its throughput at its minimum, its
+    #: power-law fit (None: it cannot scale), its best speed per GPU (waiting jobs only) and its
+    #: counts worth holding (for the critical path; None: off, or it fits nowhere).
     rem: float = 0.0
+    x_lo: float = 0.0
     fit: float | None = None
     rate: float = 0.0
     options: tuple | None = None
@@ -203,16 +204,16 @@ class AdaptivePolicy:
                 left = 0.0
             speed, lo = job.speed, job.min_gpus
             top = job.max_gpus if job.max_gpus < total else total
-            x, fit, rate, options = speed.summary(lo, top, premium)
+            x_lo, fit, rate, options = speed.summary(lo, top, premium)
             if left <= 0:
                 at_min = 0.0
             else:
-                at_min = left / x if x > 0 else math.inf
+                at_min = left / x_lo if x_lo > 0 else math.inf
             key = lo * at_min / job.weight / (1.0 + job.queued_s / aging)
             held = len(job.gpus)
             if not held:
                 frozen = IN_PROGRESS if job.pinned else ""
-                plans.append(_Plan(job, key, frozen, 0.0, left, fit, rate, options))
+                plans.append(_Plan(job, key, frozen, 0.0, left, x_lo, fit, rate, options))
                 continue
             key *= sticky
             if left <= 0:
@@ -229,7 +230,7 @@ class AdaptivePolicy:
                 frozen = RESIZED if job.resizes else STARTED
             else:
                 frozen = ""
-            plans.append(_Plan(job, key, frozen, at_held, left, fit, 0.0, options))
+            plans.append(_Plan(job, key, frozen, at_held, left, x_lo, fit, 0.0, options))
         return plans
 
     # -- step 2: the critical path --------------------------------------------------------
@@ -319,7 +320,7 @@ class AdaptivePolicy:
         in the hand-out, from its count with ``free`` GPUs to take from (``_Plan.first``)."""
         job, weight = plan.job, plan.weight
         speed, lo = job.speed, job.min_gpus
-        x_min = speed.throughput(lo)
+        x_min = plan.x_lo
         scale = weight * lo / x_min if x_min > 0 else 0.0  # V(g) = scale x X(g) ...
         held, penalty = len(job.gpus), 0.0  # ... less this at every count but ``held``
         if held and job.resize_cost > 0:
@@ -438,7 +439,7 @@ class AdaptivePolicy:
                 continue
             free -= target - plan.count
             plan.count = target
-            if target < plan.job.max_gpus:  # (at its maximum it has no move left)
+            if target < len(plan.values) - 1:  # (at its top it has no move left)
                 move = best_move(plan, target, free)
                 if move:
                     heapq.heappush(heap, (-move[0], i, move[1], target))
