@@ -222,11 +222,11 @@ class SpeedModel:
 
     def summary(
         self, lo: int, top: int, premium: float | None
-    ) -> tuple[float, float | None, float, tuple | None]:
+    ) -> tuple[float, float | None, float, tuple | None, tuple[float, ...]]:
         """What a policy reads of a job of ``lo..top`` GPUs at every decision, in one cached
         lookup: the throughput at ``lo``, ``exponent(lo, top)`` (None also when ``top <=
-        lo``), ``best_rate(lo, top)`` and ``options(lo, top, premium)`` (None also when
-        ``premium`` is None or ``top < lo``)."""
+        lo``), ``best_rate(lo, top)``, ``options(lo, top, premium)`` (None also when
+        ``premium`` is None or ``top < lo``) and the throughputs at 0 to ``top`` GPUs."""
         key = (lo, top, premium)
         found = self._summaries.get(key)
         if found is None:
@@ -235,6 +235,7 @@ class SpeedModel:
                 self.exponent(lo, top) if top > lo else None,
                 self.best_rate(lo, top),
                 self.options(lo, top, premium) if premium is not None and top >= lo else None,
+                tuple(self.curve(top)[: top + 1]),
             )
         return found
 

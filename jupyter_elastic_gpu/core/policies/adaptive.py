@@ -119,13 +119,15 @@ class _Plan:
     left: float = 0.0  # seconds it needs to finish on the GPUs it holds (running jobs), R(held)
     #: Read from its speed model once per decision at its top count (its maximum within the
     #: cluster; ``SpeedModel.summary``): its work left, its throughput at its minimum, its
-    #: power-law fit (None: it cannot scale), its best speed per GPU (waiting jobs only) and its
-    #: counts worth holding (for the critical path; None: off, or it fits nowhere).
+    #: power-law fit (None: it cannot scale), its best speed per GPU (waiting jobs only), its
+    #: counts worth holding (for the critical path; None: off, or it fits nowhere) and its
+    #: throughputs up to its top.
     rem: float = 0.0
     x_lo: float = 0.0
     fit: float | None = None
     rate: float = 0.0
     options: tuple | None = None
+    curve: tuple[float, ...] = ()
     # What the decision works out.
     count: int = 0
     weight: float = 1.0
@@ -204,7 +206,7 @@ class AdaptivePolicy:
                 left = 0.0
             speed, lo = job.speed, job.min_gpus
             top = job.max_gpus if job.max_gpus < total else total
-            x_lo, fit, rate, options = speed.summary(lo, top, premium)
+            x_lo, fit, rate, options, curve = speed.summary(lo, top, premium)
             if left <= 0:
                 at_min = 0.0
             else:
@@ -213,7 +215,7 @@ class AdaptivePolicy:
             held = len(job.gpus)
             if not held:
                 frozen = IN_PROGRESS if job.pinned else ""
-                plans.append(_Plan(job, key, frozen, 0.0, left, x_lo, fit, rate, options))
+                plans.append(_Plan(job, key, frozen, 0.0, left, x_lo, fit, rate, options, curve))
                 continue
             key *= sticky
             if left <= 0:
@@ -230,7 +232,7 @@ class AdaptivePolicy:
                 frozen = RESIZED if job.resizes else STARTED
             else:
                 frozen = ""
-            plans.append(_Plan(job, key, frozen, at_held, left, x_lo, fit, 0.0, options))
+            plans.append(_Plan(job, key, frozen, at_held, left, x_lo, fit, 0.0, options, curve))
         return plans
 
     # -- step 2: the critical path --------------------------------------------------------
@@ -315,7 +317,7 @@ class AdaptivePolicy:
         return min(max(sum(fits) / len(fits), 0.0), 1.0) if fits else 1.0
 
     @staticmethod
-    def _prepare(plan: _Plan, total: int, margin: float, free: int) -> tuple[float, int] | None:
+    def _prepare(plan: _Plan, margin: float, free: int) -> tuple[float, int] | None:
         """Work out the plan's values V(g) (``_Plan.values``) at its weight, and its first move
         in the hand-out, from its count with ``free`` GPUs to take from (``_Plan.first``)."""
         job, weight = plan.job, plan.weight
@@ -328,12 +330,11 @@ class AdaptivePolicy:
             r = plan.left
             if 0 < r < math.inf:
                 penalty = weight * speed.speedup(lo, held) * job.resize_cost * margin / r
-        top = job.max_gpus if job.max_gpus < total else total
-        if plan.frozen and held < top:  # resized moments ago: may shrink, not grow
-            top = held
-        curve = speed.curve(top)
-        plan.values = values = [scale * x - penalty for x in curve[: top + 1]]
-        if held <= top:
+        curve = plan.curve  # (up to its maximum within the cluster)
+        if plan.frozen and held < len(curve) - 1:  # resized moments ago: may shrink, not grow
+            curve = curve[: held + 1]
+        plan.values = values = [scale * x - penalty for x in curve]
+        if held < len(curve):
             values[held] = scale * curve[held]
         move = AdaptivePolicy._best_move(plan, plan.count, free)
         plan.start, plan.first = plan.count, move
@@ -406,7 +407,7 @@ class AdaptivePolicy:
         for i, plan in enumerate(open_plans):
             plan.weight = float(m - i) ** exponent
             if plan.count or plan.job.gpus:
-                move = prepare(plan, total, margin, free)
+                move = prepare(plan, margin, free)
                 if move:
                     heap.append((-move[0], i, move[1], plan.count))
             else:
@@ -425,7 +426,7 @@ class AdaptivePolicy:
             while joined < len(waiting) and (not heap or bounds[joined] >= -heap[0][0]):
                 i = waiting[joined]
                 joined += 1
-                move = prepare(open_plans[i], total, margin, begin)
+                move = prepare(open_plans[i], margin, begin)
                 if move:
                     heapq.heappush(heap, (-move[0], i, move[1], 0))
             if not heap:
@@ -456,7 +457,7 @@ class AdaptivePolicy:
 
         def promise() -> float:  # worked out when read (the simulator asks for one in two)
             for plan in unjoined:  # (the certificate weighs every job's first move)
-                prepare(plan, total, margin, begin)
+                prepare(plan, margin, begin)
             until = holds_until(self, snapshot, now, plans, open_plans, exponent, free, allocations)
             if until > now and self.params.protect_critical:
                 # The reservations the hand-out started from must stay as they are too.
