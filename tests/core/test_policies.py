@@ -267,8 +267,8 @@ def test_adaptive_hands_out_the_same_when_waiting_jobs_join_late(snap, critical)
     summary = SpeedModel.summary
 
     def unbounded(speed, *args):
-        x, fit, _, options = summary(speed, *args)
-        return x, fit, math.inf, options
+        x, fit, _, options, curve = summary(speed, *args)
+        return x, fit, math.inf, options, curve
 
     with mock.patch.object(SpeedModel, "summary", unbounded):
         at_once = policy.decide(snap, now=2000.0)

@@ -98,16 +98,13 @@ def test_speed_ups_and_the_power_law_through_two_counts():
 
 def test_the_summary_a_policy_reads_is_each_lookup_s_own_answer():
     m = SpeedModel({2: 150.0}, prior={1: 100.0, 2: 180.0, 4: 500.0})
-    assert m.summary(1, 4, 0.1) == (
-        m.throughput(1),
-        m.exponent(1, 4),
-        m.best_rate(1, 4),
-        m.options(1, 4, 0.1),
-    )
+    lookups = (m.throughput(1), m.exponent(1, 4), m.best_rate(1, 4), m.options(1, 4, 0.1))
+    assert m.summary(1, 4, 0.1) == (*lookups, tuple(m.curve(4)[:5]))
     assert m.best_rate(1, 4) > 1  # (it scales super-linearly from 2 to 4 GPUs)
     # A job that cannot scale has no fit; without a premium, or a count within reach, no options.
-    assert m.summary(2, 2, None) == (m.throughput(2), None, 1.0, None)
+    assert m.summary(2, 2, None)[:4] == (m.throughput(2), None, 1.0, None)
     assert m.summary(4, 2, 0.1)[3] is None
+    assert len(m.summary(4, 2, 0.1)[4]) == 3  # throughputs at 0, 1 and 2 GPUs
     assert m.summary(1, 4, 0.1) is m.summary(1, 4, 0.1)  # cached
 
 
