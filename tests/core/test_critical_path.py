@@ -284,7 +284,10 @@ def test_the_shortcuts_give_what_the_rule_gives_job_by_job():
         assert path.earliest == earliest
         got = [(r.job.id, r.gpus, r.slack_s) for r in path.reservations]
         assert got == rule
-        # The same from the options and work left a policy has already looked up.
+        # The same from the options and work left a policy has already looked up (with, ahead
+        # of them, a job no count within the GPUs fits: it is not planned).
+        too_wide = Job("too-wide", 0.0, 1e6, 17, 32, speed=SpeedModel({}, ROOT))
+        jobs = [too_wide, *jobs]
         tops = [min(j.max_gpus, args[0]) for j in jobs]
         options = [
             j.speed.options(j.min_gpus, top, args[1]) if top >= j.min_gpus else None

@@ -287,10 +287,13 @@ def critical_path(
     """
     if planned is None and options is not None:
         jobs = list(jobs)
-        keep = [i for i, found in enumerate(options) if found is not None]
-        planned = _Jobs([jobs[i] for i in keep], [options[i] for i in keep])
-        if rems is not None:
-            rems = [r for i, r in enumerate(rems) if options[i] is not None]
+        if None in options:
+            keep = [i for i, found in enumerate(options) if found is not None]
+            jobs, options = [jobs[i] for i in keep], [options[i] for i in keep]
+            if rems is not None:
+                rems = list(rems)
+                rems = [rems[i] for i in keep]
+        planned = _Jobs(jobs, options)
     elif planned is None:
         jobs = list(jobs)
         planned = _Jobs.of(jobs, total, critical_slack)
