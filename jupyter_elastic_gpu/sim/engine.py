@@ -309,7 +309,8 @@ class Simulation:
         self.clean = False
         self.watch = -math.inf
         self.quiet: bool | None = None  # ``_quiet()``, until anything but time changes
-        #: ``_next_changes()`` as the last decision left it.
+        #: When the next running job completes and the next pause ends, as the last decision
+        #: left them (``_advance`` says the same as time passes).
         self.soon: tuple[float, float] = (math.inf, math.inf)
         self.user_peak: dict[str, int] = {}
         self.user_timeline: list[tuple[float, dict[str, int]]] = []
@@ -318,7 +319,8 @@ class Simulation:
     # -- time -----------------------------------------------------------------------------
     def _advance(self, until: float) -> tuple[list[_SimJob], tuple[float, float]]:
         """Every job's progress up to ``until``: the running jobs done by then, in order, and
-        ``_next_changes()`` as it will be from then on unless a decision changes something."""
+        when the next running job completes and the next pause ends (``soon``) from then on,
+        unless a decision changes something."""
         now = self.now
         dt = until - now
         if dt > 0 and self.config.fair_share:
@@ -358,20 +360,6 @@ class Simulation:
         if dt > 0:
             self.now = until
         return done, (completion, pause_end)
-
-    def _next_changes(self) -> tuple[float, float]:
-        """When the next running job completes, and when the next pause ends."""
-        now = self.now
-        completion = pause_end = math.inf
-        for job in self.active:
-            if job.gpus:
-                if job.finish is None and job.speed > 0:
-                    end = job.finish_time(now)
-                    if end < completion:
-                        completion = end
-                if now < job.pause_until < pause_end:
-                    pause_end = job.pause_until
-        return completion, pause_end
 
     def _complete(self, job: _SimJob) -> None:
         job.finish = self.now
@@ -528,7 +516,7 @@ class Simulation:
             self.changed = bool(changes)
         self._record()
         # What the next snapshot sees besides time: a pause's end, with its measurement; and
-        # ``_next_changes()`` as the decision leaves it, in the same pass.
+        # ``soon`` as the decision leaves it, in the same pass.
         self.clean, self.quiet = True, None
         now = self.now
         watch = completion = pause_end = math.inf
@@ -603,7 +591,7 @@ class Simulation:
         bound = lower_bounds(self.workload, len(self.gpus), cfg.gpus_per_node, cfg.start_cost_s)
         give_up = self.now + cfg.stall_factor * max(bound["makespan_s"], cfg.tick_s)
 
-        soon = self._next_changes()
+        soon = self.soon  # (nothing runs before the first arrival)
         while remaining:
             if self.now > give_up:
                 raise SimulationStalled(

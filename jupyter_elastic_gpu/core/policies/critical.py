@@ -196,17 +196,29 @@ class _Jobs:
         self.waiting = sum(j.min_gpus for j in jobs if not j.gpus)  # GPUs the queue needs
 
     @classmethod
-    def of(cls, jobs: Iterable[Job], total: int, critical_slack: float) -> _Jobs:
-        """The ``jobs`` that could be given GPUs at all (a count within ``total``)."""
-        kept, options = [], []
-        for job in jobs:
-            top = job.max_gpus if job.max_gpus < total else total
-            if top >= job.min_gpus:
-                found = job.speed.options(job.min_gpus, top, critical_slack)
-                if found is not None:
-                    kept.append(job)
-                    options.append(found)
-        return cls(kept, options)
+    def of(
+        cls,
+        jobs: list[Job],
+        total: int,
+        critical_slack: float,
+        options: list[tuple | None] | None = None,
+    ) -> tuple[_Jobs, list[int] | None]:
+        """The ``jobs`` that could be given GPUs at all (a count within ``total``), and their
+        indices in ``jobs`` (None: all of them). ``options``: per job, ``SpeedModel.options``
+        at its counts within ``total`` and ``critical_slack``, if already looked up (None: it
+        cannot be given GPUs)."""
+        if options is None:
+            options = []
+            for job in jobs:
+                top = job.max_gpus if job.max_gpus < total else total
+                fits = top >= job.min_gpus
+                options.append(
+                    job.speed.options(job.min_gpus, top, critical_slack) if fits else None
+                )
+        if None not in options:
+            return cls(jobs, options), None
+        keep = [i for i, found in enumerate(options) if found is not None]
+        return cls([jobs[i] for i in keep], [options[i] for i in keep]), keep
 
     def having(self, keep: list[int]) -> _Jobs:
         """The jobs at indices ``keep`` (those with work left at some instant)."""
@@ -285,21 +297,11 @@ def critical_path(
     per planned job); ``options``: per job, ``SpeedModel.options`` at its counts within
     ``total`` and ``critical_slack``, if already looked up (None: it cannot be given GPUs).
     """
-    if planned is None and options is not None:
-        jobs = list(jobs)
-        if None in options:
-            keep = [i for i, found in enumerate(options) if found is not None]
-            jobs, options = [jobs[i] for i in keep], [options[i] for i in keep]
-            if rems is not None:
-                rems = list(rems)
-                rems = [rems[i] for i in keep]
-        planned = _Jobs(jobs, options)
-    elif planned is None:
-        jobs = list(jobs)
-        planned = _Jobs.of(jobs, total, critical_slack)
-        if rems is not None:
-            by_job = dict(zip(map(id, jobs), rems))
-            rems = [by_job[id(j)] for j in planned.jobs]
+    if planned is None:
+        planned, keep = _Jobs.of(list(jobs), total, critical_slack, options)
+        if rems is not None and keep is not None:
+            rems = list(rems)
+            rems = [rems[i] for i in keep]
     rems = [j.remaining_work for j in planned.jobs] if rems is None else list(rems)
     if rems and not min(rems) > 0:  # a job without work left is not planned
         keep = [i for i, r in enumerate(rems) if r > 0]
@@ -542,7 +544,7 @@ def path_holds_until(
     if start is None:
         start = critical_path(jobs, committed(0.0), *args, gpus)
     if start is None:
-        planned = _Jobs.of(jobs, total, critical_slack)
+        planned, _ = _Jobs.of(jobs, total, critical_slack)
         rems = [j.remaining_work for j in planned.jobs]
     else:
         planned, rems = start.jobs, start.rems
