@@ -117,11 +117,11 @@ class _Plan:
     key: float
     frozen: str = ""  # why this job keeps its GPUs, or "" if it may change
     left: float = 0.0  # seconds it needs to finish on the GPUs it holds (running jobs), R(held)
-    #: Read from its speed model once per decision at its top count (its maximum within the
-    #: cluster; ``SpeedModel.summary``): its work left, its throughput at its minimum, its
-    #: power-law fit (None: it cannot scale), its best speed per GPU (waiting jobs only), its
-    #: counts worth holding (for the critical path; None: off, or it fits nowhere) and its
-    #: throughputs up to its top.
+    #: Its work left, then what it reads from its speed model once per decision at its top
+    #: count (its maximum within the cluster; ``SpeedModel.summary``): its throughput at its
+    #: minimum, its power-law fit (None: it cannot scale), its best speed per GPU
+    #: (``best_rate``), its counts worth holding (for the critical path; None: off, or it
+    #: fits nowhere) and its throughputs up to its top.
     rem: float = 0.0
     x_lo: float = 0.0
     fit: float | None = None
@@ -232,7 +232,7 @@ class AdaptivePolicy:
                 frozen = RESIZED if job.resizes else STARTED
             else:
                 frozen = ""
-            plans.append(_Plan(job, key, frozen, at_held, left, x_lo, fit, 0.0, options, curve))
+            plans.append(_Plan(job, key, frozen, at_held, left, x_lo, fit, rate, options, curve))
         return plans
 
     # -- step 2: the critical path --------------------------------------------------------
