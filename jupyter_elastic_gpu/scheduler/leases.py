@@ -55,8 +55,12 @@ def busy_elsewhere(job: JobRecord, jobs: Iterable[JobRecord]) -> set[str]:
     for other in jobs:
         if other.id == job.id or not other.state.active:
             continue
-        if other.launched_at is not None:  # a sidecar runs: it may be on these
+        if other.launched_at is not None:
+            # A sidecar runs: it may be on what it reports, or on any lease granted since its
+            # last report (one cancelled before its first report still starts on its first).
             busy.update(other.reported.gpus)
+            for gpus in other.granted.values():
+                busy.update(gpus)
         if other.state != JobState.STOPPING:
             busy.update(other.desired.gpus)
     return busy

@@ -133,6 +133,26 @@ def test_a_claim_outside_the_grant_is_not_busy_for_others():
     assert leases.busy_elsewhere(b, [a, b]) == {"0"}
 
 
+def test_a_job_cancelled_before_its_sidecar_reports_keeps_its_first_gpus_busy():
+    """Its sidecar was launched on GPU 0 and has reported nothing yet when the cancel comes (the
+    cancel lease has no GPUs): its trainer may still start on GPU 0, so no one else is given it
+    until the sidecar reports (a CI run once saw a new job started on GPU 0 meanwhile)."""
+    spec = parse(SubmitRequest, synthetic(1, 1), "job")
+    a = JobRecord(id="a", user="ann", name="a", spec=spec, job_dir="/a")
+    b = JobRecord(id="b", user="bob", name="b", spec=spec, job_dir="/b")
+    a.state, a.desired, a.granted, a.launched_at = (
+        JobState.STOPPING,
+        Lease(2, [], P.LeaseAction.CANCEL),
+        {1: ["0"]},
+        1.0,
+    )
+    assert leases.busy_elsewhere(b, [a, b]) == {"0"}
+    # Once its sidecar reports the cancel lease (no GPUs), GPU 0 is free for others.
+    a.granted[2] = []
+    leases.absorb(a, Heartbeat(generation=2, gpus=[]), False, {"0"})
+    assert leases.busy_elsewhere(b, [a, b]) == set()
+
+
 # -- through a real server -----------------------------------------------------------------------
 
 
