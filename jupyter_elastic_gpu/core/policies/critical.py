@@ -294,8 +294,7 @@ def critical_path(
     if given: a later instant); ``committed_gpu_s`` and ``committed_gpus`` the GPU-seconds and
     GPUs of jobs whose leases are kept whatever happens (mid-resize, about to finish).
     ``planned``: ``jobs`` as ``_Jobs.of`` sees them, if already worked out (``rems`` are then
-    per planned job); ``options``: per job, ``SpeedModel.options`` at its counts within
-    ``total`` and ``critical_slack``, if already looked up (None: it cannot be given GPUs).
+    per planned job); ``options``: as ``_Jobs.of`` takes them, if already looked up.
     """
     if planned is None:
         planned, keep = _Jobs.of(list(jobs), total, critical_slack, options)
