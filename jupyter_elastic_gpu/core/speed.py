@@ -39,10 +39,11 @@ class Frontier:
     among ``i..``: the cheapest count that is at least as fast as ``counts[i]``.
     """
 
-    __slots__ = ("_cheap", "_per_work", "best_from", "counts", "gpu_secs", "secs")
+    __slots__ = ("_cheap", "_per_work", "_rising", "best_from", "counts", "gpu_secs", "secs")
 
     def __init__(self, counts: tuple[int, ...], secs: tuple[float, ...]) -> None:
         self.counts, self.secs = counts, secs
+        self._rising = tuple(-s for s in secs)  # for bisect, which wants increasing keys
         self.gpu_secs = tuple(g * s for g, s in zip(counts, secs))
         best: list[int] = [0] * len(counts)
         for i in range(len(counts) - 1, -1, -1):
@@ -92,15 +93,9 @@ class Frontier:
 
     def first_within(self, seconds_per_work: float) -> int:
         """Index of the slowest count that takes at most ``seconds_per_work`` (len: none)."""
-        secs = self.secs
-        lo, hi = 0, len(secs)
-        while lo < hi:  # secs is decreasing
-            mid = (lo + hi) // 2
-            if secs[mid] <= seconds_per_work:
-                hi = mid
-            else:
-                lo = mid + 1
-        return lo
+        if seconds_per_work != seconds_per_work:  # NaN: no count is within it
+            return len(self.secs)
+        return bisect.bisect_left(self._rising, -seconds_per_work)
 
 
 class SpeedModel:

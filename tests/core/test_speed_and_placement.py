@@ -108,6 +108,18 @@ def test_the_summary_a_policy_reads_is_each_lookup_s_own_answer():
     assert m.summary(1, 4, 0.1) is m.summary(1, 4, 0.1)  # cached
 
 
+def test_the_frontier_finds_the_slowest_count_within_a_time_as_a_scan_would():
+    f = SpeedModel(prior={1: 100.0, 2: 180.0, 3: 180.0, 4: 320.0, 8: 400.0}).frontier(1, 8)
+    assert list(f.counts) == [1, 2, 4, 5, 6, 7, 8]  # 3 GPUs are no faster than 2
+
+    def scan(seconds: float) -> int:
+        return next((i for i, s in enumerate(f.secs) if s <= seconds), len(f.secs))
+
+    probes = [*f.secs, *(s * (1 + 1e-12) for s in f.secs), *(s * (1 - 1e-12) for s in f.secs)]
+    for seconds in [*probes, 0.0, -1.0, math.inf, -math.inf, math.nan]:
+        assert f.first_within(seconds) == scan(seconds), seconds
+
+
 def test_placement_sees_a_gpu_turn_busy_between_two_calls():
     gpus = _two_nodes()
     assert place(gpus, {"x": ("a0", "a1")}, {"x": 2})["x"] == ("a0", "a1")
