@@ -1,0 +1,163 @@
+"""How much of Pollux's lead is batch-size tuning: the Pollux artifact's own simulator with and
+without it, beside our ``adaptive`` in the same settings.
+
+Pollux (Qiao et al., OSDI 2021) chooses every job's batch size as well as its GPUs, which a
+non-intrusive scheduler cannot do (the batch size is the user's code). So "ahead of Pollux" is
+measured twice here, on the artifact's simulator itself: Pollux as published (``tuned``) and
+Pollux with every job at its workload's batch size (``fixed``; what that changes is in
+``_pollux_run.py``). Settings are the artifact's: 60 s rounds, 30 s per (re)allocation, nodes
+of 4 GPUs. Pollux's genetic search is not seeded, so each run differs a little: ``--runs``.
+
+Needs the artifact and a Python with its requirements (its pins are for Python 3.8; on 3.11
+these versions build and run it); about 6 minutes per run of sc20-like and 40 of workload-6 on
+one core:
+
+    git clone -b osdi21-artifact https://github.com/petuum/adaptdl pollux-artifact
+    python3 -m venv pollux-env
+    pollux-env/bin/pip install "numpy<1.24" "pandas<2" "scipy<1.12" pymoo==0.4.2.1
+    python benchmarks/pollux_batch_sizes.py --artifact pollux-artifact/simulator \
+        --python pollux-env/bin/python [--runs 1] [--workloads sc20like-16gpu-24jobs,workload-6]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+
+from _common import command_line, trace_data
+from tqdm import tqdm
+
+from jupyter_elastic_gpu.core.mechanism import Mechanism
+from jupyter_elastic_gpu.core.policies import make_policy
+from jupyter_elastic_gpu.sim.data import pollux_traces, pollux_workload
+from jupyter_elastic_gpu.sim.engine import SimConfig, simulate
+from jupyter_elastic_gpu.sim.traces.pollux import read_pollux
+
+#: Nodes of 4 GPUs per workload, as ``fidelity.py`` runs them.
+NODES = {"sc20like-16gpu-24jobs": 4, "workload-6": 16}
+RUNNER = Path(__file__).with_name("_pollux_run.py")
+
+
+def artifact_run(python: str, artifact: Path, csv: Path, nodes: int, mode: str) -> dict:
+    """One run of the artifact's simulator (``_pollux_run.py``) in its own interpreter."""
+    try:
+        done = subprocess.run(
+            [python, str(RUNNER), str(artifact), str(csv), str(nodes), mode],
+            capture_output=True,
+            text=True,
+        )
+    except OSError as e:
+        sys.exit(f"benchmark: cannot run --python {python}: {e}")
+    if done.returncode != 0:
+        tail = "\n".join(done.stderr.strip().splitlines()[-5:])
+        sys.exit(f"benchmark: the artifact's simulator failed ({mode}, {csv.name}):\n{tail}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def ours(name: str, folder: Path) -> dict:
+    """Our ``adaptive`` in our simulator, in the artifact's settings (as ``fidelity.py``)."""
+    nodes = NODES[name]
+    wl = read_pollux(str(pollux_workload(name, folder)), str(pollux_traces(folder)), 4, nodes * 4)
+    cfg = SimConfig(nodes=nodes, gpus_per_node=4, tick_s=60, rounds=True, start_cost_s=30)
+    s = simulate(wl, make_policy("adaptive"), Mechanism("restart", 30.0), cfg).summary()
+    return {"mean_jct_s": s["mean_jct_s"], "makespan_s": s["makespan_s"]}
+
+
+def _span(values: list[float]) -> str:
+    lo, hi = min(values), max(values)
+    return f"{lo:,.0f}" if round(lo) == round(hi) else f"{lo:,.0f}-{hi:,.0f}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--artifact", required=True, help="the artifact's simulator/ folder")
+    ap.add_argument("--python", required=True, help="an interpreter with the artifact's needs")
+    ap.add_argument("--runs", type=int, default=1, help="runs per workload and mode")
+    ap.add_argument("--workloads", default=",".join(NODES), help=f"of {', '.join(NODES)}")
+    ap.add_argument("--workers", type=int, default=2, help="artifact runs at once")
+    ap.add_argument("--data", help="use this folder's pollux/ instead of the shipped traces")
+    args = ap.parse_args()
+    artifact = Path(args.artifact)
+    if not (artifact / "simulator.py").is_file():
+        ap.error(f"{artifact} has no simulator.py: pass the artifact's simulator/ folder")
+    names = args.workloads.split(",")
+    unknown = sorted(set(names) - set(NODES))
+    if unknown:
+        ap.error(f"unknown workload {', '.join(unknown)}; known: {', '.join(NODES)}")
+    if args.runs < 1 or args.workers < 1:
+        ap.error("--runs and --workers are at least 1")
+    folder = trace_data(args.data)
+    print(f"$ {command_line()}\n")
+    tasks = [(n, mode) for n in names for mode in ("tuned", "fixed") for _ in range(args.runs)]
+    results: dict[tuple[str, str], list[dict]] = {}
+    with ThreadPoolExecutor(args.workers) as pool:
+        futures = {
+            pool.submit(
+                artifact_run,
+                args.python,
+                artifact,
+                pollux_workload(n, folder),
+                NODES[n],
+                mode,
+            ): (n, mode)
+            for n, mode in tasks
+        }
+        for future in tqdm(as_completed(futures), total=len(futures), desc="artifact runs"):
+            results.setdefault(futures[future], []).append(future.result())
+    header = [
+        "workload",
+        "scheduler",
+        "mean JCT s",
+        "makespan s",
+        "JCT: ours /",
+        "makespan: ours /",
+    ]
+    rows = [header]
+    for n in names:
+        mine = ours(n, folder)
+        rows.append(
+            [
+                n,
+                "adaptive (ours, our simulator)",
+                f"{mine['mean_jct_s']:,.0f}",
+                f"{mine['makespan_s']:,.0f}",
+                "",
+                "",
+            ]
+        )
+        for mode, label in (
+            ("tuned", "Pollux, batch sizes tuned"),
+            ("fixed", "Pollux, batch sizes fixed"),
+        ):
+            runs = results[(n, mode)]
+            jct = [r["mean_jct_s"] for r in runs]
+            span = [r["makespan_s"] for r in runs]
+            rows.append(
+                [
+                    n,
+                    f"{label} ({len(runs)} run{'s' * (len(runs) > 1)})",
+                    _span(jct),
+                    _span(span),
+                    f"{mine['mean_jct_s'] / statistics.mean(jct):.2f}x",
+                    f"{mine['makespan_s'] / statistics.mean(span):.2f}x",
+                ]
+            )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    for k, r in enumerate(rows):
+        print(
+            "  ".join(
+                c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))
+            ).rstrip()
+        )
+        if k == 0:
+            print("  ".join("-" * w for w in widths))
+    print("\nratios: ours over the mean of the artifact's runs (below 1: ours is ahead)")
+
+
+if __name__ == "__main__":
+    main()
