@@ -43,20 +43,34 @@ NODES = {"sc20like-16gpu-24jobs": 4, "workload-6": 16}
 RUNNER = Path(__file__).with_name("_pollux_run.py")
 
 
+class ArtifactError(Exception):
+    """A run of the artifact's simulator that could not start or did not finish."""
+
+
+#: The artifact runs under way, so that the others stop when one fails.
+_RUNNING: set[subprocess.Popen] = set()
+
+
 def artifact_run(python: str, artifact: Path, csv: Path, nodes: int, mode: str) -> dict:
     """One run of the artifact's simulator (``_pollux_run.py``) in its own interpreter."""
     try:
-        done = subprocess.run(
+        proc = subprocess.Popen(
             [python, str(RUNNER), str(artifact), str(csv), str(nodes), mode],
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             text=True,
         )
     except OSError as e:
-        sys.exit(f"benchmark: cannot run --python {python}: {e}")
-    if done.returncode != 0:
-        tail = "\n".join(done.stderr.strip().splitlines()[-5:])
-        sys.exit(f"benchmark: the artifact's simulator failed ({mode}, {csv.name}):\n{tail}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+        raise ArtifactError(f"cannot run --python {python}: {e}") from None
+    _RUNNING.add(proc)
+    try:
+        out, err = proc.communicate()
+    finally:
+        _RUNNING.discard(proc)
+    if proc.returncode != 0:
+        tail = "\n".join(err.strip().splitlines()[-5:])
+        raise ArtifactError(f"the artifact's simulator failed ({mode}, {csv.name}):\n{tail}")
+    return json.loads(out.strip().splitlines()[-1])
 
 
 def ours(name: str, folder: Path) -> dict:
@@ -107,8 +121,15 @@ def main() -> None:
             ): (n, mode)
             for n, mode in tasks
         }
-        for future in tqdm(as_completed(futures), total=len(futures), desc="artifact runs"):
-            results.setdefault(futures[future], []).append(future.result())
+        try:
+            for future in tqdm(as_completed(futures), total=len(futures), desc="artifact runs"):
+                results.setdefault(futures[future], []).append(future.result())
+        except (ArtifactError, KeyboardInterrupt) as e:
+            for future in futures:
+                future.cancel()
+            for proc in list(_RUNNING):
+                proc.kill()
+            sys.exit(f"benchmark: {e}" if isinstance(e, ArtifactError) else 130)
     header = [
         "workload",
         "scheduler",
