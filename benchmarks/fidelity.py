@@ -27,7 +27,9 @@ from jupyter_elastic_gpu.sim.engine import SimConfig, simulate
 from jupyter_elastic_gpu.sim.traces.pollux import read_pollux
 
 FIXED = "pollux, batch sizes fixed"
-PUBLISHED = {
+#: (mean JCT, makespan) of the Pollux simulator per workload and scheduler: the figures above,
+#: and ``FIXED``'s measured with ``pollux_batch_sizes.py``.
+REFERENCE = {
     ("workload-6", 16): {
         "tiresias": (3469.7, None),
         "optimus": (5301.9, None),
@@ -66,7 +68,7 @@ def main() -> None:
             "ratio",
         ]
     ]
-    for (name, nodes), published in PUBLISHED.items():
+    for (name, nodes), reference in REFERENCE.items():
         wl = read_pollux(
             str(pollux_workload(name, folder)), str(pollux_traces(folder)), 4, nodes * 4
         )
@@ -82,7 +84,7 @@ def main() -> None:
                 policy = make_policy(ours, **(params if ours == "adaptive" else {}))
                 summaries[ours] = simulate(wl, policy, Mechanism("restart", 30.0), cfg).summary()
             s = summaries[ours]
-            jct, span = published[theirs]
+            jct, span = reference[theirs]
             label = ours if ours == theirs else f"{ours} (theirs: {theirs})"
             rows.append(
                 [
