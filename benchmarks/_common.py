@@ -1,8 +1,11 @@
-"""Shared by the benchmark scripts: which measured traces to use, how to say so, and how to
-run and read a sidecar job from a checkout."""
+"""Shared by the benchmark scripts: which measured traces to use, how to say so, how their
+options are checked and their results written, and how to run and read a sidecar job from a
+checkout."""
 
 from __future__ import annotations
 
+import argparse
+import math
 import os
 import shlex
 import sys
@@ -51,6 +54,69 @@ def adaptive_params(ap, items: list[str]) -> dict:
         return parse_adaptive(items)
     except ValueError as e:
         ap.error(str(e))
+
+
+def whole(minimum: int = 1):
+    """An argparse type: a whole number of at least ``minimum`` (runs, jobs, repeats ...)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < minimum:
+            raise argparse.ArgumentTypeError(f"a whole number of at least {minimum}, not {text!r}")
+        return value
+
+    return parse
+
+
+def positive(text: str) -> float:
+    """An argparse type: a finite number above 0 (seconds, a scale factor)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"a finite number above 0, not {text!r}")
+    return value
+
+
+def output_file(ap: argparse.ArgumentParser, path: str | None, flag: str, plot: bool = False):
+    """``path`` (None: not asked for) checked as a file to write before any work, as
+    ``jupyter-elastic-gpu simulate`` checks its ``--json`` and ``--plot`` (a usage error if
+    not); ``plot``: a figure, whose suffix says its format."""
+    from jupyter_elastic_gpu.sim.output import output_file as checked
+    from jupyter_elastic_gpu.sim.output import plot_formats
+
+    if path is None:
+        return None
+    try:
+        return checked(path, flag, plot_formats() if plot else None)
+    except ValueError as e:
+        ap.error(str(e))
+
+
+def output_folder(ap: argparse.ArgumentParser, path: str | None, flag: str):
+    """``path`` (None: not asked for) as a folder to write into, made if missing."""
+    from jupyter_elastic_gpu.sim.output import output_folder as checked
+
+    if path is None:
+        return None
+    try:
+        return checked(path, flag)
+    except ValueError as e:
+        ap.error(str(e))
+
+
+def write_json(path, data) -> None:
+    """``data`` as indented JSON at ``path``, written whole (never half a file)."""
+    import json
+
+    from jupyter_elastic_gpu.sim.output import write_whole
+
+    text = json.dumps(data, indent=1)
+    write_whole(path, lambda f: f.write(text.encode()))
 
 
 def sidecar_env(tf_log_level: int = 2) -> dict[str, str]:

@@ -37,7 +37,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from _common import command_line
+from _common import command_line, positive, whole
 from _servers import JupyterServer, finish
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 
@@ -282,10 +282,10 @@ def check_database(db: Path, sidecars: list[SyntheticSidecar]) -> tuple[list[str
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--jobs", type=int, default=200, help="synthetic sidecars (one job each)")
-    ap.add_argument("--pollers", type=int, default=50, help="clients polling GET jobs")
-    ap.add_argument("--duration", type=float, default=60.0, help="seconds of load")
-    ap.add_argument("--interval", type=float, default=1.0, help="heartbeat and poll interval")
+    ap.add_argument("--jobs", type=whole(), default=200, help="synthetic sidecars (one job each)")
+    ap.add_argument("--pollers", type=whole(), default=50, help="clients polling GET jobs")
+    ap.add_argument("--duration", type=positive, default=60.0, help="seconds of load")
+    ap.add_argument("--interval", type=positive, default=1.0, help="heartbeat and poll interval")
     ap.add_argument("--keep", action="store_true", help="keep the server's folder afterwards")
     args = ap.parse_args()
     print(f"$ {command_line()}\n")

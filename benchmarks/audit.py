@@ -30,7 +30,7 @@ import xml.etree.ElementTree as ET
 from collections import Counter
 from pathlib import Path
 
-from _common import REPO, command_line
+from _common import REPO, command_line, output_file, whole, write_json
 
 #: Test name (without its parameters) -> the scenario it is, in the table's order.
 SCENARIOS = {
@@ -147,13 +147,24 @@ def table(head: list[str], rows: list[list[str]]) -> str:
     return "\n".join([fmt(head), rule, *(fmt(r) for r in rows)])
 
 
+def seed_list(text: str) -> str:
+    """``--seeds``: whole numbers separated by commas, as the fault suite reads them."""
+    parts = text.split(",")
+    if not all(p.strip().lstrip("-").isdigit() for p in parts):
+        raise argparse.ArgumentTypeError(f"whole numbers separated by commas, not {text!r}")
+    return ",".join(p.strip() for p in parts)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--seeds", default="1,2", help="seeds of the crash runs (default 1,2)")
-    parser.add_argument("--fuzz-examples", type=int, default=500, help="examples per fuzz test")
+    parser.add_argument(
+        "--seeds", type=seed_list, default="1,2", help="seeds of the crash runs (default 1,2)"
+    )
+    parser.add_argument("--fuzz-examples", type=whole(), default=500, help="examples per fuzz test")
     parser.add_argument("--no-fuzz", action="store_true", help="leave out the fuzzing")
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args()
+    output_file(parser, args.json, "--json")
     print(f"$ {command_line()}\n")
     faults = run_faults(args.seeds)
     head = ["scenario", *COLUMNS]
@@ -210,7 +221,7 @@ def main() -> None:
     if faults["tail"]:
         print("\n" + faults["tail"])
     if args.json:
-        Path(args.json).write_text(json.dumps({"faults": faults, "fuzz": fuzz}, indent=1))
+        write_json(args.json, {"faults": faults, "fuzz": fuzz})
     failed = faults["exit_code"] or (fuzz is not None and fuzz["exit_code"])
     sys.exit(1 if failed or total.get("lost") or total.get("stuck") else 0)
 

@@ -15,7 +15,6 @@ and both finish. From the API's events and progress records:
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import statistics
 import sys
@@ -23,7 +22,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import command_line
+from _common import command_line, output_file, whole, write_json
 from _servers import JupyterServer
 
 BACKENDS = ("local", "ray")
@@ -111,9 +110,10 @@ def start_ray(tmp: Path):
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3, help="runs of each backend")
+    parser.add_argument("--rounds", type=whole(), default=3, help="runs of each backend")
     parser.add_argument("--json", help="write the measurements here")
     args = parser.parse_args()
+    output_file(parser, args.json, "--json")
     tmp = Path(tempfile.mkdtemp(prefix="cluster-overhead-"))
     cluster = start_ray(tmp / "ray")
     results: dict[str, dict[str, list[float]]] = {b: {"start": [], "resize": []} for b in BACKENDS}
@@ -135,7 +135,7 @@ def main() -> int:
         ray = statistics.median(results["ray"][kind])
         print(f"{kind:<32}{local:>8.2f}{ray:>8.2f}{ray / local:>10.2f}x")
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=1))
+        write_json(args.json, results)
     return 0
 
 

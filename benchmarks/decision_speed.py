@@ -19,7 +19,7 @@ import statistics
 import time
 from dataclasses import replace
 
-from _common import adaptive_params, add_adaptive_option, command_line, trace_data
+from _common import adaptive_params, add_adaptive_option, command_line, trace_data, whole
 
 from jupyter_elastic_gpu.core import Gpu, Job, Snapshot, SpeedModel
 from jupyter_elastic_gpu.core.mechanism import sidecar
@@ -74,8 +74,8 @@ def main() -> None:
         help="use this folder's pollux/ and philly/ instead of the shipped traces "
         "(see benchmarks/README.md)",
     )
-    ap.add_argument("--repeat", type=int, default=20)
-    ap.add_argument("--philly-jobs", type=int, default=10_000)
+    ap.add_argument("--repeat", type=whole(), default=20)
+    ap.add_argument("--philly-jobs", type=whole(), default=10_000)
     ap.add_argument(
         "--check",
         action="store_true",

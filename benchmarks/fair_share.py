@@ -25,7 +25,7 @@ import statistics
 import time
 from dataclasses import replace
 
-from _common import command_line
+from _common import command_line, whole
 from decision_speed import big_snapshot
 
 from jupyter_elastic_gpu.core.fairshare import FairShare
@@ -98,7 +98,7 @@ def per_user_jct(result: SimResult) -> dict[str, float]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--repeat", type=int, default=10, help="decisions timed per setting")
+    ap.add_argument("--repeat", type=whole(), default=10, help="decisions timed per setting")
     args = ap.parse_args()
     print(f"$ {command_line()}\n")
 

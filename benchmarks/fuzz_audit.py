@@ -106,12 +106,14 @@ def table(figures: dict) -> str:
 
 
 def main() -> None:
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    from _common import command_line, output_file, whole, write_json
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--examples", type=int, default=2000, help="examples per fuzz test")
+    parser.add_argument("--examples", type=whole(), default=2000, help="examples per fuzz test")
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args()
-    sys.path.insert(0, str(REPO / "benchmarks"))
-    from _common import command_line
+    output_file(parser, args.json, "--json")
 
     figures = run_fuzz_audit(args.examples)
     print(f"$ {command_line()}")
@@ -128,7 +130,7 @@ def main() -> None:
     for problem in figures["problems"][:20]:
         print("  !", problem[:400])
     if args.json:
-        Path(args.json).write_text(json.dumps(figures, indent=1))
+        write_json(args.json, figures)
     sys.exit(1 if figures["exit_code"] or figures["problems"] else 0)
 
 

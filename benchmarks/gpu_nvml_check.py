@@ -41,6 +41,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=50, help="snapshots to time (default 50)")
     args = parser.parse_args(argv)
+    if args.repeat < 1:
+        parser.error(f"argument --repeat: a whole number of at least 1, not {args.repeat}")
 
     t0 = time.perf_counter()
     try:

@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import progress_records, sidecar_env
+from _common import positive, progress_records, sidecar_env
 
 WORKLOAD = """
 import numpy as np
@@ -147,7 +147,7 @@ def run_case(work: Path, name: str, leases: list[str], extra: list[str], settle:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--settle", type=float, default=10.0, help="seconds of training per lease")
+    ap.add_argument("--settle", type=positive, default=10.0, help="seconds of training per lease")
     args = ap.parse_args()
     n, why = gpu_count()
     if n == 0:

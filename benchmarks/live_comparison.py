@@ -24,7 +24,6 @@ and each job runs ``--time-scale`` times faster.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import random
 import shutil
@@ -35,7 +34,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from _common import command_line
+from _common import command_line, output_file, positive, whole, write_json
 from _servers import JupyterServer
 
 from jupyter_elastic_gpu.sim.compare import Costs, compare
@@ -339,30 +338,35 @@ def print_comparison(live: dict, naive: dict, predicted: dict) -> list[str]:
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--seed", type=int, default=7)
-    ap.add_argument("--jobs", type=int, default=16)
+    ap.add_argument("--jobs", type=whole(), default=16)
     ap.add_argument(
         "--scale",
-        type=float,
+        type=positive,
         default=1.0,
         help="job lengths and arrival window x this (0.3: quick)",
     )
-    ap.add_argument("--time-scale", type=float, default=30.0, help="synthetic jobs run F x faster")
-    ap.add_argument("--tick", type=float, default=5.0, help="seconds between periodic decisions")
-    ap.add_argument("--heartbeat", type=float, default=0.5, help="heartbeat and progress interval")
     ap.add_argument(
-        "--checkpoint-interval", type=float, default=10.0, help="periodic checkpoints (seconds)"
+        "--time-scale", type=positive, default=30.0, help="synthetic jobs run F x faster"
+    )
+    ap.add_argument("--tick", type=positive, default=5.0, help="seconds between periodic decisions")
+    ap.add_argument(
+        "--heartbeat", type=positive, default=0.5, help="heartbeat and progress interval"
+    )
+    ap.add_argument(
+        "--checkpoint-interval", type=positive, default=10.0, help="periodic checkpoints (seconds)"
     )
     ap.add_argument(
         "--assumed-pause",
-        type=float,
+        type=positive,
         default=1.0,
         help="resize cost the scheduler assumes until a job has measured its own",
     )
-    ap.add_argument("--timeout", type=float, default=900.0, help="seconds per live run at most")
+    ap.add_argument("--timeout", type=positive, default=900.0, help="seconds per live run at most")
     ap.add_argument("--dry-run", action="store_true", help="print the jobs and the sim only")
     ap.add_argument("--json", help="write the measurements and predictions here")
     ap.add_argument("--keep", action="store_true", help="keep the servers' folders")
     args = ap.parse_args()
+    output_file(ap, args.json, "--json")
     print(f"$ {command_line()}\n")
 
     jobs = build_jobs(args.seed, args.jobs, args.scale, args.time_scale)
@@ -443,23 +447,21 @@ def main() -> int:
         + (f" (off: {', '.join(off)})" if off else "")
     )
     if args.json:
-        Path(args.json).write_text(
-            json.dumps(
-                {
-                    "command": command_line(),
-                    "jobs": [asdict(j) for j in jobs],
-                    "live": live,
-                    "sim": predicted,
-                    "sim_naive": naive,
-                    "overheads": measured,
-                    "costs": {
-                        "start_s": start_s,
-                        "sidecar_s": sidecar_s,
-                        "termination_s": termination_s,
-                    },
+        write_json(
+            args.json,
+            {
+                "command": command_line(),
+                "jobs": [asdict(j) for j in jobs],
+                "live": live,
+                "sim": predicted,
+                "sim_naive": naive,
+                "overheads": measured,
+                "costs": {
+                    "start_s": start_s,
+                    "sidecar_s": sidecar_s,
+                    "termination_s": termination_s,
                 },
-                indent=1,
-            )
+            },
         )
     return 0 if not off else 1
 

@@ -48,7 +48,7 @@ import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from _common import command_line
+from _common import command_line, positive, whole
 from _servers import JupyterServer, finish
 from api_load import Launch, SyntheticSidecar, quantile
 from playwright.sync_api import Error as PlaywrightError
@@ -336,12 +336,12 @@ def report(args, updates: list[Update], first: tuple[float, int, int], snapshot_
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--gpus", type=int, default=64, help="simulated GPUs")
-    ap.add_argument("--jobs", type=int, default=500, help="synthetic jobs (most wait)")
-    ap.add_argument("--updates", type=int, default=60, help="changes measured, one at a time")
+    ap.add_argument("--gpus", type=whole(), default=64, help="simulated GPUs")
+    ap.add_argument("--jobs", type=whole(), default=500, help="synthetic jobs (most wait)")
+    ap.add_argument("--updates", type=whole(), default=60, help="changes measured, one at a time")
     ap.add_argument("--seed", type=int, default=1, help="seed of the job sizes")
     ap.add_argument(
-        "--wait", type=float, default=10.0, help="seconds a change may take to show in the panel"
+        "--wait", type=positive, default=10.0, help="seconds a change may take to show in the panel"
     )
     ap.add_argument("--keep", action="store_true", help="keep the server's folder afterwards")
     args = ap.parse_args()

@@ -13,11 +13,18 @@ makespan -20%, mean JCT -37%).
 from __future__ import annotations
 
 import argparse
-import json
 import math
 from pathlib import Path
 
-from _common import adaptive_params, add_adaptive_option, command_line, trace_data
+from _common import (
+    adaptive_params,
+    add_adaptive_option,
+    command_line,
+    output_file,
+    output_folder,
+    trace_data,
+    write_json,
+)
 
 from jupyter_elastic_gpu.sim.compare import Costs, compare
 from jupyter_elastic_gpu.sim.data import philly_trace, pollux_traces, pollux_workload
@@ -80,6 +87,8 @@ def main() -> None:
     add_adaptive_option(ap)
     args = ap.parse_args()
     params = adaptive_params(ap, args.adaptive)
+    output_file(ap, args.json, "--json")
+    plots = output_folder(ap, args.plot_dir, "--plot-dir")
     print(f"$ {command_line()}\n")
     config = SimConfig(nodes=4, gpus_per_node=4, tick_s=60, start_cost_s=6)
     costs = Costs(sidecar_s=6, termination_s=60, checkpoint_interval=600)
@@ -88,9 +97,8 @@ def main() -> None:
         comp = compare(wl, RUNS, config, costs, policy_params={"adaptive": params})
         print(format_table(comp), end="\n\n")
         dump[wl.name] = comp.to_json()
-        if args.plot_dir:
-            Path(args.plot_dir).mkdir(parents=True, exist_ok=True)
-            plot(comp, str(Path(args.plot_dir) / f"{wl.name.split(' ')[0]}.png"))
+        if plots:
+            plot(comp, str(plots / f"{wl.name.split(' ')[0]}.png"))
         s = comp.summaries()
         ours = s["adaptive"]
         row = {"workload": wl.name.split(" (")[0]}
@@ -160,7 +168,7 @@ def main() -> None:
             f"{': ' + ', '.join(met) if met else ''}"
         )
     if args.json:
-        Path(args.json).write_text(json.dumps(dump, indent=1))
+        write_json(args.json, dump)
         print(f"\nwrote {args.json}")
 
 

@@ -29,7 +29,7 @@ import sys
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
-from _common import command_line, trace_data
+from _common import command_line, trace_data, whole
 from tqdm import tqdm
 
 from jupyter_elastic_gpu.core.mechanism import Mechanism
@@ -91,9 +91,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--artifact", required=True, help="the artifact's simulator/ folder")
     ap.add_argument("--python", required=True, help="an interpreter with the artifact's needs")
-    ap.add_argument("--runs", type=int, default=1, help="runs per workload and mode")
+    ap.add_argument("--runs", type=whole(), default=1, help="runs per workload and mode")
     ap.add_argument("--workloads", default=",".join(NODES), help=f"of {', '.join(NODES)}")
-    ap.add_argument("--workers", type=int, default=2, help="artifact runs at once")
+    ap.add_argument("--workers", type=whole(), default=2, help="artifact runs at once")
     ap.add_argument("--data", help="use this folder's pollux/ instead of the shipped traces")
     args = ap.parse_args()
     artifact = Path(args.artifact)

@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import progress_records, sidecar_env
+from _common import output_file, positive, progress_records, sidecar_env, whole, write_json
 from elastic_gpu_sidecar.jobdir import read_json
 from elastic_gpu_sidecar.protocol import STATUS
 
@@ -343,16 +343,17 @@ def measure_overhead(work: Path, pairs: int, replicas: int) -> dict:
 # -- report ---------------------------------------------------------------------------------------
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--resizes", type=int, default=3, help="resizes per mechanism (2<->4)")
-    ap.add_argument("--settle", type=float, default=8.0, help="seconds of training between")
-    ap.add_argument("--checkpoint-interval", type=float, default=10.0)
-    ap.add_argument("--pairs", type=int, default=21, help="interleaved bare/ours fit pairs")
-    ap.add_argument("--floor-runs", type=int, default=3)
-    ap.add_argument("--overhead-replicas", type=int, default=1)
+    ap.add_argument("--resizes", type=whole(), default=3, help="resizes per mechanism (2<->4)")
+    ap.add_argument("--settle", type=positive, default=8.0, help="seconds of training between")
+    ap.add_argument("--checkpoint-interval", type=positive, default=10.0)
+    ap.add_argument("--pairs", type=whole(), default=21, help="interleaved bare/ours fit pairs")
+    ap.add_argument("--floor-runs", type=whole(), default=3)
+    ap.add_argument("--overhead-replicas", type=whole(), default=1)
     ap.add_argument("--json", help="also write the raw figures here")
     ap.add_argument("--keep", action="store_true", help="keep the job dirs (printed at the end)")
     ap.add_argument("--overhead-worker", help=argparse.SUPPRESS)
     args = ap.parse_args()
+    output_file(ap, args.json, "--json")
     if args.overhead_worker:
         print(
             json.dumps(
@@ -457,11 +458,9 @@ def main() -> int:
         f"{over['checkpoint_ms'] / 1e3 / 60:.2%} of the time at the default --checkpoint-interval 60)"
     )
     if args.json:
-        Path(args.json).write_text(
-            json.dumps(
-                {"resizes": resizes, "floors": floors, "summary": summary, "overhead": over},
-                indent=1,
-            )
+        write_json(
+            args.json,
+            {"resizes": resizes, "floors": floors, "summary": summary, "overhead": over},
         )
     if args.keep:
         print(f"job dirs kept in {work}")

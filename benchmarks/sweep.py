@@ -17,15 +17,20 @@ against makespan / bound, with each policy's median as a large marker.
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import statistics
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from pathlib import Path
 
-from _common import adaptive_params, add_adaptive_option, command_line
+from _common import (
+    adaptive_params,
+    add_adaptive_option,
+    command_line,
+    output_file,
+    whole,
+    write_json,
+)
 from tqdm import tqdm
 
 from jupyter_elastic_gpu.core.mechanism import sidecar
@@ -33,6 +38,7 @@ from jupyter_elastic_gpu.core.policies import POLICIES, make_policy
 from jupyter_elastic_gpu.sim.bounds import lower_bounds
 from jupyter_elastic_gpu.sim.engine import SimConfig, SimulationStalled, simulate
 from jupyter_elastic_gpu.sim.generate import generate_workload
+from jupyter_elastic_gpu.sim.output import save_figure
 from jupyter_elastic_gpu.sim.workload import Workload
 
 CONFIG = SimConfig(nodes=4, gpus_per_node=4, tick_s=60, start_cost_s=6)
@@ -247,16 +253,16 @@ def scatter(results: dict, policies: list[str], path: str) -> None:
     ax.legend(title="median (large), each workload (small)", fontsize=8)
     ax.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    save_figure(fig, path, dpi=120)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--seeds", type=int, default=8, help="seeds per kind (default 8)")
+    ap.add_argument("--seeds", type=whole(), default=8, help="seeds per kind (default 8)")
     ap.add_argument("--first-seed", type=int, default=1)
     ap.add_argument("--kinds", default=",".join(KINDS), help=f"of {', '.join(KINDS)}")
     ap.add_argument("--policies", default=",".join(POLICIES), help="default: every policy")
-    ap.add_argument("--workers", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--workers", type=whole(), default=os.cpu_count() or 1)
     add_adaptive_option(ap)
     ap.add_argument("--plot", help="write the scatter plot (PNG) here")
     ap.add_argument("--json", help="write every figure as JSON here")
@@ -270,11 +276,13 @@ def main() -> None:
         if p not in POLICIES:
             ap.error(f"unknown policy {p!r} (known: {', '.join(POLICIES)})")
     params = adaptive_params(ap, args.adaptive)
+    output_file(ap, args.plot, "--plot", plot=True)
+    output_file(ap, args.json, "--json")
     seeds = range(args.first_seed, args.first_seed + args.seeds)
     tasks = [(k, s, p, params) for k in kinds for s in seeds for p in policies]
     print(f"$ {command_line()}\n")
     results: dict = {}
-    with ProcessPoolExecutor(max(1, args.workers)) as pool:
+    with ProcessPoolExecutor(args.workers) as pool:
         for kind, seed, policy, figures in tqdm(
             pool.map(run_one, tasks, chunksize=1), total=len(tasks), unit="run", leave=False
         ):
@@ -294,7 +302,7 @@ def main() -> None:
             {"kind": k, "seed": s, "policy": p, **(v or {"did_not_finish": True})}
             for (k, s, p), v in sorted(results.items())
         ]
-        Path(args.json).write_text(json.dumps(dump, indent=1))
+        write_json(args.json, dump)
         print(f"wrote {args.json}")
 
 

@@ -177,6 +177,29 @@ def test_shipped_traces_by_name(tmp_path, monkeypatch, capsys):
     assert "workload philly: 8 jobs" in capsys.readouterr().out
 
 
+@pytest.mark.parametrize(
+    ("flag", "path", "message"),
+    [
+        ("--json", "no/such/r.json", "--json no/such/r.json: there is no folder no/such; create it"),
+        ("--plot", "no/such/r.png", "--plot no/such/r.png: there is no folder no/such; create it"),
+        ("--plot", "r.txt", "--plot r.txt: its suffix says the format, one of"),
+        ("--plot", "r", "--plot r: its suffix says the format"),
+        ("--json", ".", "--json .: is a folder; name a file in it"),
+    ],
+)
+def test_where_results_go_is_checked_before_the_run(flag, path, message, tmp_path, monkeypatch):
+    """A mistyped output costs no run: the error comes before the workload is read (the table
+    and the progress bars never start) and nothing is written anywhere."""
+    monkeypatch.chdir(tmp_path)
+    argv = [sys.executable, "-m", "jupyter_elastic_gpu.cli", "simulate", "--format", "pollux"]
+    argv += ["--workload", "workload-6", "--policy", "static,adaptive", flag, path]
+    run = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2
+    assert message in run.stderr and len(run.stderr.strip().splitlines()) == 1, run.stderr
+    assert run.stdout == ""
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_bad_row_names_file_row_and_column(tmp_path, capsys):
     jobs = tmp_path / "jobs.csv"
     jobs.write_text(

@@ -12,6 +12,7 @@ from . import data
 from .compare import Costs, compare, parse_run
 from .engine import SimConfig
 from .generate import DEFAULT_DURATION
+from .output import output_file, plot_formats
 from .workload import Workload
 
 DEFAULT_RUNS = "adaptive,static,termination"
@@ -267,6 +268,11 @@ def run_simulate(args: argparse.Namespace) -> int:
     for run in runs:
         parse_run(run)  # a typo fails before a large trace is read
     params = parse_adaptive(args.adaptive)
+    # Where the results go is checked first: a typo there must not cost the whole run.
+    if args.json:
+        output_file(args.json, "--json")
+    if args.plot:
+        output_file(args.plot, "--plot", plot_formats())
     workload = load_workload(args)
     if args.name:
         workload.name = args.name

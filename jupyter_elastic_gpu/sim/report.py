@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from ..core.fairshare import format_days
 from .compare import Comparison
+from .output import save_figure, write_whole
 
 BASELINES = ("static", "termination")
 _COLUMNS = (
@@ -148,12 +149,12 @@ def _shares_table(comp: Comparison) -> str:
 
 
 def write_json(comp: Comparison, path: str) -> None:
-    with open(path, "w") as f:
-        json.dump(comp.to_json(), f, indent=1)
+    text = json.dumps(comp.to_json(), indent=1)
+    write_whole(path, lambda f: f.write(text.encode()))
 
 
 def plot(comp: Comparison, path: str) -> None:
     """Write the comparison's figure (sim/plot.py) to ``path`` (PNG, SVG, PDF by its suffix)."""
     from .plot import figure
 
-    figure(comp).savefig(path, dpi=110)
+    save_figure(figure(comp), path, dpi=110)

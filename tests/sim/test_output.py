@@ -1,0 +1,67 @@
+"""Result files: checked before the work, written whole (``jupyter_elastic_gpu.sim.output``)."""
+
+from __future__ import annotations
+
+import os
+import stat
+
+import pytest
+
+from jupyter_elastic_gpu.sim.output import (
+    output_file,
+    output_folder,
+    plot_formats,
+    write_whole,
+)
+
+
+def test_a_file_in_a_folder_one_can_write_passes_and_nothing_is_left_there(tmp_path):
+    assert output_file(str(tmp_path / "r.json"), "--json") == tmp_path / "r.json"
+    assert output_file(str(tmp_path / "r.SVG"), "--plot", plot_formats()) == tmp_path / "r.SVG"
+    assert list(tmp_path.iterdir()) == []  # (the probe of the folder is gone)
+
+
+@pytest.mark.parametrize(
+    ("path", "formats", "message"),
+    [
+        ("{tmp}/no/r.json", None, "--out {tmp}/no/r.json: there is no folder {tmp}/no; create it"),
+        ("{tmp}", None, "--out {tmp}: is a folder; name a file in it"),
+        ("{tmp}/r.txt", ("png", "svg"), "--out {tmp}/r.txt: its suffix says the format, one of "),
+        ("/proc/r.json", None, "--out /proc/r.json: cannot write in /proc ("),
+    ],
+)
+def test_a_place_one_cannot_write_to_is_said_with_what_to_do(tmp_path, path, formats, message):
+    with pytest.raises(ValueError) as e:
+        output_file(path.format(tmp=tmp_path), "--out", formats)
+    assert message.format(tmp=tmp_path) in str(e.value)
+
+
+def test_a_folder_is_made_and_a_file_is_no_folder(tmp_path):
+    made = output_folder(str(tmp_path / "a" / "b"), "--plot-dir")
+    assert made.is_dir()
+    (tmp_path / "f").write_text("")
+    with pytest.raises(ValueError, match="--plot-dir .*/f: is a file; name a folder"):
+        output_folder(str(tmp_path / "f"), "--plot-dir")
+
+
+def test_a_failed_write_leaves_the_old_file_as_it_was(tmp_path):
+    target = tmp_path / "r.json"
+    target.write_text("good")
+
+    def half(f):
+        f.write(b"half of a new ")
+        raise OSError(28, "No space left on device")
+
+    with pytest.raises(OSError, match="No space left"):
+        write_whole(target, half)
+    assert target.read_text() == "good"
+    assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
+
+
+def test_a_whole_write_replaces_the_file_with_the_usual_permissions(tmp_path):
+    target = tmp_path / "r.json"
+    write_whole(target, lambda f: f.write(b"new"))
+    assert target.read_text() == "new"
+    mask = os.umask(0)
+    os.umask(mask)
+    assert stat.S_IMODE(target.stat().st_mode) == 0o666 & ~mask  # as open() makes a file
