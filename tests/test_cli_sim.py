@@ -112,6 +112,21 @@ def test_generate_then_simulate_writes_table_json_and_plot(tmp_path, capsys):
             ["simulate", "--format", "philly", "--adaptive", "aging_s=-1"],
             "--adaptive: aging_s must not be negative",
         ),
+        # Costs and times that would run (for hours) to a meaningless end, or fail mid-run.
+        (["simulate", "--format", "philly", "--tick", "nan"], "the tick must be a positive"),
+        (["simulate", "--format", "philly", "--start-cost", "-3"], "the start cost must be 0 or"),
+        (
+            ["simulate", "--format", "philly", "--sidecar-cost", "-1"],
+            "sidecar: a change's pause must be 0 or more seconds, got -1.0",
+        ),
+        (
+            ["simulate", "--format", "philly", "--termination-cost", "nan"],
+            "termination: a change's pause must be 0 or more seconds, got nan",
+        ),
+        (
+            ["simulate", "--format", "philly", "--checkpoint-interval", "0"],
+            "termination: the checkpoint interval must be a positive number of seconds",
+        ),
     ],
 )
 def test_bad_input_ends_with_one_line(argv, message, tmp_path, monkeypatch, capsys):
@@ -180,7 +195,11 @@ def test_shipped_traces_by_name(tmp_path, monkeypatch, capsys):
 @pytest.mark.parametrize(
     ("flag", "path", "message"),
     [
-        ("--json", "no/such/r.json", "--json no/such/r.json: there is no folder no/such; create it"),
+        (
+            "--json",
+            "no/such/r.json",
+            "--json no/such/r.json: there is no folder no/such; create it",
+        ),
         ("--plot", "no/such/r.png", "--plot no/such/r.png: there is no folder no/such; create it"),
         ("--plot", "r.txt", "--plot r.txt: its suffix says the format, one of"),
         ("--plot", "r", "--plot r: its suffix says the format"),

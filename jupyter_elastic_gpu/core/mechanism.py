@@ -12,6 +12,7 @@ the adaptive policy told what termination really costs, so that it resizes less.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 
@@ -26,6 +27,18 @@ class Mechanism:
     checkpoint_interval: float = 600.0
     #: The resize cost the policy is told, if not what this mechanism really costs.
     priced_at_s: float | None = None
+
+    def __post_init__(self) -> None:
+        # A NaN or negative cost would not fail: it would run, for hours, to a meaningless end.
+        for what, value in (("a change's pause", self.pause_s), ("its price", self.priced_at_s)):
+            if value is not None and not (math.isfinite(value) and value >= 0):
+                raise ValueError(f"{self.name}: {what} must be 0 or more seconds, got {value}")
+        interval = self.checkpoint_interval
+        if not (math.isfinite(interval) and interval > 0):
+            raise ValueError(
+                f"{self.name}: the checkpoint interval must be a positive number of seconds, "
+                f"got {interval}"
+            )
 
     def expected_cost_s(self) -> float:
         """What one change really costs on average: the pause plus, where work is lost, half a

@@ -29,6 +29,10 @@ class Costs:
     termination_s: float = 60.0
     checkpoint_interval: float = 600.0
 
+    def __post_init__(self) -> None:
+        for name in MECHANISMS:  # a bad cost fails here, before any run
+            self.mechanism(name)
+
     def mechanism(self, name: str) -> Mechanism:
         if name == "sidecar":
             return sidecar(self.sidecar_s)

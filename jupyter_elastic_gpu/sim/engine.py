@@ -121,8 +121,12 @@ class SimConfig:
     def __post_init__(self) -> None:
         if self.nodes < 1 or self.gpus_per_node < 1:
             raise ValueError("the cluster needs at least one node with one GPU")
-        if self.tick_s <= 0:
-            raise ValueError("tick_s must be positive")
+        if not (math.isfinite(self.tick_s) and self.tick_s > 0):
+            raise ValueError(f"the tick must be a positive number of seconds, got {self.tick_s}")
+        if not (math.isfinite(self.start_cost_s) and self.start_cost_s >= 0):
+            raise ValueError(f"the start cost must be 0 or more seconds, got {self.start_cost_s}")
+        if not (math.isfinite(self.stall_factor) and self.stall_factor > 0):
+            raise ValueError(f"stall_factor must be a positive number, got {self.stall_factor}")
         cap = self.user_gpu_cap
         if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0:
             raise ValueError(f"the per-user GPU cap must be 0 (none) or more, got {cap!r}")

@@ -40,7 +40,7 @@ def test_a_folder_is_made_and_a_file_is_no_folder(tmp_path):
     made = output_folder(str(tmp_path / "a" / "b"), "--plot-dir")
     assert made.is_dir()
     (tmp_path / "f").write_text("")
-    with pytest.raises(ValueError, match="--plot-dir .*/f: is a file; name a folder"):
+    with pytest.raises(ValueError, match=r"--plot-dir .*/f: is a file; name a folder"):
         output_folder(str(tmp_path / "f"), "--plot-dir")
 
 
