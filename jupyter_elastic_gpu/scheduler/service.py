@@ -131,11 +131,28 @@ class SchedulerService(LoggingConfigurable):
         "groups). Weights an admin sets on the admin page override these.",
     )
 
-    @validate("fair_share_half_life")
-    def _check_half_life(self, proposal: Any) -> float:
-        if not proposal["value"] > 0:
-            raise ValueError("fair_share_half_life must be a positive number of seconds")
-        return proposal["value"]
+    @validate(
+        "tick_interval",
+        "heartbeat_interval",
+        "heartbeat_timeout",
+        "checkpoint_interval",
+        "server_timeout",
+        "fair_share_half_life",
+    )
+    def _check_seconds(self, proposal: Any) -> float:
+        value = proposal["value"]
+        if not value > 0 or math.isnan(value):  # (inf: never; NaN would stop every clock)
+            raise ValueError(
+                f"{proposal['trait'].name} must be a positive number of seconds, got {value}"
+            )
+        return value
+
+    @validate("default_resize_cost")
+    def _check_resize_cost(self, proposal: Any) -> float:
+        value = proposal["value"]
+        if not (math.isfinite(value) and value >= 0):
+            raise ValueError(f"default_resize_cost must be 0 or more seconds, got {value}")
+        return value
 
     @validate("group_weights")
     def _check_group_weights(self, proposal: Any) -> dict:

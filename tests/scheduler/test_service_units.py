@@ -1,9 +1,11 @@
-"""Scheduler logic that is hard to reach through a live run: concurrency and lease hand-over."""
+"""Scheduler logic that is hard to reach through a live run: concurrency, lease hand-over, and
+settings refused at start."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import math
 import os
 import time
 
@@ -177,3 +179,26 @@ async def test_new_progress_alone_wakes_whoever_waits_for_updates(tmp_path):
         await svc.heartbeat(job.id, "s", {**beat, "progress": second})
         # Had the progress not woken it, the waiter would return ``since`` after its timeout.
         assert await waiter > since
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "tick_interval",
+        "heartbeat_interval",
+        "heartbeat_timeout",
+        "checkpoint_interval",
+        "server_timeout",
+        "fair_share_half_life",
+    ],
+)
+@pytest.mark.parametrize("value", [0.0, -5.0, math.nan])
+def test_a_time_that_is_not_positive_is_refused_with_the_setting_named(name, value):
+    with pytest.raises(ValueError, match=f"{name} must be a positive number of seconds, got"):
+        SchedulerService(None, None, RecordingLauncher(), str, **{name: value})
+
+
+@pytest.mark.parametrize("value", [-1.0, math.nan, math.inf])
+def test_a_resize_cost_below_0_or_not_finite_is_refused(value):
+    with pytest.raises(ValueError, match="default_resize_cost must be 0 or more seconds"):
+        SchedulerService(None, None, RecordingLauncher(), str, default_resize_cost=value)
