@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import secrets
 import tempfile
 from collections.abc import Callable, Collection
 from pathlib import Path
@@ -66,13 +67,14 @@ def write_whole(path: str | Path, write: Callable[[IO[bytes]], None]) -> None:
     """Write ``path`` through ``write`` (given the open file) into a new file beside it, then
     put that in its place in one step: readers see the old file or the new, never a part."""
     target = Path(path)
-    fd, part = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".part")
+    part = target.with_name(f".{target.name}.{secrets.token_hex(4)}.part")
+    # Made as open() makes a file (0666 less the umask), but never over an existing one.
+    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     try:
         with os.fdopen(fd, "wb") as f:
             write(f)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(part, 0o666 & ~_umask())  # as open() would have made it (mkstemp: 0600)
         os.replace(part, target)
     except BaseException:
         with contextlib.suppress(OSError):
@@ -84,12 +86,6 @@ def save_figure(fig, path: str | Path, dpi: int) -> None:
     """A matplotlib figure at ``path``, in the format its suffix names, written whole."""
     suffix = Path(path).suffix.lstrip(".").lower() or None  # (None: matplotlib's default)
     write_whole(path, lambda f: fig.savefig(f, format=suffix, dpi=dpi))
-
-
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
 
 
 __all__ = ["output_file", "output_folder", "plot_formats", "save_figure", "write_whole"]
