@@ -111,12 +111,9 @@ def output_folder(ap: argparse.ArgumentParser, path: str | None, flag: str):
 
 def write_json(path, data) -> None:
     """``data`` as indented JSON at ``path``, written whole (never half a file)."""
-    import json
+    from jupyter_elastic_gpu.sim.output import write_json as whole_json
 
-    from jupyter_elastic_gpu.sim.output import write_whole
-
-    text = json.dumps(data, indent=1)
-    write_whole(path, lambda f: f.write(text.encode()))
+    whole_json(path, data)
 
 
 def sidecar_env(tf_log_level: int = 2) -> dict[str, str]:

@@ -1,16 +1,17 @@
 """Where a command's results go: checked before the work, so that a mistyped folder costs no
-long run that fails at its end, and written whole, so that a failed write (a full disk, an
-interrupt) never leaves half a file where a good one was."""
+long run that fails at its end, and written whole (the sidecar's ``atomic_write_bytes``: a new
+file beside the old, renamed over it), so that a failed write (a full disk, an interrupt) never
+leaves half a file where a good one was."""
 
 from __future__ import annotations
 
-import contextlib
+import io
 import os
-import secrets
 import tempfile
-from collections.abc import Callable, Collection
+from collections.abc import Collection
 from pathlib import Path
-from typing import IO
+
+from elastic_gpu_sidecar.jobdir import atomic_write_bytes, atomic_write_json
 
 
 def plot_formats() -> dict[str, str]:
@@ -51,7 +52,7 @@ def output_folder(path: str, flag: str) -> Path:
 
 
 def _can_write_in(folder: Path, path: str, flag: str) -> None:
-    """Make and remove a file in ``folder``: what ``write_whole`` will do (permission bits
+    """Make and remove a file in ``folder``, as writing a result whole will (permission bits
     alone do not say: a read-only mount, or a system folder to root)."""
     try:
         fd, probe = tempfile.mkstemp(dir=folder, prefix=".", suffix=".part")
@@ -63,29 +64,17 @@ def _can_write_in(folder: Path, path: str, flag: str) -> None:
     os.unlink(probe)
 
 
-def write_whole(path: str | Path, write: Callable[[IO[bytes]], None]) -> None:
-    """Write ``path`` through ``write`` (given the open file) into a new file beside it, then
-    put that in its place in one step: readers see the old file or the new, never a part."""
-    target = Path(path)
-    part = target.with_name(f".{target.name}.{secrets.token_hex(4)}.part")
-    # Made as open() makes a file (0666 less the umask), but never over an existing one.
-    fd = os.open(part, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
-    try:
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(part, target)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(part)
-        raise
+def write_json(path: str | Path, data: object) -> None:
+    """``data`` as indented JSON at ``path``, written whole."""
+    atomic_write_json(Path(path), data)
 
 
 def save_figure(fig, path: str | Path, dpi: int) -> None:
     """A matplotlib figure at ``path``, in the format its suffix names, written whole."""
     suffix = Path(path).suffix.lstrip(".").lower() or None  # (None: matplotlib's default)
-    write_whole(path, lambda f: fig.savefig(f, format=suffix, dpi=dpi))
+    image = io.BytesIO()
+    fig.savefig(image, format=suffix, dpi=dpi)
+    atomic_write_bytes(Path(path), image.getvalue())
 
 
-__all__ = ["output_file", "output_folder", "plot_formats", "save_figure", "write_whole"]
+__all__ = ["output_file", "output_folder", "plot_formats", "save_figure", "write_json"]

@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from collections.abc import Sequence
 
 from ..core.fairshare import format_days
+from . import output
 from .compare import Comparison
-from .output import save_figure, write_whole
 
 BASELINES = ("static", "termination")
 _COLUMNS = (
@@ -149,12 +148,11 @@ def _shares_table(comp: Comparison) -> str:
 
 
 def write_json(comp: Comparison, path: str) -> None:
-    text = json.dumps(comp.to_json(), indent=1)
-    write_whole(path, lambda f: f.write(text.encode()))
+    output.write_json(path, comp.to_json())
 
 
 def plot(comp: Comparison, path: str) -> None:
     """Write the comparison's figure (sim/plot.py) to ``path`` (PNG, SVG, PDF by its suffix)."""
     from .plot import figure
 
-    save_figure(figure(comp), path, dpi=110)
+    output.save_figure(figure(comp), path, dpi=110)

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 
 import pytest
+from matplotlib.figure import Figure
 
 from jupyter_elastic_gpu.sim.output import (
     output_file,
     output_folder,
     plot_formats,
-    write_whole,
+    save_figure,
+    write_json,
 )
 
 
@@ -44,24 +47,30 @@ def test_a_folder_is_made_and_a_file_is_no_folder(tmp_path):
         output_folder(str(tmp_path / "f"), "--plot-dir")
 
 
-def test_a_failed_write_leaves_the_old_file_as_it_was(tmp_path):
+def test_a_failed_write_leaves_the_old_file_as_it_was(tmp_path, monkeypatch):
     target = tmp_path / "r.json"
     target.write_text("good")
 
-    def half(f):
-        f.write(b"half of a new ")
+    def full(fd):
         raise OSError(28, "No space left on device")
 
+    monkeypatch.setattr(os, "fsync", full)  # the new file is written, then the disk is full
     with pytest.raises(OSError, match="No space left"):
-        write_whole(target, half)
+        write_json(target, {"makespan_s": 1.0})
     assert target.read_text() == "good"
     assert [p.name for p in tmp_path.iterdir()] == ["r.json"]
 
 
-def test_a_whole_write_replaces_the_file_with_the_usual_permissions(tmp_path):
+def test_results_replace_the_file_whole_with_the_usual_permissions(tmp_path):
     target = tmp_path / "r.json"
-    write_whole(target, lambda f: f.write(b"new"))
-    assert target.read_text() == "new"
+    target.write_text("old")
+    write_json(target, {"makespan_s": 1.0})
+    assert json.loads(target.read_text()) == {"makespan_s": 1.0}
+    figure = tmp_path / "r.svg"
+    save_figure(Figure(), figure, dpi=50)
+    assert figure.read_text().lstrip().startswith("<?xml")
     mask = os.umask(0)
     os.umask(mask)
-    assert stat.S_IMODE(target.stat().st_mode) == 0o666 & ~mask  # as open() makes a file
+    for path in (target, figure):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o666 & ~mask  # as open() makes a file
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["r.json", "r.svg"]
