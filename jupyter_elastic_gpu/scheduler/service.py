@@ -58,6 +58,16 @@ from .shares import ShareLedger, check_group, check_weight
 from .store import Store
 from .waits import wait_at_most
 
+#: The settings in seconds that must be above 0.
+POSITIVE_SECONDS = (
+    "tick_interval",
+    "heartbeat_interval",
+    "heartbeat_timeout",
+    "checkpoint_interval",
+    "server_timeout",
+    "fair_share_half_life",
+)
+
 #: What a queued job of a user whose own Jupyter server is gone says (``server_timeout``).
 WAITING_FOR_SERVER = (
     "waiting for your server: your jobs start from your own Jupyter server, which is not "
@@ -131,17 +141,10 @@ class SchedulerService(LoggingConfigurable):
         "groups). Weights an admin sets on the admin page override these.",
     )
 
-    @validate(
-        "tick_interval",
-        "heartbeat_interval",
-        "heartbeat_timeout",
-        "checkpoint_interval",
-        "server_timeout",
-        "fair_share_half_life",
-    )
+    @validate(*POSITIVE_SECONDS)
     def _check_seconds(self, proposal: Any) -> float:
         value = proposal["value"]
-        if not value > 0 or math.isnan(value):  # (inf: never; NaN would stop every clock)
+        if not value > 0:  # (NaN too: it would stop every clock; inf: never)
             raise ValueError(
                 f"{proposal['trait'].name} must be a positive number of seconds, got {value}"
             )

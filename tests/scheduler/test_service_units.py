@@ -19,7 +19,7 @@ from jupyter_elastic_gpu.scheduler import views
 from jupyter_elastic_gpu.scheduler.inventory import SimulatedInventory
 from jupyter_elastic_gpu.scheduler.jobs import hash_secret
 from jupyter_elastic_gpu.scheduler.principal import Principal
-from jupyter_elastic_gpu.scheduler.service import SchedulerService
+from jupyter_elastic_gpu.scheduler.service import POSITIVE_SECONDS, SchedulerService
 from jupyter_elastic_gpu.scheduler.store import MIGRATIONS, Store
 
 
@@ -181,17 +181,7 @@ async def test_new_progress_alone_wakes_whoever_waits_for_updates(tmp_path):
         assert await waiter > since
 
 
-@pytest.mark.parametrize(
-    "name",
-    [
-        "tick_interval",
-        "heartbeat_interval",
-        "heartbeat_timeout",
-        "checkpoint_interval",
-        "server_timeout",
-        "fair_share_half_life",
-    ],
-)
+@pytest.mark.parametrize("name", POSITIVE_SECONDS)
 @pytest.mark.parametrize("value", [0.0, -5.0, math.nan])
 def test_a_time_that_is_not_positive_is_refused_with_the_setting_named(name, value):
     with pytest.raises(ValueError, match=f"{name} must be a positive number of seconds, got"):
