@@ -20,6 +20,11 @@ CASES = [
     ("decision_speed", ["--philly-jobs", "-5"], "argument --philly-jobs: a whole number of at"),
     ("paper_comparison", ["--json", "no/such/p.json"], "--json no/such/p.json: there is no"),
     ("paper_comparison", ["--plot-dir", "taken"], "--plot-dir taken: is a file; name a folder"),
+    (
+        "paper_comparison",
+        ["--plot-dir", "taken", "--json", "taken/p.json"],
+        "--plot-dir taken: is a file; name a folder",
+    ),
     ("live_comparison", ["--time-scale", "0"], "argument --time-scale: a finite number above 0"),
     ("live_comparison", ["--scale", "nan"], "argument --scale: a finite number above 0"),
     ("live_comparison", ["--jobs", "0"], "argument --jobs: a whole number of at least 1"),
