@@ -25,7 +25,7 @@ def output_file(path: str, flag: str, formats: Collection[str] | None = None) ->
     """``path`` checked as a file this user can write, named by the option ``flag`` in the
     error; ``formats``: the suffixes it may have, without the dot (None: any). Raises
     ValueError with what to do instead."""
-    target = Path(path).expanduser()
+    target = Path(path)  # (as given, no ~ expanded: the writer opens it as given)
     if formats is not None and target.suffix.lower().lstrip(".") not in formats:
         known = ", ".join(f".{s}" for s in sorted(formats))
         raise ValueError(f"{flag} {path}: its suffix says the format, one of {known}")
@@ -40,7 +40,7 @@ def output_file(path: str, flag: str, formats: Collection[str] | None = None) ->
 
 def output_folder(path: str, flag: str) -> Path:
     """``path`` as a folder to write files into, made (with its parents) if missing."""
-    target = Path(path).expanduser()
+    target = Path(path)  # (as given, no ~ expanded: the writer opens it as given)
     if target.exists() and not target.is_dir():
         raise ValueError(f"{flag} {path}: is a file; name a folder")
     try:
