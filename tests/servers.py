@@ -306,6 +306,11 @@ class DaemonProcess(_Process):
             "6",
             *self.extra,
         ]
+        if self.user is None and "--job-root" not in self.extra:
+            # Under ``root``, not the daemon's default (the test users have no home, so their
+            # jobs would go to the temp dir): the sidecars its users' servers start are then
+            # ended with the test (``kill_sidecars_under``), and their folders with its tmp_path.
+            args += ["--job-root", str(self.root / "jobs" / "{user}")]
         env = {**os.environ, "ELASTIC_GPU_DAEMON_DIR": str(self.discovery_dir), **self.env}
         self._spawn(args, env)
 
