@@ -82,8 +82,22 @@ def pytest_unconfigure(config):
 
 @pytest.fixture(autouse=True)
 def _no_sidecar_outlives_its_test(tmp_path):
+    """Every test has a tmp_path, under which the sidecars it starts keep their job dirs."""
     yield
     kill_sidecars_under(tmp_path)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """Once more after every fixture's teardown: pytest-jupyter's in-process server cleans up
+    after the fixtures of this conftest, and its scheduler, still deciding meanwhile, can start
+    a queued job then (a sidecar that found no server to answer it trained on after the run)."""
+    tmp = item.funcargs.get("tmp_path")
+    try:
+        return (yield)
+    finally:
+        if tmp is not None:
+            kill_sidecars_under(tmp)
 
 
 @pytest.fixture
