@@ -103,8 +103,6 @@ def main() -> None:
     unknown = sorted(set(names) - set(NODES))
     if unknown:
         ap.error(f"unknown workload {', '.join(unknown)}; known: {', '.join(NODES)}")
-    if args.runs < 1 or args.workers < 1:
-        ap.error("--runs and --workers are at least 1")
     folder = trace_data(args.data)
     print(f"$ {command_line()}\n")
     tasks = [(n, mode) for n in names for mode in ("tuned", "fixed") for _ in range(args.runs)]
