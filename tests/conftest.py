@@ -10,7 +10,13 @@ import time
 
 import pytest
 from hubkit import hub  # noqa: F401  (a real JupyterHub, one per session: tests/hub)
-from servers import FAST_SERVICE, JupyterServerProcess, free_port, kill_sidecars_under
+from servers import (
+    FAST_SERVICE,
+    DaemonProcess,
+    JupyterServerProcess,
+    free_port,
+    kill_sidecars_under,
+)
 
 pytest_plugins = ["pytest_jupyter.jupyter_server"]
 
@@ -139,3 +145,30 @@ def scheduler_api(server_process):
     """(API root, token) of a running Jupyter server with the embedded scheduler."""
     proc = server_process(port=free_port())
     return proc.api_url, proc.token
+
+
+@pytest.fixture
+def daemon(tmp_path):
+    """A running `jupyter elastic-gpu scheduler` and its tokens: alice, bob, and ops (admin)."""
+    d = DaemonProcess(tmp_path, free_port())
+    d.state.mkdir(parents=True)
+    tokens = {user: d.add_user(user, admin=user == "ops") for user in ("alice", "bob", "ops")}
+    d.start()
+    yield d, tokens
+    d.stop()
+
+
+@pytest.fixture
+def user_server(daemon, server_process):
+    """Starts a user's own Jupyter server, a client of ``daemon`` with that user's token."""
+    d, tokens = daemon
+
+    def start(user: str):
+        return server_process(
+            port=free_port(),
+            name=user,
+            token=f"{user}-jupyter-token",
+            config={"scheduler_url": d.api_url, "scheduler_token": tokens[user]},
+        )
+
+    return start

@@ -13,6 +13,7 @@ sends can break a later decision.
 
 from .base import describe, parse
 from .requests import (
+    CancelRequest,
     DrainChange,
     ErrorInfo,
     GroupWeightRequest,
@@ -63,6 +64,7 @@ from .responses import (
 )
 
 __all__ = [
+    "CancelRequest",
     "DrainChange",
     "ErrorBody",
     "ErrorInfo",

@@ -345,9 +345,18 @@ class PriorityChange(Strict):
 
 
 class DrainChange(Strict):
-    """The body of ``POST gpus/ID/drain`` (admins): true drains the GPU, false puts it back."""
+    """The body of ``POST gpus/ID/drain`` (admins): true drains the GPU, false puts it back;
+    ``force`` ends the jobs on it at once instead of asking them to move off."""
 
     drained: Annotated[bool, Field(strict=True)]
+    force: Annotated[bool, Field(strict=True)] = False
+
+
+class CancelRequest(Strict):
+    """The body of ``POST jobs/ID/cancel`` (optional): ``force`` ends the job's processes at
+    once instead of asking its sidecar to checkpoint and stop (its owner or an admin)."""
+
+    force: Annotated[bool, Field(strict=True)] = False
 
 
 class JobFilter(Strict):

@@ -35,6 +35,7 @@ class EventKind(Vocabulary):
     DRAIN = "drain"  # an admin drained a GPU or put it back (job_id null)
     KEPT = "kept"  # its owner (or an admin) kept it past the retention, or let it expire again
     EXPIRED = "expired"  # finished jobs past the retention were forgotten (job_id null)
+    DEADLINE = "deadline"  # asked to give GPUs back (or stop) within a grace period
 
 
 class ErrorBody(Strict):
@@ -319,6 +320,11 @@ class Launches(Strict):
         [],
         description="the caller's expired jobs whose directories are still to be removed: the "
         "caller's server removes each, then says so (POST launches/removed)",
+    )
+    ended: list[str] = Field(
+        [],
+        description="the caller's jobs whose claim on GPUs was voided: the caller's server ends "
+        "every process it started for them",
     )
 
 

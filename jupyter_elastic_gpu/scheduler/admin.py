@@ -19,6 +19,7 @@ from elastic_gpu_sidecar.protocol import JobState, LeaseAction
 
 from ..errors import Conflict, Forbidden, NotFound
 from ..models import DrainChange, EventKind, PriorityChange, parse
+from . import releases
 from .atomic import atomically
 from .jobs import JobRecord
 from .principal import Principal
@@ -168,6 +169,12 @@ class AdminActions:
                 {"by": who.user, "gpu": gpu_id, "drained": change.drained},
             )
         self.drained = drained  # only once written: a failed write drains nothing
+        if change.drained and change.force:  # the jobs on it end now instead of moving off
+            now = time.time()
+            for job in list(s.jobs.values()):
+                on_it = gpu_id in job.held_gpus or gpu_id in releases.owed(job)
+                if job.state.active and job.launched_at is not None and on_it:
+                    await s.releases.void(job, now, by=who.user, what=f"move off GPU {gpu_id}")
         await self._changed()
         return gpu_id
 

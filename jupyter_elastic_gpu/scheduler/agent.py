@@ -41,9 +41,18 @@ class LaunchAgent:
                 continue
             self.started[key] = await self.launcher.launch(request)
             started += 1
+        if listed.ended:
+            await self._end(set(listed.ended))
         if listed.expired:
             await self._remove(listed.expired)
         return started
+
+    async def _end(self, job_ids: set[str]) -> None:
+        """End every process started for these jobs, whose claim the scheduler voided."""
+        for key in [k for k in self.started if k[0] in job_ids]:
+            record = self.started.pop(key)
+            if await self.launcher.end(record):
+                log.warning("elastic-gpu: job %s: its processes were ended (claim void)", key[0])
 
     async def _remove(self, expired: list[Any]) -> None:
         """Remove expired jobs' dirs as this server's user, then say they are gone (one that

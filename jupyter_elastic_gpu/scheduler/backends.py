@@ -83,8 +83,8 @@ class LocalBackend:
     async def open_lease(self, who: Principal, body: Any) -> LeaseGrant:
         return await self.service.interactive.open(who, body)
 
-    async def cancel(self, who: Principal, job_id: str) -> JobView:
-        return views.job_view(await self.service.cancel(who, job_id))
+    async def cancel(self, who: Principal, job_id: str, body: Any = None) -> JobView:
+        return views.job_view(await self.service.cancel(who, job_id, body))
 
     async def suspend(self, who: Principal, job_id: str) -> JobView:
         return views.job_view(await self.service.admin.suspend(who, job_id))
@@ -130,6 +130,7 @@ class LocalBackend:
         return Launches(
             launches=self.service.pending_launches(who),
             expired=await self.service.retention.pending(who),
+            ended=self.service.voided_launches(who),
         )
 
     async def removed(self, who: Principal, body: Any) -> Forgotten:
@@ -228,8 +229,8 @@ class RemoteBackend:
     async def open_lease(self, who: Principal, body: Any) -> LeaseGrant:
         return await self._call(LeaseGrant, "POST", "leases", body)
 
-    async def cancel(self, who: Principal, job_id: str) -> JobView:
-        return await self._call(JobView, "POST", f"jobs/{job_id}/cancel", {})
+    async def cancel(self, who: Principal, job_id: str, body: Any = None) -> JobView:
+        return await self._call(JobView, "POST", f"jobs/{job_id}/cancel", body or {})
 
     async def suspend(self, who: Principal, job_id: str) -> JobView:
         return await self._call(JobView, "POST", f"jobs/{job_id}/suspend", {})

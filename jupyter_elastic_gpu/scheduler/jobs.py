@@ -93,6 +93,10 @@ class JobRecord:
     # Kept past the retention by its owner (or an admin): once finished it never expires
     # (``retention.py``).
     kept: bool = False
+    # When its holder must have confirmed the release it was asked for (``releases.py``),
+    # and when its claim was voided for not doing so (the owner's server ends its processes).
+    release_due: float | None = None
+    voided_at: float | None = None
 
     # -- facts ------------------------------------------------------------------------------
     @property

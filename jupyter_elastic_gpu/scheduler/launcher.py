@@ -11,6 +11,8 @@ per-job secret goes in the environment, never on a command line other users can 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import signal
 import subprocess
@@ -23,6 +25,7 @@ from traitlets.config import LoggingConfigurable
 
 from ..models import LaunchRequest
 from . import jobdirs, ownfiles
+from .inventory import parent_pid
 
 
 class PlaceGone(RuntimeError):
@@ -56,6 +59,12 @@ class BaseLauncher(LoggingConfigurable):
     async def signal(self, record: dict[str, Any], signum: int = signal.SIGTERM) -> bool:
         """Send ``signum`` to the sidecar recorded by ``launch`` (and its trainer: SIGTERM asks
         for a checkpoint, then a stop); False when it is not running or not this side's."""
+        return False
+
+    async def end(self, record: dict[str, Any]) -> bool:
+        """End every process of the launch recorded by ``launch`` at once (the sidecar, its
+        trainer and what they started), whatever they are doing: its claim on GPUs was voided
+        (``releases.py``). False when this side does not own them (nothing was done)."""
         return False
 
 
@@ -205,6 +214,17 @@ class LocalLauncher(ProcessLauncher):
             return False
         return True
 
+    async def end(self, record: dict[str, Any]) -> bool:
+        alive = self.alive(record)
+        if alive is not True:
+            return alive is False  # already over: nothing left to end
+        kill_tree(record["pid"])
+        proc = self._procs.get(record["pid"])
+        if proc is not None:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                await asyncio.to_thread(proc.wait, 5.0)  # reaped: no zombie left behind
+        return True
+
     def alive(self, record: dict[str, Any]) -> bool | None:
         pid = record.get("pid")
         if not isinstance(pid, int) or record.get("host") not in (None, os.uname().nodename):
@@ -229,6 +249,34 @@ class AgentLauncher(BaseLauncher):
 
     async def launch(self, request: LaunchRequest) -> dict[str, Any]:
         return {"via": "agent"}
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL ``pid``, every descendant of it, and the process groups of all of them (the
+    sidecar and its trainer each lead a group of their own; a user's subprocesses join the
+    trainer's). The tree is read before the first signal: a child orphaned by it is still in
+    a group that is killed."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            parent = parent_pid(int(entry))
+            if parent:
+                children.setdefault(parent, []).append(int(entry))
+    tree, todo = [], [pid]
+    while todo and len(tree) < 100_000:
+        current = todo.pop()
+        tree.append(current)
+        todo.extend(children.get(current, ()))
+    groups = set()
+    for p in tree:
+        with contextlib.suppress(OSError):
+            groups.add(os.getpgid(p))
+    for group in groups - {os.getpgid(0)}:  # never our own group
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(group, signal.SIGKILL)
+    for p in tree:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(p, signal.SIGKILL)
 
 
 def _not_zombie(pid: int) -> bool:

@@ -33,6 +33,7 @@ from .inventory import GpuInfo, Inventory, NvmlInventory, NvmlUnavailable
 from .launcher import (
     PlaceGone,
     ProcessLauncher,
+    kill_tree,
     open_job_dir,
     sidecar_command,
     sidecar_env,
@@ -294,6 +295,15 @@ class SidecarHost:
         os.killpg(self.proc.pid, signum)
         return True
 
+    def end(self) -> bool:
+        """End the sidecar, its trainer and what they started, at once (``ray.kill`` alone
+        would miss them: they lead sessions of their own)."""
+        if self.proc.poll() is not None:
+            return False
+        kill_tree(self.proc.pid)
+        self.proc.wait()
+        return True
+
 
 class RayLauncher(ProcessLauncher):
     """Start each sidecar in an actor on the node of its GPUs."""
@@ -375,3 +385,15 @@ class RayLauncher(ProcessLauncher):
             return bool(await entry[0].signal.remote(signum))
         except Exception:  # the actor (or its node) is gone
             return False
+
+    async def end(self, record: dict[str, Any]) -> bool:
+        entry = self._running.get(record.get("ray_actor", ""))
+        if entry is None:
+            return False
+        try:
+            await asyncio.wait_for(asyncio.wrap_future(entry[0].end.remote().future()), 30.0)
+        except (asyncio.TimeoutError, *self._gone):  # its node is gone: so are its processes
+            pass
+        with contextlib.suppress(Exception):
+            self.cluster.ray.kill(entry[0])
+        return True

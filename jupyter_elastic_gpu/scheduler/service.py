@@ -33,6 +33,7 @@ from ..core.policies import Policy
 from ..core.schedule import decide, queue_positions
 from ..errors import Forbidden, NotFound, StorageUnavailable, Unauthorized
 from ..models import (
+    CancelRequest,
     ErrorInfo,
     EventKind,
     GroupWeightRequest,
@@ -42,7 +43,7 @@ from ..models import (
     SubmitRequest,
     parse,
 )
-from . import jobdirs, leases, policies, snapshot
+from . import jobdirs, leases, policies, releases, snapshot
 from .admin import AdminActions
 from .atomic import atomically
 from .dbfile import FaultLog
@@ -53,6 +54,7 @@ from .jobs import JobRecord, new_secret, secret_matches
 from .launcher import BaseLauncher, PlaceGone
 from .lifecycle import Lifecycle
 from .principal import Principal
+from .releases import ReleaseDeadlines
 from .retention import Retention
 from .shares import ShareLedger, check_group, check_weight
 from .store import Store
@@ -112,6 +114,15 @@ class SchedulerService(LoggingConfigurable):
         help="Seconds between periodic checkpoints of a running job (they bound the work a "
         "crash loses; a resize checkpoints at the next step and loses none).",
     )
+    release_grace = Float(
+        0.0,
+        config=True,
+        help="Seconds a sidecar (or a kernel's provisioner) has to confirm a release it was "
+        "asked for: a resize that gives GPUs up, a suspension, a cancel, a lease taken back. "
+        "Past it the claim is void: its secret is revoked, its processes are ended and the job "
+        "fails saying so (docs/security.md). 0: derived per job from checkpoint_interval, its "
+        "measured resize cost and heartbeat_interval, at least 30 s (the job's events show it).",
+    )
     user_gpu_cap = Int(
         0,
         min=0,
@@ -150,11 +161,11 @@ class SchedulerService(LoggingConfigurable):
             )
         return value
 
-    @validate("default_resize_cost")
+    @validate("default_resize_cost", "release_grace")
     def _check_resize_cost(self, proposal: Any) -> float:
         value = proposal["value"]
         if not (math.isfinite(value) and value >= 0):
-            raise ValueError(f"default_resize_cost must be 0 or more seconds, got {value}")
+            raise ValueError(f"{proposal['trait'].name} must be 0 or more seconds, got {value}")
         return value
 
     @validate("group_weights")
@@ -250,6 +261,7 @@ class SchedulerService(LoggingConfigurable):
         self.admin = AdminActions(self)  # suspend/resume, priorities, drained GPUs
         self.retention = Retention(self)  # finished jobs expire (job_retention_days)
         self.interactive = InteractiveLeases(self, parent=self)  # kernels' leases
+        self.releases = ReleaseDeadlines(self)  # no holder keeps GPUs past a deadline
 
     @property
     def simulated(self) -> bool:
@@ -267,6 +279,7 @@ class SchedulerService(LoggingConfigurable):
             self.jobs[job.id] = job
             self._servers_seen[job.user] = now  # their servers get one timeout to poll again
         active = sum(1 for j in self.jobs.values() if j.state.active)
+        self.releases.restarted(now)
         if self.jobs:
             await self.store.add_event(
                 None,
@@ -331,6 +344,7 @@ class SchedulerService(LoggingConfigurable):
             self._server_less, decide = server_less, True
         if decide:
             await self._decide(now)
+        await self.releases.step(now)  # after the decision: its asks start their clocks now
         await self._launch_ready(now)
         await self.retention.step(now)
 
@@ -368,12 +382,19 @@ class SchedulerService(LoggingConfigurable):
         self.poke()
         return job
 
-    async def cancel(self, who: Principal, job_id: str) -> JobRecord:
+    async def cancel(self, who: Principal, job_id: str, body: object = None) -> JobRecord:
+        """Checkpoint, then stop; ``{"force": true}`` (its owner or an admin) ends its
+        processes at once instead, as a missed release deadline would."""
+        force = parse(CancelRequest, body or {}, "cancel").force
         job = self.get(who, job_id, change=True)
-        if not job.final:
-            await self.lifecycle.cancel(job, who.user, time.time())
-            await self._changed_now()
-            self.poke()
+        if job.final:
+            return job
+        now = time.time()
+        await self.lifecycle.cancel(job, who.user, now)
+        if force and releases.owes(job):
+            await self.releases.void(job, now, by=who.user)
+        await self._changed_now()
+        self.poke()
         return job
 
     def get(self, who: Principal, job_id: str, change: bool = False) -> JobRecord:
@@ -413,6 +434,16 @@ class SchedulerService(LoggingConfigurable):
             if job and job.user == who.user and job.launch.get("via") == "agent":
                 out.append(self._launch_request(job, secret))
         return out
+
+    def voided_launches(self, who: Principal) -> list[str]:
+        """Shared mode: ``who``'s jobs whose claim was voided lately, whose processes their
+        server ends (listed for a while: ending what is already over changes nothing)."""
+        since = time.time() - releases.ENDED_LISTED_S
+        return [
+            job.id
+            for job in self.jobs.values()
+            if job.user == who.user and job.voided_at is not None and job.voided_at >= since
+        ]
 
     def holders(self) -> dict[str, str]:
         return leases.holders(self.jobs.values())

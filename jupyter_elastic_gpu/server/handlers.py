@@ -213,7 +213,7 @@ class JobHandler(ElasticAPIHandler):
 
 class CancelHandler(ElasticAPIHandler):
     async def post(self, job_id: str) -> None:
-        await self._call("cancel", job_id, status=202)
+        await self._call_with_body("cancel", job_id, status=202)
 
 
 class SuspendHandler(ElasticAPIHandler):
