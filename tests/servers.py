@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pwd
@@ -348,6 +349,71 @@ def kill_sidecars_under(root: Path) -> list[int]:
             except ProcessLookupError:
                 pass
     return killed
+
+
+def sidecar_of(job_id: str) -> tuple[int, dict[str, str], list[str]]:
+    """(pid, environment, argv) of ``job_id``'s running sidecar, read from /proc as any
+    process of the same user can."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            argv = [a.decode() for a in (entry / "cmdline").read_bytes().split(b"\0") if a]
+            if "elastic_gpu_sidecar" not in argv or job_id not in argv:
+                continue
+            raw = (entry / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        env = dict(item.decode(errors="replace").partition("=")[::2] for item in raw if item)
+        return int(entry.name), env, argv
+    raise LookupError(f"no sidecar of {job_id}")
+
+
+def process_tree(pid: int) -> list[int]:
+    """``pid`` and its descendants."""
+    children: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            with contextlib.suppress(OSError, ValueError, IndexError):
+                stat = (entry / "stat").read_bytes()
+                ppid = int(stat[stat.rfind(b")") + 2 :].split()[1])
+                children.setdefault(ppid, []).append(int(entry.name))
+    out, todo = [], [pid]
+    while todo:
+        out.append(todo.pop())
+        todo.extend(children.get(out[-1], ()))
+    return out
+
+
+def is_running(pid: int) -> bool:
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_bytes()
+    except OSError:
+        return False
+    return stat[stat.rfind(b")") + 2 :].split()[0] != b"Z"
+
+
+def freeze_sidecar(job_id: str) -> tuple[int, list[int], dict[str, str], list[str]]:
+    """Freeze ``job_id``'s sidecar and trainer (SIGSTOP): they answer nothing any more."""
+    pid, env, argv = wait_for(
+        lambda: _found(sidecar_of, job_id), 30, what=f"the sidecar of {job_id}"
+    )
+
+    def with_trainer():
+        found = process_tree(pid)
+        return found if len(found) > 1 else None
+
+    frozen = wait_for(with_trainer, 30, what="its trainer")
+    for p in frozen:
+        os.kill(p, signal.SIGSTOP)
+    return pid, frozen, env, argv
+
+
+def _found(fn, *args):
+    try:
+        return fn(*args)
+    except LookupError:
+        return None
 
 
 class HeartbeatRecorder:

@@ -18,10 +18,9 @@ import signal
 import threading
 import urllib.error
 import urllib.request
-from pathlib import Path
 
 import pytest
-from servers import call, free_port, get_json, wait_for
+from servers import call, free_port, freeze_sidecar, get_json, is_running, process_tree, wait_for
 
 from jupyter_elastic_gpu.scheduler.launcher import kill_tree
 from jupyter_elastic_gpu.scheduler.releases import RELEASE_TIMEOUT
@@ -42,66 +41,6 @@ def synthetic(name: str, min_gpus: int, max_gpus: int, work: float) -> dict:
         "max_gpus": max_gpus,
         "synthetic": {"work": work, "throughput": {"1": 100, "2": 190, "3": 270, "4": 350}},
     }
-
-
-def sidecar_of(job_id: str) -> tuple[int, dict[str, str], list[str]]:
-    """(pid, environment, argv) of ``job_id``'s running sidecar, read from /proc as any
-    process of the same user can."""
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            argv = [a.decode() for a in (entry / "cmdline").read_bytes().split(b"\0") if a]
-            if "elastic_gpu_sidecar" not in argv or job_id not in argv:
-                continue
-            raw = (entry / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        env = dict(item.decode(errors="replace").partition("=")[::2] for item in raw if item)
-        return int(entry.name), env, argv
-    raise LookupError(f"no sidecar of {job_id}")
-
-
-def tree(pid: int) -> list[int]:
-    """``pid`` and its descendants."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if entry.name.isdigit():
-            with contextlib.suppress(OSError, ValueError, IndexError):
-                stat = (entry / "stat").read_bytes()
-                ppid = int(stat[stat.rfind(b")") + 2 :].split()[1])
-                children.setdefault(ppid, []).append(int(entry.name))
-    out, todo = [], [pid]
-    while todo:
-        out.append(todo.pop())
-        todo.extend(children.get(out[-1], ()))
-    return out
-
-
-def running(pid: int) -> bool:
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_bytes()
-    except OSError:
-        return False
-    return stat[stat.rfind(b")") + 2 :].split()[0] != b"Z"
-
-
-def freeze(job_id: str) -> tuple[int, list[int], dict[str, str], list[str]]:
-    """Freeze ``job_id``'s sidecar and trainer (SIGSTOP): they answer nothing any more."""
-    pid, env, argv = wait_for(lambda: _try(sidecar_of, job_id), 30, what=f"the sidecar of {job_id}")
-    frozen = wait_for(
-        lambda: [p for p in tree(pid)] if len(tree(pid)) > 1 else None, 30, what="its trainer"
-    )
-    for p in frozen:
-        os.kill(p, signal.SIGSTOP)
-    return pid, frozen, env, argv
-
-
-def _try(fn, *args):
-    try:
-        return fn(*args)
-    except LookupError:
-        return None
 
 
 class HostileHolder:
@@ -157,7 +96,7 @@ def test_a_holder_that_keeps_reporting_its_first_grant_loses_it(server_process):
         WAIT_S,
         what="the elastic job on all four GPUs",
     )
-    _, frozen, env, argv = freeze(a["id"])
+    _, frozen, env, argv = freeze_sidecar(a["id"])
     url = argv[argv.index("--scheduler-url") + 1]
     first = job(api, token, a["id"])
     secret = env["ELASTIC_GPU_JOB_SECRET"]
@@ -178,7 +117,7 @@ def test_a_holder_that_keeps_reporting_its_first_grant_loses_it(server_process):
         assert "resize to 3 GPUs" in done["error"]["message"]
         wait_for(lambda: holder.statuses[-1] == 401, 30, what="its secret to be refused")
     # Its processes were ended by the launcher (SIGKILL reaches a stopped process too).
-    wait_for(lambda: not any(running(p) for p in frozen), 30, what="its processes to end")
+    wait_for(lambda: not any(is_running(p) for p in frozen), 30, what="its processes to end")
     deadline = [e for e in events(api, token, a["id"]) if e["kind"] == "deadline"]
     assert deadline and deadline[0]["data"]["grace_s"] == GRACE_S
     assert deadline[0]["data"]["gpus"] == ["3"]
@@ -200,8 +139,8 @@ def test_a_cancel_ends_a_sidecar_that_never_stops(server_process):
             what=f"{j['name']} running",
         )
     hung, forced = jobs
-    _, frozen_hung, _, _ = freeze(hung["id"])
-    _, frozen_forced, _, _ = freeze(forced["id"])
+    _, frozen_hung, _, _ = freeze_sidecar(hung["id"])
+    _, frozen_forced, _, _ = freeze_sidecar(forced["id"])
     try:
         # An ordinary cancel waits for the checkpoint, at most the grace period.
         code, answer = call("POST", f"{api}jobs/{hung['id']}/cancel", token, {})
@@ -213,7 +152,7 @@ def test_a_cancel_ends_a_sidecar_that_never_stops(server_process):
         assert (code, answer["state"]) == (202, "cancelled")
         assert "ended at once by" in answer["reason"]
         wait_for(
-            lambda: not any(running(p) for p in frozen_forced),
+            lambda: not any(is_running(p) for p in frozen_forced),
             30,
             what="the forced job's processes to end",
         )
@@ -225,7 +164,7 @@ def test_a_cancel_ends_a_sidecar_that_never_stops(server_process):
         assert ended["state"] == "cancelled"
         assert "did not stop (cancel) within 3 s" in ended["reason"]
         wait_for(
-            lambda: not any(running(p) for p in frozen_hung),
+            lambda: not any(is_running(p) for p in frozen_hung),
             30,
             what="the hung job's processes to end",
         )
@@ -241,7 +180,7 @@ def test_the_owners_server_ends_what_the_shared_scheduler_voided(daemon, user_se
     api, token = server.api_url, server.token
     _, a = call("POST", api + "jobs", token, synthetic("hung", 2, 2, 1e9))
     wait_for(lambda: job(api, token, a["id"])["state"] == "running", WAIT_S, what="running")
-    _, frozen, _, _ = freeze(a["id"])
+    _, frozen, _, _ = freeze_sidecar(a["id"])
     try:
         # The admin's forced cancel at the shared scheduler: it voids the claim at once, and
         # alice's own server (which started the sidecar, as alice) ends its processes.
@@ -251,7 +190,7 @@ def test_the_owners_server_ends_what_the_shared_scheduler_voided(daemon, user_se
         assert (code, answer["state"]) == (202, "cancelled")
         assert "ended at once by ops" in answer["reason"]
         wait_for(
-            lambda: not any(running(p) for p in frozen),
+            lambda: not any(is_running(p) for p in frozen),
             WAIT_S,
             what="alice's server to end the processes",
         )
@@ -278,10 +217,12 @@ def test_kill_tree_ends_a_stopped_tree_and_its_groups(tmp_path):
     )
     assert proc.stdout.readline().strip() == b"ready"
     members = wait_for(
-        lambda: tree(proc.pid) if len(tree(proc.pid)) == 2 else None, 30, what="the child"
+        lambda: process_tree(proc.pid) if len(process_tree(proc.pid)) == 2 else None,
+        30,
+        what="the child",
     )
     for p in members:
         os.kill(p, signal.SIGSTOP)
     kill_tree(proc.pid)
     proc.wait(timeout=30)
-    wait_for(lambda: not any(running(p) for p in members), 30, what="the tree to end")
+    wait_for(lambda: not any(is_running(p) for p in members), 30, what="the tree to end")

@@ -3,14 +3,18 @@ a node lost while jobs run there, a node that joins later."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import json
 import os
+import signal
 import threading
 from pathlib import Path
 
 import pytest
 import ray
 from apikit import api, until
+from servers import freeze_sidecar, is_running
 
 from jupyter_elastic_gpu.scheduler.ray_cluster import (
     SIDECAR_ACTOR,
@@ -89,6 +93,31 @@ async def test_two_jobs_run_at_once_on_different_nodes(jp_fetch):
         return not [n for n in ray.util.list_named_actors() if n.startswith(SIDECAR_ACTOR)]
 
     await until(no_actor_left, 30, "the sidecars' actors to end")
+
+
+async def test_a_forced_cancel_ends_the_sidecar_on_its_node_and_what_it_started(jp_fetch):
+    """A sidecar that answers nothing (frozen, as one hung in a checkpoint is) is ended on its
+    node, trainer included, which ``ray.kill`` of its actor alone would miss."""
+    a = await api(jp_fetch, "jobs", "POST", synthetic("hung", 1e9))
+    await until(lambda: in_state(jp_fetch, "running", a["id"]), 90, "the job running")
+    _, frozen, _, _ = await asyncio.to_thread(freeze_sidecar, a["id"])
+    try:
+        answer = await api(jp_fetch, f"jobs/{a['id']}/cancel", "POST", {"force": True})
+        assert answer["state"] == "cancelled" and "its processes were ended" in answer["reason"]
+
+        async def ended():
+            return not any(is_running(p) for p in frozen)
+
+        await until(ended, 30, "the sidecar and its trainer to end")
+
+        async def no_actor_left():
+            return not [n for n in ray.util.list_named_actors() if n.startswith(SIDECAR_ACTOR)]
+
+        await until(no_actor_left, 30, "its actor to end")
+    finally:
+        for p in frozen:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(p, signal.SIGKILL)
 
 
 async def test_a_lost_node_s_job_resumes_on_the_gpus_left(jp_fetch, ray_cluster):
