@@ -1,10 +1,13 @@
-"""When an interactive GPU lease whose kernel sits idle is warned, and when it is released.
+"""When an interactive GPU lease is warned, and when it is released.
 
-A notebook kernel holds its GPUs for as long as its user keeps it, used or not. The rule here
-gives them back: a kernel idle (no code run, and its GPUs not busy where NVML can tell) for
-``timeout_s`` loses its lease; ``warning_s`` before that its lease says so. While training jobs
-wait for GPUs the idle kernel is costing them time, so the shorter ``contended_timeout_s``
-applies. Pure: the driver measures idleness and the queue, this decides and says why.
+A notebook kernel holds its GPUs for as long as its user keeps it, used or not, and nothing
+can shrink it. The rules here give them back: a kernel idle (no code run, and its GPUs not
+busy where NVML can tell) for ``timeout_s`` loses its lease; ``warning_s`` before that its
+lease says so. While training jobs wait for GPUs the idle kernel is costing them time, so the
+shorter ``contended_timeout_s`` applies. And a lease, busy or not, is bounded while others
+wait (``lease_verdict``): after ``hold_limit_s`` of holding GPUs, or once its owner has been
+above their fair share for ``warning_s`` while another user waits. Pure: the driver measures
+idleness, holding times, shares and the queue; this decides and says why.
 """
 
 from __future__ import annotations
@@ -13,6 +16,9 @@ from dataclasses import dataclass
 from enum import Enum
 
 from .reasons import plural
+
+#: What every release adds: what happens to the kernel and the notebook.
+RESTARTS = "; the kernel restarts without GPUs, its notebook keeps its outputs"
 
 
 class IdleAction(str, Enum):
@@ -30,9 +36,10 @@ class IdleRule:
     timeout_s: float = 3600.0
     contended_timeout_s: float = 900.0
     warning_s: float = 300.0
+    hold_limit_s: float = 0.0  # while others wait, the longest a lease holds GPUs (0: no limit)
 
     def __post_init__(self) -> None:
-        for name in ("timeout_s", "contended_timeout_s", "warning_s"):
+        for name in ("timeout_s", "contended_timeout_s", "warning_s", "hold_limit_s"):
             value = getattr(self, name)
             if not value >= 0:
                 raise ValueError(f"{name} must be a number of seconds, 0 or more; got {value!r}")
@@ -71,8 +78,7 @@ def idle_verdict(
     if idle_s >= timeout:
         return IdleVerdict(
             IdleAction.RELEASE,
-            f"released: {why} (limit {_minutes(timeout)}); the kernel restarts without GPUs, "
-            "its notebook keeps its outputs",
+            f"released: {why} (limit {_minutes(timeout)}){RESTARTS}",
         )
     left = timeout - idle_s
     if left <= rule.warning_s:
@@ -82,3 +88,49 @@ def idle_verdict(
             release_in_s=left,
         )
     return IdleVerdict(IdleAction.KEEP, "")
+
+
+def lease_verdict(
+    rule: IdleRule,
+    idle_s: float | None,
+    gpus_busy: bool,
+    waiting_gpus: int,
+    held_s: float,
+    over_share_s: float | None = None,
+    waiting_users: int = 0,
+) -> IdleVerdict:
+    """``idle_verdict``, then the bounds that hold even for a busy kernel while others wait:
+    it has held its GPUs ``held_s`` seconds (limit ``hold_limit_s``), and its owner has been
+    above their fair share for ``over_share_s`` seconds (None: not above it) while
+    ``waiting_users`` other users wait. The first rule that releases (or else warns) wins."""
+    idle = idle_verdict(rule, idle_s, gpus_busy, waiting_gpus)
+    if idle.action == IdleAction.RELEASE or waiting_gpus <= 0:
+        return idle
+    verdicts = [idle]
+    if rule.hold_limit_s > 0:
+        left = rule.hold_limit_s - held_s
+        why = (
+            f"it has held its GPUs for {_minutes(held_s)} while jobs wait for "
+            f"{plural(waiting_gpus, 'GPU')} (limit {_minutes(rule.hold_limit_s)})"
+        )
+        if left <= 0:
+            verdicts.append(IdleVerdict(IdleAction.RELEASE, f"released: {why}{RESTARTS}"))
+        elif left <= rule.warning_s:
+            text = f"{why}: its GPUs are released in {_minutes(left)}"
+            verdicts.append(IdleVerdict(IdleAction.WARN, text, release_in_s=left))
+    if over_share_s is not None and waiting_users > 0:
+        left = rule.warning_s - over_share_s
+        why = (
+            f"its owner holds more than their fair share while "
+            f"{plural(waiting_users, 'other user')} wait{'s' if waiting_users == 1 else ''}"
+        )
+        if left <= 0:
+            verdicts.append(IdleVerdict(IdleAction.RELEASE, f"released: {why}{RESTARTS}"))
+        else:
+            text = f"{why}: its GPUs are released in {_minutes(left)}"
+            verdicts.append(IdleVerdict(IdleAction.WARN, text, release_in_s=left))
+    for action in (IdleAction.RELEASE, IdleAction.WARN):
+        found = [v for v in verdicts if v.action == action]
+        if found:
+            return min(found, key=lambda v: v.release_in_s or 0.0)
+    return idle

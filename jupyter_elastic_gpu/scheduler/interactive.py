@@ -10,21 +10,29 @@ cap and fair share), with three differences kept here:
   kernel shuts down or dies;
 * it is never resized, suspended or checkpointed: once it holds GPUs the policy sees it pinned,
   and a provisioner silent past ``heartbeat_timeout`` ends it (nothing to resume);
-* idle reclaim: a kernel idle past the rule of ``core.idle`` is warned (its reason), then
-  released (asked to restart without GPUs; its lease ends when it has).
+* reclaim: a kernel idle past the rule of ``core.idle`` is warned (its reason), then released
+  (asked to restart without GPUs; its lease ends when it has). Idleness is judged by this
+  server too where it runs the kernel (no code run through it), not only by what the
+  provisioner reports; and while others wait, a lease is also released after
+  ``hold_limit_contended`` or when its owner stays above their fair share. A provisioner that
+  ignores the release loses the lease at its deadline (``releases.py``);
+* bounded: one user's leases hold at most ``user_gpu_cap`` GPUs (by default half of a shared
+  scheduler's), so no user's kernels take the whole box.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from elastic_gpu_sidecar.protocol import JobKind, JobState, Lease, LeaseAction, SidecarState
-from traitlets import Float
+from traitlets import Float, Int
 from traitlets.config import LoggingConfigurable
 
-from ..core.idle import IdleAction, IdleRule, idle_verdict
+from ..core.idle import IdleAction, IdleRule, lease_verdict
 from ..core.reasons import plural
+from ..core.schedule import entitlement
 from ..errors import Conflict
 from ..models import (
     ErrorInfo,
@@ -83,20 +91,67 @@ class InteractiveLeases(LoggingConfigurable):
         "GET jobs/ID).",
     )
 
+    hold_limit_contended = Float(
+        14400.0,
+        min=0.0,
+        config=True,
+        help="Seconds a lease may hold its GPUs, used or not, while other jobs wait for GPUs; "
+        "then it is released like an idle one (warned idle_warning before). 0: no limit.",
+    )
+    user_gpu_cap = Int(
+        -1,
+        min=-1,
+        config=True,
+        help="Most GPUs one user's kernel leases may hold or wait for at once; a lease past it "
+        "is refused (409). -1: none on a personal server, half of the GPUs (at least 1) on a "
+        "shared scheduler or a JupyterHub service; 0: no cap.",
+    )
+
     def __init__(self, service: SchedulerService, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.service = service
         self.notices: dict[str, str] = {}  # job id -> idle warning shown as its reason
+        #: Seconds since code last ran in the kernel of a lease, as this server saw it (None:
+        #: no kernel of this server holds it); set by a Jupyter server that runs kernels.
+        self.kernel_idle: Callable[[JobRecord], float | None] | None = None
+        self._over_since: dict[str, float] = {}  # user -> since when above their fair share
 
     @property
     def rule(self) -> IdleRule:
-        return IdleRule(self.idle_timeout, self.idle_timeout_contended, self.idle_warning)
+        return IdleRule(
+            self.idle_timeout,
+            self.idle_timeout_contended,
+            self.idle_warning,
+            self.hold_limit_contended,
+        )
+
+    def gpu_cap(self) -> int:
+        """The cap on one user's lease GPUs in force (0: none)."""
+        if self.user_gpu_cap >= 0:
+            return self.user_gpu_cap
+        if self.service.launcher.starts_processes:  # a personal server: its one user
+            return 0
+        return max(1, (len(self.service.gpu_infos()) + 1) // 2)
 
     # -- users' requests ------------------------------------------------------------------
     async def open(self, who: Principal, body: object) -> LeaseGrant:
         """``POST leases``: a queued lease and the secret its provisioner heartbeats with."""
         request = parse(LeaseRequest, body, "lease")
         s = self.service
+        cap = self.gpu_cap()
+        if cap:
+            held = sum(
+                j.min_gpus
+                for j in s.jobs.values()
+                if is_lease(j) and j.user == who.user and not j.final
+            )
+            if held + request.gpus > cap:
+                raise Conflict(
+                    f"{who.user}'s kernels hold or wait for {plural(held, 'GPU')}: with "
+                    f"{plural(request.gpus, 'more GPU')} they would pass the most one user's "
+                    f"kernels may have, {cap} (c.InteractiveLeases.user_gpu_cap); shut down a "
+                    "kernel with GPUs first, or train with %%elastic_train, which has no cap"
+                )
         if s.launcher.spans_nodes:
             raise Conflict(
                 "GPU leases for notebook kernels are not available on a scheduler over several "
@@ -204,13 +259,56 @@ class InteractiveLeases(LoggingConfigurable):
             for g in self.service.gpu_infos()
         )
 
+    def _idle_s(self, job: JobRecord) -> float | None:
+        """How long ``job``'s kernel has run nothing: as this server saw it when it runs the
+        kernel (a provisioner's word alone could keep GPUs for good), else as reported."""
+        judged = self.kernel_idle(job) if self.kernel_idle is not None else None
+        return judged if judged is not None else job.reported.idle_s
+
+    def _shares(self, now: float) -> tuple[set[str], int]:
+        """(users whose leases alone hold more than their fair share, how many other users
+        wait below theirs); each user's time above it counts from ``_over_since``."""
+        s = self.service
+        snap = s.core_snapshot()
+        if snap.fair_share is None or not snap.jobs:
+            self._over_since.clear()
+            return set(), 0
+        ent = entitlement(s.decider, snap, snap.fair_share)
+        leased: dict[str, int] = {}
+        for j in s.jobs.values():
+            if is_lease(j) and j.state == JobState.RUNNING:
+                leased[j.user] = leased.get(j.user, 0) + len(j.held_gpus)
+        over = {u for u, n in leased.items() if n > ent.gpus.get(u, 0)}
+        holding: dict[str, int] = {}
+        for job in snap.jobs:
+            holding[job.user] = holding.get(job.user, 0) + len(job.gpus)
+        below = {
+            job.user
+            for job in snap.jobs
+            if not job.gpus and holding.get(job.user, 0) < ent.gpus.get(job.user, 0)
+        }
+        for u in list(self._over_since):
+            if u not in over:
+                del self._over_since[u]
+        for u in over:
+            self._over_since.setdefault(u, now)
+        return over, len(below)
+
     async def _reclaim(self, now: float) -> None:
         s, rule = self.service, self.rule
         waiting = self._waiting_gpus()
-        for job in list(s.jobs.values()):
-            if not is_lease(job) or job.state != JobState.RUNNING:
-                continue
-            verdict = idle_verdict(rule, job.reported.idle_s, self._gpus_busy(job), waiting)
+        leases_now = [j for j in s.jobs.values() if is_lease(j) and j.state == JobState.RUNNING]
+        over, below = self._shares(now) if leases_now and waiting else (set(), 0)
+        for job in leases_now:
+            verdict = lease_verdict(
+                rule,
+                self._idle_s(job),
+                self._gpus_busy(job),
+                waiting,
+                now - (job.started_at or now),
+                now - self._over_since[job.user] if job.user in over else None,
+                below,
+            )
             if verdict.action == IdleAction.RELEASE:
                 await self._release(job, verdict.reason, now)
                 continue

@@ -145,7 +145,11 @@ class ReleaseDeadlines:
         s = self.service
         gpus = owed(job) or job.held_gpus
         what = what or asked_for(job)
-        cancelling = job.state == JobState.STOPPING and job.desired.action == LeaseAction.CANCEL
+        cancelling = (  # a lease not given back failed, whoever asked for it
+            job.state == JobState.STOPPING
+            and job.desired.action == LeaseAction.CANCEL
+            and not is_lease(job)
+        )
         if by is None:
             late = now - (job.release_due or now)
             grace = self.grace_s(job)

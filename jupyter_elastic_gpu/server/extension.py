@@ -341,6 +341,11 @@ class ElasticGPUApp(ExtensionApp):
             parent=self,
             **defaults,
         )
+        if self.mode == "embedded":  # this server runs the leased kernels: its word on them
+            from ..kernels.activity import kernel_idle_s
+
+            kernels = self.serverapp.kernel_manager
+            self._service.interactive.kernel_idle = lambda job: kernel_idle_s(kernels, job)
         await self._service.start()
         self.backend.set(LocalBackend(self._service, mode=self.mode))
         if self.freeze_gc:
