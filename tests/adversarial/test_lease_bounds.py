@@ -192,3 +192,65 @@ def test_a_lease_above_its_owners_fair_share_is_reclaimed_for_another_user(share
     events = get_json(f"{api}jobs/{hog.id}/events", tokens["alice"])["events"]
     released = next(e for e in events if e["kind"] == "cancel")
     assert "more than their fair share while 1 other user waits" in released["message"]
+
+
+LIAR = '''
+from jupyter_elastic_gpu.kernels.provisioner import ElasticGPUProvisioner
+
+
+class LiarProvisioner(ElasticGPUProvisioner):
+    """Says its kernel is always busy."""
+
+    def idle_s(self):
+        return 0.0
+'''
+
+
+def test_the_server_judges_a_kernels_idleness_whatever_its_provisioner_says(
+    server_process, tmp_path
+):
+    """A provisioner any installed package can add reports ``idle_s: 0`` for ever: the
+    server that runs the kernel sees it run nothing and reclaims its lease all the same."""
+    from servers import leased_kernel_env
+
+    from jupyter_elastic_gpu.kernels.specs import kernel_json
+
+    site = tmp_path / "site"
+    (site / "liarprov-1.0.dist-info").mkdir(parents=True)
+    (site / "liarprov.py").write_text(LIAR)
+    (site / "liarprov-1.0.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: liarprov\nVersion: 1.0\n"
+    )
+    (site / "liarprov-1.0.dist-info" / "entry_points.txt").write_text(
+        "[jupyter_client.kernel_provisioners]\nliar-provisioner = liarprov:LiarProvisioner\n"
+    )
+    env = leased_kernel_env(tmp_path / "jupyter-data", (2,))
+    spec = kernel_json(2, admission_timeout=20)
+    spec["metadata"]["kernel_provisioner"]["provisioner_name"] = "liar-provisioner"
+    folder = tmp_path / "jupyter-data" / "kernels" / "python3-liar"
+    folder.mkdir(parents=True)
+    (folder / "kernel.json").write_text(json.dumps(spec))
+    env["PYTHONPATH"] = f"{site}:{env['PYTHONPATH']}"
+    config = {
+        "InteractiveLeases.idle_timeout": 600.0,
+        "InteractiveLeases.idle_timeout_contended": 4.0,
+        "InteractiveLeases.idle_warning": 2.0,
+    }
+    server = server_process(port=free_port(), env=env, config=config)
+    code, kernel = call("POST", server.url + "api/kernels", server.token, {"name": "python3-liar"})
+    assert code == 201, kernel
+    api, token = server.api_url, server.token
+
+    def lease():
+        leases = [j for j in get_json(api + "jobs", token)["jobs"] if j["kind"] == "interactive"]
+        return leases[0] if leases and leases[0]["state"] == "running" else None
+
+    held = wait_for(lease, WAIT_S, what="the kernel's lease")
+    _, waiting = call("POST", api + "jobs", token, synthetic("waits", 4))
+    wait_for(
+        lambda: job(api, token, waiting["id"])["state"] == "running",
+        WAIT_S,
+        what="the idle kernel's GPUs to go to the waiting job",
+    )
+    ended = job(api, token, held["id"])
+    assert ended["reason"].startswith("released: its kernel has run nothing"), ended["reason"]
