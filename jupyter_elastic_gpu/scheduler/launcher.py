@@ -11,14 +11,16 @@ per-job secret goes in the environment, never on a command line other users can 
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import signal
 import subprocess
 import sys
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from elastic_gpu_sidecar import protocol as P
-from traitlets import Bool, Dict, Unicode
+from traitlets import Bool, Dict, List, Unicode
 from traitlets.config import LoggingConfigurable
 
 from ..models import LaunchRequest
@@ -120,13 +122,52 @@ def open_job_dir(request: LaunchRequest) -> Any:
         return os.fdopen(ownfiles.open_append(dir_fd, P.SIDECAR_OUT), "ab")
 
 
-#: Credentials a sidecar's environment never carries: the trainer needs no access to any API.
-SECRET_ENV = ("ELASTIC_GPU_TOKEN", "JUPYTER_TOKEN", "JUPYTERHUB_API_TOKEN")
+#: What a sidecar and its trainer get of the environment that starts them (names, or
+#: shell-style patterns): what training needs to find its Python, its libraries and its
+#: devices, and to tune them. Nothing else passes: a list of what to remove would miss the next
+#: credential. A lab adds to it with ``pass_env``; the admin's ``environment`` passes whole.
+PASS_ENV = (
+    *("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_*", "TZ", "TMPDIR"),
+    *("PYTHONPATH", "VIRTUAL_ENV", "CONDA_*", "LD_LIBRARY_PATH", "XDG_CACHE_HOME"),
+    *("CUDA_*", "NVIDIA_*", "NCCL_*", "TF_*", "XLA_*", "KERAS_*", "JAX_*"),
+    *("OMP_*", "MKL_*", "OPENBLAS_*", "HF_*", "TORCH_*", "PYTORCH_*"),
+    *("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE"),
+    P.ENV_PROGRESS_INTERVAL,
+    P.ENV_LOGICAL_MEMORY_MB,
+)
+#: Proxies pass (a trainer downloads data sets and weights through them), but only without a
+#: ``user:password@`` in their URL: those credentials are the lab's, and a trainer's log or a
+#: library that reports its environment would carry them further.
+PROXY_ENV = ("http_proxy", "https_proxy", "ftp_proxy", "all_proxy", "no_proxy")
+#: A name holding one of these words, or starting so, looks like a credential and never passes
+#: from the server's environment, whatever pattern allows it: a trainer needs no access to any
+#: API (the job's own secret is added for the sidecar, which keeps it from its trainer).
+CREDENTIAL_WORDS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "COOKIE", "CREDENTIAL", "AUTH")
+CREDENTIAL_PREFIXES = ("JPY_", "JUPYTERHUB_")
 
 
-def sidecar_env(base: dict[str, str], secret: str) -> dict[str, str]:
-    """The sidecar's environment: ``base`` without API credentials, plus the job's secret."""
-    env = {k: v for k, v in base.items() if k not in SECRET_ENV}
+def passes(name: str, value: str, patterns: Iterable[str] = ()) -> bool:
+    """Whether the variable ``name=value`` of the starter's environment reaches a sidecar:
+    allowed by ``PASS_ENV``, a proxy or ``patterns``, and not a credential."""
+    upper = name.upper()
+    if upper.startswith(CREDENTIAL_PREFIXES) or any(w in upper for w in CREDENTIAL_WORDS):
+        return False
+    if name.lower() in PROXY_ENV:
+        return "@" not in value
+    return any(fnmatch.fnmatchcase(name, p) for p in (*PASS_ENV, *patterns))
+
+
+def sidecar_env(
+    base: Mapping[str, str],
+    secret: str,
+    environment: Mapping[str, str] | None = None,
+    patterns: Iterable[str] = (),
+) -> dict[str, str]:
+    """The sidecar's environment: what ``base`` has that ``passes``, then the admin's
+    ``environment`` as given, and the job's secret."""
+    patterns = tuple(patterns)
+    env = {k: v for k, v in base.items() if passes(k, v, patterns)}
+    env.update(environment or {})
     env[P.ENV_SECRET] = secret
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's start-up notices drown the user's log
     return env
@@ -157,7 +198,18 @@ class ProcessLauncher(BaseLauncher):
     environment = Dict(
         Unicode(),
         config=True,
-        help="Extra environment variables for sidecars and their trainers.",
+        help="Extra environment variables for sidecars and their trainers, passed as given "
+        "(a credential a trainer needs goes here, not through pass_env).",
+    )
+    pass_env = List(
+        Unicode(),
+        config=True,
+        help="More variables of the server's environment that sidecars and trainers get, as "
+        "names or shell-style patterns (e.g. ['WANDB_MODE', 'MYLAB_*']), beside the built-in "
+        "list (PASS_ENV in jupyter_elastic_gpu.scheduler.launcher: paths, locale, Python, "
+        "CUDA, TensorFlow, thread pools, proxies without credentials). A name that looks like "
+        "a credential (TOKEN, SECRET, PASSWORD, KEY, COOKIE, AUTH ..., JPY_*, JUPYTERHUB_*) "
+        "never passes: put what a trainer must have in `environment`.",
     )
     standby = Bool(
         True,
@@ -177,7 +229,7 @@ class LocalLauncher(ProcessLauncher):
 
     async def launch(self, request: LaunchRequest) -> dict[str, Any]:
         out = open_job_dir(request)
-        env = sidecar_env({**os.environ, **self.environment}, request.secret)
+        env = sidecar_env(os.environ, request.secret, self.environment, self.pass_env)
         cwd = request.spec.cwd or request.job_dir
         if not os.path.isdir(cwd):
             cwd = request.job_dir
