@@ -16,6 +16,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -225,6 +226,7 @@ class LocalLauncher(ProcessLauncher):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        #: The sidecars started here that have not ended yet.
         self._procs: dict[int, subprocess.Popen] = {}
 
     async def launch(self, request: LaunchRequest) -> dict[str, Any]:
@@ -240,6 +242,7 @@ class LocalLauncher(ProcessLauncher):
         finally:
             out.close()
         self._procs[proc.pid] = proc
+        threading.Thread(target=self._reap, args=(proc,), name="reap-sidecar", daemon=True).start()
         self.log.info(
             "job %s: sidecar started (pid %s) on GPUs %s",
             request.job_id,
@@ -247,6 +250,13 @@ class LocalLauncher(ProcessLauncher):
             ",".join(request.gpus),
         )
         return {"pid": proc.pid, "host": os.uname().nodename}
+
+    def _reap(self, proc: subprocess.Popen) -> None:
+        """Wait for a sidecar to end, then forget it: it would stay a defunct child of this
+        server otherwise, since nothing asks ``alive`` about a job that is over (or about a
+        shared scheduler's job once it is no longer listed)."""
+        proc.wait()
+        self._procs.pop(proc.pid, None)
 
     async def signal(self, record: dict[str, Any], signum: int = signal.SIGTERM) -> bool:
         if self.alive(record) is not True:
@@ -263,7 +273,7 @@ class LocalLauncher(ProcessLauncher):
             return None
         proc = self._procs.get(pid)
         if proc is not None:
-            return proc.poll() is None  # reaps our own children
+            return proc.poll() is None  # _reap waits for it
         try:
             os.kill(pid, 0)
         except ProcessLookupError:
