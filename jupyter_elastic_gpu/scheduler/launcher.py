@@ -5,8 +5,9 @@
 run`` on this machine in a session of its own, so that the sidecar (and its trainer) outlives
 a restart of JupyterLab or of the scheduler: the restarted scheduler re-adopts it from its
 heartbeats. ``AgentLauncher`` starts nothing: the shared scheduler lists the launch for the
-job owner's own Jupyter server (``scheduler/agent.py``), so trainers run as their user. The
-per-job secret goes in the environment, never on a command line other users can read.
+job owner's own Jupyter server (``scheduler/agent.py``), so trainers run as their user. A
+sidecar gets an allow-listed environment (``sidecar_env``: none of its starter's credentials);
+the per-job secret goes in it, never on a command line other users can read.
 """
 
 from __future__ import annotations
@@ -131,7 +132,7 @@ PASS_ENV = (
     *("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_*", "TZ", "TMPDIR"),
     *("PYTHONPATH", "VIRTUAL_ENV", "CONDA_*", "LD_LIBRARY_PATH", "XDG_CACHE_HOME"),
     *("CUDA_*", "NVIDIA_*", "NCCL_*", "TF_*", "XLA_*", "KERAS_*", "JAX_*"),
-    *("OMP_*", "MKL_*", "OPENBLAS_*", "HF_*", "TORCH_*", "PYTORCH_*"),
+    *("OMP_*", "KMP_*", "MKL_*", "OPENBLAS_*", "HF_*", "TORCH_*", "PYTORCH_*"),
     *("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE"),
     P.ENV_PROGRESS_INTERVAL,
     P.ENV_LOGICAL_MEMORY_MB,
