@@ -18,10 +18,13 @@ TEST_WORKERS ?= 2
 ## the browser the server starts, and makes its folder the root). LAB_ARGS=--no-browser on a
 ## machine without one.
 DEMO_NOTEBOOK := examples/elastic-training.ipynb
+# Jupyter refuses to start as root without --allow-root, and root is who runs containers and
+# cloud GPU boxes: passed as root only.
+ALLOW_ROOT := $(shell [ "$$(id -u)" = 0 ] && echo --allow-root)
 start: node
 	$(PIP) install -q -e ".[$(TF)]"
 	$(PYTHON) -m jupyter lab --ip=127.0.0.1 --port=$(PORT) \
-		--LabApp.default_url=/lab/tree/$(DEMO_NOTEBOOK) $(LAB_ARGS)
+		--LabApp.default_url=/lab/tree/$(DEMO_NOTEBOOK) $(ALLOW_ROOT) $(LAB_ARGS)
 
 ## Install everything the tests need and run them all (slow suites included).
 test: node

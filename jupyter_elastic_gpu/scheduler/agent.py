@@ -30,10 +30,11 @@ class LaunchAgent:
         self._complained = False
 
     async def run_once(self) -> int:
-        """Start every listed launch not started yet, and remove the directories of expired
-        jobs; returns how many were started."""
+        """Start every listed launch not started yet (forgetting the ended ones no longer
+        listed), and remove the directories of expired jobs; returns how many were started."""
         started = 0
         listed = await self.backend.launches(self.who)
+        keys = {(request.job_id, request.generation) for request in listed.launches}
         for request in listed.launches:
             key = (request.job_id, request.generation)
             record = self.started.get(key)
@@ -41,6 +42,9 @@ class LaunchAgent:
                 continue
             self.started[key] = await self.launcher.launch(request)
             started += 1
+        for key in [k for k in self.started if k not in keys]:
+            if self.launcher.alive(self.started[key]) is False:  # over: as if never started
+                del self.started[key]
         if listed.ended:
             await self._end(set(listed.ended))
         if listed.expired:

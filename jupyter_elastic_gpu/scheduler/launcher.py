@@ -5,22 +5,25 @@
 run`` on this machine in a session of its own, so that the sidecar (and its trainer) outlives
 a restart of JupyterLab or of the scheduler: the restarted scheduler re-adopts it from its
 heartbeats. ``AgentLauncher`` starts nothing: the shared scheduler lists the launch for the
-job owner's own Jupyter server (``scheduler/agent.py``), so trainers run as their user. The
-per-job secret goes in the environment, never on a command line other users can read.
+job owner's own Jupyter server (``scheduler/agent.py``), so trainers run as their user. A
+sidecar gets an allow-listed environment (``sidecar_env``: none of its starter's credentials);
+the per-job secret goes in it, never on a command line other users can read.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
+import fnmatch
 import os
 import signal
 import subprocess
 import sys
+import threading
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 from elastic_gpu_sidecar import protocol as P
-from traitlets import Bool, Dict, Unicode
+from traitlets import Bool, Dict, List, Unicode
 from traitlets.config import LoggingConfigurable
 
 from ..models import LaunchRequest
@@ -129,13 +132,52 @@ def open_job_dir(request: LaunchRequest) -> Any:
         return os.fdopen(ownfiles.open_append(dir_fd, P.SIDECAR_OUT), "ab")
 
 
-#: Credentials a sidecar's environment never carries: the trainer needs no access to any API.
-SECRET_ENV = ("ELASTIC_GPU_TOKEN", "JUPYTER_TOKEN", "JUPYTERHUB_API_TOKEN")
+#: What a sidecar and its trainer get of the environment that starts them (names, or
+#: shell-style patterns): what training needs to find its Python, its libraries and its
+#: devices, and to tune them. Nothing else passes: a list of what to remove would miss the next
+#: credential. A lab adds to it with ``pass_env``; the admin's ``environment`` passes whole.
+PASS_ENV = (
+    *("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_*", "TZ", "TMPDIR"),
+    *("PYTHONPATH", "VIRTUAL_ENV", "CONDA_*", "LD_LIBRARY_PATH", "XDG_CACHE_HOME"),
+    *("CUDA_*", "NVIDIA_*", "NCCL_*", "TF_*", "XLA_*", "KERAS_*", "JAX_*"),
+    *("OMP_*", "KMP_*", "MKL_*", "OPENBLAS_*", "HF_*", "TORCH_*", "PYTORCH_*"),
+    *("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE"),
+    P.ENV_PROGRESS_INTERVAL,
+    P.ENV_LOGICAL_MEMORY_MB,
+)
+#: Proxies pass (a trainer downloads data sets and weights through them), but only without a
+#: ``user:password@`` in their URL: those credentials are the lab's, and a trainer's log or a
+#: library that reports its environment would carry them further.
+PROXY_ENV = ("http_proxy", "https_proxy", "ftp_proxy", "all_proxy", "no_proxy")
+#: A name holding one of these words, or starting so, looks like a credential and never passes
+#: from the server's environment, whatever pattern allows it: a trainer needs no access to any
+#: API (the job's own secret is added for the sidecar, which keeps it from its trainer).
+CREDENTIAL_WORDS = ("TOKEN", "SECRET", "PASSWORD", "PASSWD", "KEY", "COOKIE", "CREDENTIAL", "AUTH")
+CREDENTIAL_PREFIXES = ("JPY_", "JUPYTERHUB_")
 
 
-def sidecar_env(base: dict[str, str], secret: str) -> dict[str, str]:
-    """The sidecar's environment: ``base`` without API credentials, plus the job's secret."""
-    env = {k: v for k, v in base.items() if k not in SECRET_ENV}
+def passes(name: str, value: str, patterns: Iterable[str] = ()) -> bool:
+    """Whether the variable ``name=value`` of the starter's environment reaches a sidecar:
+    allowed by ``PASS_ENV``, a proxy or ``patterns``, and not a credential."""
+    upper = name.upper()
+    if upper.startswith(CREDENTIAL_PREFIXES) or any(w in upper for w in CREDENTIAL_WORDS):
+        return False
+    if name.lower() in PROXY_ENV:
+        return "@" not in value
+    return any(fnmatch.fnmatchcase(name, p) for p in (*PASS_ENV, *patterns))
+
+
+def sidecar_env(
+    base: Mapping[str, str],
+    secret: str,
+    environment: Mapping[str, str] | None = None,
+    patterns: Iterable[str] = (),
+) -> dict[str, str]:
+    """The sidecar's environment: what ``base`` has that ``passes``, then the admin's
+    ``environment`` as given, and the job's secret."""
+    patterns = tuple(patterns)
+    env = {k: v for k, v in base.items() if passes(k, v, patterns)}
+    env.update(environment or {})
     env[P.ENV_SECRET] = secret
     env.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")  # TF's start-up notices drown the user's log
     return env
@@ -166,7 +208,18 @@ class ProcessLauncher(BaseLauncher):
     environment = Dict(
         Unicode(),
         config=True,
-        help="Extra environment variables for sidecars and their trainers.",
+        help="Extra environment variables for sidecars and their trainers, passed as given "
+        "(a credential a trainer needs goes here, not through pass_env).",
+    )
+    pass_env = List(
+        Unicode(),
+        config=True,
+        help="More variables of the server's environment that sidecars and trainers get, as "
+        "names or shell-style patterns (e.g. ['WANDB_MODE', 'MYLAB_*']), beside the built-in "
+        "list (PASS_ENV in jupyter_elastic_gpu.scheduler.launcher: paths, locale, Python, "
+        "CUDA, TensorFlow, thread pools, proxies without credentials). A name that looks like "
+        "a credential (TOKEN, SECRET, PASSWORD, KEY, COOKIE, AUTH ..., JPY_*, JUPYTERHUB_*) "
+        "never passes: put what a trainer must have in `environment`.",
     )
     standby = Bool(
         True,
@@ -182,11 +235,12 @@ class LocalLauncher(ProcessLauncher):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        #: The sidecars started here that have not ended yet.
         self._procs: dict[int, subprocess.Popen] = {}
 
     async def launch(self, request: LaunchRequest) -> dict[str, Any]:
         out = open_job_dir(request)
-        env = sidecar_env({**os.environ, **self.environment}, request.secret)
+        env = sidecar_env(os.environ, request.secret, self.environment, self.pass_env)
         cwd = request.spec.cwd or request.job_dir
         if not os.path.isdir(cwd):
             cwd = request.job_dir
@@ -197,6 +251,7 @@ class LocalLauncher(ProcessLauncher):
         finally:
             out.close()
         self._procs[proc.pid] = proc
+        threading.Thread(target=self._reap, args=(proc,), name="reap-sidecar", daemon=True).start()
         self.log.info(
             "job %s: sidecar started (pid %s) on GPUs %s",
             request.job_id,
@@ -204,6 +259,13 @@ class LocalLauncher(ProcessLauncher):
             ",".join(request.gpus),
         )
         return {"pid": proc.pid, "host": os.uname().nodename}
+
+    def _reap(self, proc: subprocess.Popen) -> None:
+        """Wait for a sidecar to end, then forget it: it would stay a defunct child of this
+        server otherwise, since nothing asks ``alive`` about a job that is over (or about a
+        shared scheduler's job once it is no longer listed)."""
+        proc.wait()
+        self._procs.pop(proc.pid, None)
 
     async def signal(self, record: dict[str, Any], signum: int = signal.SIGTERM) -> bool:
         if self.alive(record) is not True:
@@ -218,11 +280,7 @@ class LocalLauncher(ProcessLauncher):
         alive = self.alive(record)
         if alive is not True:
             return alive is False  # already over: nothing left to end
-        kill_tree(record["pid"])
-        proc = self._procs.get(record["pid"])
-        if proc is not None:
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                await asyncio.to_thread(proc.wait, 5.0)  # reaped: no zombie left behind
+        kill_tree(record["pid"])  # _reap waits for it: no defunct child is left
         return True
 
     def alive(self, record: dict[str, Any]) -> bool | None:
@@ -231,7 +289,7 @@ class LocalLauncher(ProcessLauncher):
             return None
         proc = self._procs.get(pid)
         if proc is not None:
-            return proc.poll() is None  # reaps our own children
+            return proc.poll() is None  # _reap waits for it
         try:
             os.kill(pid, 0)
         except ProcessLookupError:

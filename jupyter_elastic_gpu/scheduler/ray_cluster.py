@@ -268,9 +268,17 @@ class SidecarHost:
     """Lives on the job's node (no CPU held) for as long as one sidecar runs there: it ends
     itself when its sidecar ends, so no idle actor is left behind whoever is listening."""
 
-    def start(self, argv: list[str], env: dict[str, str], secret: str, cwd: str, out: str) -> int:
+    def start(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        pass_env: list[str],
+        secret: str,
+        cwd: str,
+        out: str,
+    ) -> int:
         base = {k: v for k, v in os.environ.items() if not k.startswith("RAY_")}  # no address
-        env = sidecar_env({**base, **env}, secret)
+        env = sidecar_env(base, secret, env, pass_env)
         if not os.path.isdir(cwd):
             cwd = os.path.dirname(out)
         run = argv.index("run") + 1  # `python -m elastic_gpu_sidecar run ...`
@@ -343,7 +351,9 @@ class RayLauncher(ProcessLauncher):
         argv = sidecar_command(request, self.python or sys.executable, self.standby)
         out = os.path.join(request.job_dir, P.SIDECAR_OUT)
         cwd = request.spec.cwd or request.job_dir
-        started = actor.start.remote(argv, dict(self.environment), request.secret, cwd, out)
+        started = actor.start.remote(
+            argv, dict(self.environment), list(self.pass_env), request.secret, cwd, out
+        )
         try:
             pid = await asyncio.wait_for(asyncio.wrap_future(started.future()), START_TIMEOUT_S)
         except (asyncio.TimeoutError, *self._gone) as e:  # the node died under the launch

@@ -103,6 +103,7 @@ class TrainerSpawner:
             sb.stdin.close()
         except OSError:
             kill_group(sb)
+            sb.wait()  # not left defunct for the rest of the job
             return None
         return sb
 

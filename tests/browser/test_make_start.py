@@ -1,8 +1,11 @@
 """`make start` as a user on a machine without a browser runs it (``LAB_ARGS=--no-browser``):
-the URL it prints opens JupyterLab on the demo notebook, not on an empty Lab."""
+the URL it prints opens JupyterLab on the demo notebook, not on an empty Lab. Run as root (a
+container's user), the Makefile's own command line must start it: the test adds no
+``--allow-root``."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import shlex
@@ -25,7 +28,6 @@ def start_command(port: int, root: Path) -> list[str]:
     already installed (PIP=true), with this test's state kept under ``root``."""
     lab_args = [
         "--no-browser",
-        "--allow-root",
         "--ServerApp.port_retries=0",
         "--ElasticGPUApp.simulated_gpus=4",
         f"--ElasticGPUApp.db_path={root / 'scheduler.sqlite'}",
@@ -44,6 +46,10 @@ def start_command(port: int, root: Path) -> list[str]:
     lines = text.replace("\\\n", " ").splitlines()
     (line,) = [line for line in lines if " -m jupyter lab " in line]
     return shlex.split(line)
+
+
+def test_make_start_allows_root_only_as_root(tmp_path):
+    assert ("--allow-root" in start_command(free_port(), tmp_path)) == (os.geteuid() == 0)
 
 
 def test_the_url_make_start_prints_opens_the_demo_notebook(browser, tmp_path):
@@ -81,7 +87,8 @@ def test_the_url_make_start_prints_opens_the_demo_notebook(browser, tmp_path):
         expect(tab).to_contain_text(DEMO)
         expect(page.locator(".jp-NotebookPanel:visible")).to_have_count(1)
     finally:
-        os.killpg(proc.pid, signal.SIGTERM)
+        with contextlib.suppress(ProcessLookupError):  # it may have exited (the failure shown)
+            os.killpg(proc.pid, signal.SIGTERM)
         try:
             proc.wait(timeout=30)
         except subprocess.TimeoutExpired:
