@@ -109,6 +109,13 @@ def add_client_commands(sub: argparse._SubParsersAction) -> None:
             p.add_argument(
                 "--off", action="store_true", help="no longer keep it: it expires as others do"
             )
+        if name == "cancel":
+            p.add_argument(
+                "--force",
+                action="store_true",
+                help="end its processes at once instead of waiting for its checkpoint (the "
+                "work since its last periodic checkpoint is lost)",
+            )
         p.set_defaults(func=_guarded(run))
 
 
@@ -440,7 +447,7 @@ def follow_logs(
 
 
 def run_cancel(args: argparse.Namespace) -> int:
-    job = _client().cancel(args.id)
+    job = _client().cancel(args.id, force=args.force)
     state = job.get("state")
     print(state)
     if not JobState(state).final:

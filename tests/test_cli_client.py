@@ -482,6 +482,16 @@ def test_cancel_prints_the_new_state(scheduler_api):
     assert wait_state(client, job_id, ("cancelled",))["state"] == "cancelled"
 
 
+def test_cancel_force_ends_the_job_at_once(scheduler_api):
+    job_id = submitted(scheduler_api, LONG)
+    client = SchedulerClient(*scheduler_api)
+    wait_state(client, job_id, ("running",))
+    res = cli(scheduler_api, "cancel", "--force", job_id)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == "cancelled"
+    assert "ended at once by" in client.job(job_id)["reason"]
+
+
 def test_suspend_and_resume_print_the_new_state(scheduler_api):
     job_id = submitted(scheduler_api, LONG)
     client = SchedulerClient(*scheduler_api)

@@ -88,8 +88,10 @@ class SchedulerClient:
     def job(self, job_id: str) -> dict:
         return self._request("GET", f"jobs/{_quote(job_id)}")
 
-    def cancel(self, job_id: str) -> dict:
-        return self._request("POST", f"jobs/{_quote(job_id)}/cancel", body={})
+    def cancel(self, job_id: str, force: bool = False) -> dict:
+        """Checkpoint, then stop; ``force``: end its processes at once."""
+        body = {"force": True} if force else {}
+        return self._request("POST", f"jobs/{_quote(job_id)}/cancel", body=body)
 
     def suspend(self, job_id: str) -> dict:
         return self._request("POST", f"jobs/{_quote(job_id)}/suspend", body={})
