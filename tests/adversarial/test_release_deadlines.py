@@ -118,9 +118,15 @@ def test_a_holder_that_keeps_reporting_its_first_grant_loses_it(server_process):
         wait_for(lambda: holder.statuses[-1] == 401, 30, what="its secret to be refused")
     # Its processes were ended by the launcher (SIGKILL reaches a stopped process too).
     wait_for(lambda: not any(is_running(p) for p in frozen), 30, what="its processes to end")
-    deadline = [e for e in events(api, token, a["id"]) if e["kind"] == "deadline"]
+    log = events(api, token, a["id"])
+    deadline = [e for e in log if e["kind"] == "deadline"]
     assert deadline and deadline[0]["data"]["grace_s"] == GRACE_S
     assert deadline[0]["data"]["gpus"] == ["3"]
+    failed = next(e for e in log if e["kind"] == "failed")
+    resized = next(e for e in log if e["kind"] == "resize")
+    assert failed["t"] - deadline[0]["t"] >= GRACE_S
+    # For docs/security.md (pytest -s): from the ask to the void, against the grace period.
+    print(f"voided {failed['t'] - resized['t']:.1f} s after the ask (grace {GRACE_S:g} s)")
     wait_for(
         lambda: job(api, token, b["id"])["state"] in ("running", "done"),
         WAIT_S,
