@@ -124,8 +124,6 @@ def hub(tmp_path_factory) -> Iterator[Hub]:
         f"{{'name': 'test-admin', 'api_token': {admin_token!r}}})\n"
         "c.JupyterHub.load_roles.append({'name': 'test-admin', 'services': ['test-admin'], "
         "'scopes': ['admin:users', 'admin:servers', 'admin:groups', 'tokens', 'list:users', 'read:users']})\n"
-        # a loaded 2-core machine starts a user's server slowly
-        "c.Spawner.http_timeout = 120\nc.Spawner.start_timeout = 120\n"
     )
     port = free_port()
     env = {**os.environ, "PATH": path}

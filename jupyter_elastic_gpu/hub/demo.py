@@ -4,8 +4,11 @@ its service, on simulated GPUs, to try the multi-user setup in one command.
 It writes a ``jupyterhub_config.py`` (the same settings as ``examples/jupyterhub_config.py``:
 the service, its scopes and roles, hub mode for users' servers) into a state folder and runs
 JupyterHub there: configurable-http-proxy in front, users' servers as local processes of this
-account (JupyterHub's ``simple`` spawner: a demo, no isolation between users), the ``dummy``
-authenticator with one password for the users ``alice`` and ``bob`` and the admin ``admin``.
+account (JupyterHub's ``simple`` spawner: a demo, no isolation between users), and
+JupyterHub's ``shared-password`` authenticator with one password for the users ``alice`` and
+``bob`` and ``admin``, the scheduler's admin (its group's scopes; not the Hub's admin, whom
+that authenticator would give a password of its own). Users' servers may take minutes to
+start on a busy machine: the Hub waits for them.
 """
 
 from __future__ import annotations
@@ -29,6 +32,21 @@ USERS = ("alice", "bob")
 ADMIN_USER = "admin"
 ADMINS_GROUP = "elastic-gpu-admins"
 PROXY = "configurable-http-proxy"
+#: Seconds a user's server may take to start and to answer (JupyterHub's defaults, 60 and 30,
+#: were not enough on a busy 2-core machine).
+SLOW_START_S = 120
+#: The shortest password JupyterHub's SharedPasswordAuthenticator takes for users.
+MIN_PASSWORD = 8
+
+
+def demo_password(value: str) -> str:
+    """``--password``, refused at once when the Hub would refuse it at start."""
+    if len(value) < MIN_PASSWORD:
+        raise argparse.ArgumentTypeError(
+            f"give at least {MIN_PASSWORD} characters (JupyterHub's shared-password "
+            f"authenticator takes no shorter one), not {len(value)}"
+        )
+    return value
 
 
 def add_hub_demo(sub: argparse._SubParsersAction) -> None:
@@ -36,16 +54,21 @@ def add_hub_demo(sub: argparse._SubParsersAction) -> None:
         "hub-demo",
         help="start a local JupyterHub with the scheduler as its service (simulated GPUs)",
         description="Start a real JupyterHub on this machine (configurable-http-proxy, users' "
-        "servers as local processes, a dummy password) with the elastic-gpu service on "
-        "simulated GPUs. Users alice and bob, admin user admin. Ctrl-C stops it. A demo: "
-        "every user's server runs as this account.",
+        "servers as local processes, one shared password) with the elastic-gpu service on "
+        "simulated GPUs. Users alice and bob, and admin, the scheduler's admin. Ctrl-C stops "
+        "it. A demo: every user's server runs as this account.",
     )
     p.add_argument("--port", type=int, default=8000, help="the Hub's port (default 8000)")
     p.add_argument("--ip", default="127.0.0.1", help="the Hub's address (default 127.0.0.1)")
     p.add_argument(
         "--simulated-gpus", type=int, default=4, metavar="N", help="GPUs to simulate (default 4)"
     )
-    p.add_argument("--password", required=True, help="the password of every demo user")
+    p.add_argument(
+        "--password",
+        required=True,
+        type=demo_password,
+        help=f"the password of every demo user (at least {MIN_PASSWORD} characters)",
+    )
     p.add_argument(
         "--state-dir",
         help="folder of the Hub's and the scheduler's state (default: a temporary folder, "
@@ -95,11 +118,12 @@ def demo_settings(
         "ConfigurableHTTPProxy.pid_file": str(state / "proxy.pid"),
         "JupyterHub.db_url": f"sqlite:///{state / 'jupyterhub.sqlite'}",
         "JupyterHub.cookie_secret_file": str(state / "jupyterhub_cookie_secret"),
-        "JupyterHub.authenticator_class": "dummy",
-        "DummyAuthenticator.password": password,
-        "Authenticator.allowed_users": set(USERS),
-        "Authenticator.admin_users": {ADMIN_USER},
+        "JupyterHub.authenticator_class": "shared-password",
+        "SharedPasswordAuthenticator.user_password": password,
+        "Authenticator.allowed_users": {*USERS, ADMIN_USER},
         "JupyterHub.spawner_class": "simple",
+        "Spawner.start_timeout": SLOW_START_S,
+        "Spawner.http_timeout": SLOW_START_S,
         "SimpleLocalProcessSpawner.home_dir_template": str(state / "home" / "{username}"),
         "Spawner.cmd": [python, "-m", "jupyterhub.singleuser"],
         # Every demo server runs as this account: as root too, if that is who runs the demo.
@@ -172,8 +196,8 @@ def run_hub_demo(args: argparse.Namespace) -> int:
     url = f"http://{'127.0.0.1' if args.ip in ('', '0.0.0.0') else args.ip}:{args.port}/"
     print(
         f"JupyterHub with elastic-gpu on {args.simulated_gpus} simulated GPUs: open {url}\n"
-        f"  log in as {' or '.join(USERS)} (users) or {ADMIN_USER} (admin), password "
-        f"{args.password!r}\n"
+        f"  log in as {' or '.join(USERS)} (users) or {ADMIN_USER} (the scheduler's admin), "
+        f"password {args.password!r}\n"
         f"  the scheduler: {url}services/{scopes.SERVICE_NAME}/ (the Services menu)\n"
         f"  state in {state}{' (removed at the end)' if temporary else ''}; Ctrl-C stops it",
         flush=True,

@@ -24,6 +24,7 @@ from jupyterhub.singleuser.extension import JupyterHubIdentityProvider
 from traitlets import default
 
 from ..scheduler.principal import Principal
+from ..server.admin_page import without_credentials
 from ..server.handlers import HeartbeatHandler
 from . import scopes
 
@@ -50,10 +51,22 @@ def principal_of_hub(model: dict[str, Any]) -> HubPrincipal:
 
 
 class ServiceHubOAuth(HubOAuth):
-    """The Hub's OAuth for the service, leaving XSRF to Jupyter Server."""
+    """The Hub's OAuth for the service, leaving XSRF to Jupyter Server. Where a login
+    returns to keeps no credential of the page it started at (``?token=``): the callback
+    sends the browser there in its Location header."""
 
     def _patch_xsrf(self, handler: Any) -> None:
         return None
+
+    def _persist_url_token_if_set(self, handler: Any) -> None:
+        # HubAuth would make a ``?token=`` a cookie once the request is authenticated, even by
+        # another token in its header; the service takes no token from a page's address
+        # (``allow_token_in_url``), and its cookie comes from the OAuth callback only.
+        return None
+
+    def generate_state(self, next_url: str | None = None, **extra_state: Any) -> str:
+        clean = without_credentials(next_url) if next_url else next_url
+        return super().generate_state(clean, **extra_state)
 
 
 class HubIdentityProvider(JupyterHubIdentityProvider):

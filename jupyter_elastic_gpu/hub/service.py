@@ -38,6 +38,8 @@ from .identity import HubIdentityProvider, HubPrincipal, principal_of_hub
 PACKAGE = __name__
 #: Where the service's root leads (the admin page, under its base URL).
 ADMIN_PAGE = "elastic-gpu/admin"
+#: The paths under the service's base URL that lead there: its root, and ``admin``.
+ADMIN_ENTRIES = ("/?", "/admin/?")
 #: Backend methods that change nothing: a Hub user without ``custom:elastic-gpu:submit``
 #: may call these (on the jobs they may see); every other one needs the scope (or admin).
 READS = frozenset(
@@ -86,8 +88,9 @@ class ScopedBackend:
 
 
 class RootHandler(JupyterHandler):
-    """The service's root (``/services/elastic-gpu/``, the Services menu's link): log in
-    through the Hub, then the admin page."""
+    """The service's root (``/services/elastic-gpu/``, the Services menu's link) and
+    ``/services/elastic-gpu/admin``, the address people guess: log in through the Hub, then
+    the admin page (its query, such as a ``?token=`` the Hub ignores, left behind)."""
 
     @web.authenticated
     def get(self) -> None:
@@ -180,7 +183,7 @@ class HubServiceApp(SchedulerDaemonApp):
 
     def initialize_handlers(self) -> None:
         super().initialize_handlers()
-        self.handlers.append(("/?", RootHandler))
+        self.handlers.extend((path, RootHandler) for path in ADMIN_ENTRIES)
 
     async def _start_service(self, inventory: Any, launcher: Any) -> None:
         await super()._start_service(inventory, launcher)

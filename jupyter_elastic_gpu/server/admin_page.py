@@ -8,18 +8,21 @@ which the script sends on as its token) and the JupyterHub service. The page its
 data: its script reads the API (``gpus``, ``jobs``, ``admin/shares``) and calls the admin
 routes, so the page and the API never disagree. Whether the caller is an admin is what the
 scheduler's ``whoami`` says (on a user's server in shared mode, the shared scheduler's word);
-anyone else gets a 403 page that says what is needed.
+anyone else gets a 403 page that says what is needed. Someone not logged in goes to the
+login page and back, and no credential in the page's address (``?token=``) goes with them:
+not into the Location header, the login's address or a log.
 """
 
 from __future__ import annotations
 
 import html
 import json
+import re
 from functools import cache
 from importlib.resources import files
 from string import Template
 from typing import Any
-from urllib.parse import urlencode
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from jupyter_server.base.handlers import JupyterHandler
 from jupyter_server.extension.handler import ExtensionHandlerMixin
@@ -32,6 +35,33 @@ from ..scheduler.admin import HOW_TO_BE_ADMIN
 PAGE_PATH = "elastic-gpu/admin"
 #: The package folder of the page's files.
 STATIC = ("static", "admin")
+#: Query arguments that may be credentials (``token``, ``access_token``, ``_xsrf``,
+#: ``api_key``, ``password`` ...): kept out of where a login returns to.
+CREDENTIAL = re.compile(r"token|auth|key|code|state|xsrf|secret|pass|session", re.IGNORECASE)
+#: Query arguments by which a login URL knows where to return already (an OAuth authorize
+#: URL, e.g. the Hub's, keeps it with its ``state``).
+RETURNS_BY = frozenset({"next", "state"})
+
+
+def without_credentials(uri: str) -> str:
+    """``uri`` less its query arguments that may be credentials."""
+    parts = urlsplit(uri)
+    kept = [
+        (key, value)
+        for key, value in parse_qsl(parts.query, keep_blank_values=True)
+        if not CREDENTIAL.search(key)
+    ]
+    return urlunsplit(parts._replace(query=urlencode(kept)))
+
+
+def login_redirect(login_url: str, uri: str) -> str:
+    """Where a visitor who is not logged in goes: ``login_url``, with ``next`` (``uri``
+    without credentials) added to its query unless it knows where to return already."""
+    parts = urlsplit(login_url)
+    if any(key in RETURNS_BY for key, _ in parse_qsl(parts.query, keep_blank_values=True)):
+        return login_url
+    query = "&".join(q for q in (parts.query, urlencode({"next": without_credentials(uri)})) if q)
+    return urlunsplit(parts._replace(query=query))
 
 
 @cache
@@ -57,8 +87,7 @@ class AdminPageHandler(ExtensionHandlerMixin, JupyterHandler):
     async def get(self) -> None:
         if self.current_user is None:
             if self.login_available:  # a Jupyter server with a login page: go there first
-                url = self.get_login_url()
-                self.redirect(f"{url}?{urlencode({'next': self.request.uri})}")
+                self.redirect(login_redirect(self.get_login_url(), self.request.uri))
                 return
             self._refuse(
                 401,

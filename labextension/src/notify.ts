@@ -387,7 +387,28 @@ export class JobNotifier implements IDisposable {
     this.options.model.changed.disconnect(this._update, this);
   }
 
+  /**
+   * Runs again, once, when the model changes while it runs: taking the lease makes the model
+   * emit `changed` before `acquire` returns, and a nested run would take a second lease (and
+   * a third ...) that nothing ever gives back.
+   */
   private _update(): void {
+    if (this._updating) {
+      this._stale = true;
+      return;
+    }
+    this._updating = true;
+    try {
+      do {
+        this._stale = false;
+        this._tell();
+      } while (this._stale && !this._disposed);
+    } finally {
+      this._updating = false;
+    }
+  }
+
+  private _tell(): void {
     const model = this.options.model;
     if (!this._enabled || this._disposed) {
       return;
@@ -441,13 +462,17 @@ export class JobNotifier implements IDisposable {
     return this._prefix + user;
   }
 
+  /** Lets go of the lease; cleared first, since disposing it makes the model emit `changed`. */
   private _release(): void {
-    this._lease?.dispose();
+    const lease = this._lease;
     this._lease = null;
+    lease?.dispose();
   }
 
   private _enabled = false;
   private _disposed = false;
   private _lease: IDisposable | null = null;
+  private _updating = false;
+  private _stale = false;
   private _memory: IMemory;
 }

@@ -1,7 +1,7 @@
 /** Which change of a job yields which notification, and that each is told once. */
 import { Signal } from '@lumino/signaling';
 
-import { IProblem } from '../src/model';
+import { ElasticGpuModel, IProblem } from '../src/model';
 import {
   IMemory,
   INotice,
@@ -17,7 +17,7 @@ import {
 } from '../src/notify';
 import { EMPTY, IPanelData } from '../src/state';
 import { IJob, IWhoami } from '../src/types';
-import { JOB } from './fakes-data';
+import { FakeServer, FakeSocket, JOB, fakeApi, standardRoutes } from './fakes';
 
 const start = (t: number, n: number, why = `running on ${n} GPUs (its maximum)`) => ({
   t,
@@ -209,8 +209,10 @@ class FakeModel implements INotifierModel {
   whoami: IWhoami | null = { user: 'ann', admin: false };
   problem: IProblem | null = null;
   leases = 0;
+  /** As the page's model does, it tells its views at once that one more wants it, or one less. */
   acquire() {
     this.leases++;
+    this.changed.emit();
     let held = true;
     return {
       get isDisposed() {
@@ -220,6 +222,7 @@ class FakeModel implements INotifierModel {
         if (held) {
           held = false;
           this.leases--;
+          this.changed.emit();
         }
       }
     };
@@ -327,5 +330,60 @@ describe('JobNotifier', () => {
     model.problem = { kind: 'not-enabled', message: '' };
     model.changed.emit();
     expect(model.leases).toBe(0);
+  });
+});
+
+describe("JobNotifier on the page's model", () => {
+  const INTERVAL = 3000;
+  let errors: Error[] = [];
+  let previous: Signal.ExceptionHandler;
+
+  beforeEach(() => {
+    jest.useFakeTimers();
+    FakeSocket.instances = [];
+    FakeSocket.refuse = false;
+    errors = [];
+    previous = Signal.setExceptionHandler(error => void errors.push(error));
+  });
+
+  afterEach(() => {
+    Signal.setExceptionHandler(previous);
+    jest.useRealTimers();
+  });
+
+  it('holds the model with one lease, and once off, the model asks nothing more', async () => {
+    const server = new FakeServer();
+    standardRoutes(server, [job({ state: 'running', history: [start(1, 1)], generation: 1 })]);
+    const model = new ElasticGpuModel({
+      api: fakeApi(server),
+      interval: INTERVAL,
+      isPageHidden: () => false,
+      pageEvents: null
+    });
+    const notifier = new JobNotifier({
+      model,
+      memory: new MapMemory(),
+      scope: '/lab/',
+      canOpenNotebook: true,
+      emit: () => undefined
+    });
+    notifier.enabled = true;
+    expect(errors).toEqual([]); // no "Maximum call stack size exceeded" from a nested update
+    expect(model.active).toBe(true);
+    FakeSocket.last?.drop(); // the push channel down: the model polls
+    await jest.advanceTimersByTimeAsync(INTERVAL);
+    expect(server.count('updates')).toBeGreaterThan(0);
+    notifier.enabled = false;
+    expect(model.active).toBe(false);
+    expect(model.transport).toBe('standby');
+    const asked = server.requests.length;
+    const sockets = FakeSocket.instances.length;
+    await jest.advanceTimersByTimeAsync(20 * INTERVAL);
+    expect(server.requests).toHaveLength(asked);
+    expect(FakeSocket.instances).toHaveLength(sockets);
+    expect(FakeSocket.instances.every(s => s.closed)).toBe(true);
+    expect(errors).toEqual([]);
+    notifier.dispose();
+    model.dispose();
   });
 });

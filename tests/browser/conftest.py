@@ -3,12 +3,17 @@ off, a shared scheduler that is down) and Debian's Chromium driven by Playwright
 
 Each lab gets its own settings and workspaces folders, so a test starts from JupyterLab's
 defaults (no news prompt) and leaves nothing in the user's home.
+
+Every page a test opens is watched: a console error or an uncaught error on it fails the test
+(at its teardown), unless ``NOT_OURS`` allows it or the test itself does
+(``page_errors.allow``), so that no error of our pages goes unnoticed.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -17,6 +22,8 @@ from urllib.parse import urlsplit
 
 import pytest
 from servers import JupyterServerProcess, call, free_port, get_json, kill_sidecars_under
+
+from jupyter_elastic_gpu.server.handlers import API_PREFIX
 
 try:
     from playwright import sync_api as playwright
@@ -45,6 +52,77 @@ LAB_SETTINGS = {
         "checkForUpdates": False,
     }
 }
+
+
+#: Console errors that are not our pages' (a regular expression on the message: why it may
+#: appear). Nothing here yet: every error so far was ours.
+NOT_OURS: dict[str, str] = {}
+#: Lines of each error a failure shows (its message and the top of its stack).
+STACK_LINES = 5
+
+
+class PageErrors:
+    """The console errors and uncaught errors of every page opened through ``watch``ed
+    contexts, less those allowed."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+        self.allowed = {re.compile(pattern): why for pattern, why in NOT_OURS.items()}
+
+    def watch(self, context: Any) -> Any:
+        context.on("console", self._console)
+        context.on("weberror", self._uncaught)
+        return context
+
+    def allow(self, pattern: str, why: str) -> None:
+        """Let the console errors that match ``pattern`` pass in this test (``why``: what
+        the test does that makes them)."""
+        self.allowed[re.compile(pattern)] = why
+
+    def allow_status(self, status: int, why: str, path: str = f"/{API_PREFIX}/") -> None:
+        """Let pass the browser's own reports of a URL under ``path`` (our API by default)
+        answering ``status`` to a request or to a websocket's handshake: the test makes it
+        answer so (``why``)."""
+        at = re.escape(path)
+        self.allow(rf"{at}\S*:0\): Failed to load resource: .* status of {status}\b", why)
+        self.allow(rf"WebSocket connection to '[^']*{at}[^']*' failed: .* code: {status}\b", why)
+
+    def unexpected(self) -> list[str]:
+        return [e for e in self.seen if not any(p.search(e) for p in self.allowed)]
+
+    def _console(self, message: Any) -> None:
+        if message.type == "error":
+            where = message.location
+            source = f"{where.get('url')}:{where.get('lineNumber')}"
+            self._add(f"console error on {_url(message.page)} ({source}): {message.text}")
+
+    def _uncaught(self, error: Any) -> None:
+        self._add(f"uncaught error on {_url(error.page)}: {error.error.stack or error.error}")
+
+    def _add(self, text: str) -> None:
+        self.seen.append("\n".join(text.splitlines()[:STACK_LINES]))
+
+
+def _url(page: Any) -> str:
+    return page.url if page else "?"
+
+
+class WatchedBrowser:
+    """Chromium, whose every context (and ``new_page``'s own) reports to ``errors``."""
+
+    def __init__(self, browser: Any, errors: PageErrors) -> None:
+        self._browser, self.errors = browser, errors
+
+    def new_context(self, **kwargs: Any) -> Any:
+        return self.errors.watch(self._browser.new_context(**kwargs))
+
+    def new_page(self, **kwargs: Any) -> Any:
+        page = self._browser.new_page(**kwargs)
+        self.errors.watch(page.context)
+        return page
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._browser, name)
 
 
 class LabServer(JupyterServerProcess):
@@ -147,9 +225,24 @@ class LabPage:
 
 
 @pytest.fixture
-def browser() -> Iterator[Any]:
-    """Debian's Chromium. Per test: the sync API's event loop must start and end inside the
-    test, between pytest-jupyter's set-up and tear-down of its own loop."""
+def page_errors() -> Iterator[PageErrors]:
+    """What went wrong on the test's pages: any error not allowed fails the test once its
+    pages are closed."""
+    errors = PageErrors()
+    yield errors
+    unexpected = errors.unexpected()
+    if unexpected:
+        pytest.fail(
+            f"{len(unexpected)} error(s) on the test's pages:\n" + "\n".join(unexpected[:10]),
+            pytrace=False,
+        )
+
+
+@pytest.fixture
+def browser(page_errors) -> Iterator[Any]:
+    """Debian's Chromium, its pages' errors watched. Per test: the sync API's event loop must
+    start and end inside the test, between pytest-jupyter's set-up and tear-down of its own
+    loop."""
     if playwright is None:
         if os.environ.get("CI"):
             pytest.fail("playwright is not installed: the test extras should have installed it")
@@ -161,7 +254,7 @@ def browser() -> Iterator[Any]:
     playwright.expect.set_options(timeout=EXPECT_MS)
     with playwright.sync_playwright() as p:
         chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-        yield chromium
+        yield WatchedBrowser(chromium, page_errors)
         chromium.close()
 
 

@@ -114,7 +114,8 @@ def test_the_admin_page_shows_everything_and_acts(browser, tmp_path):
         server.stop()
 
 
-def test_a_user_who_is_no_admin_sees_what_is_needed(browser, tmp_path):
+def test_a_user_who_is_no_admin_sees_what_is_needed(browser, tmp_path, page_errors):
+    page_errors.allow_status(403, "the page refuses a user who is no admin", "/elastic-gpu/admin")
     server = admin_server(tmp_path, "plain", admin=False)
     try:
         page = browser.new_page()
@@ -124,5 +125,29 @@ def test_a_user_who_is_no_admin_sees_what_is_needed(browser, tmp_path):
         expect(page.locator("main")).to_contain_text("c.ElasticGPUApp.admin_users")
         expect(page.locator("main")).to_contain_text("custom:elastic-gpu:admin")
         page.close()
+    finally:
+        server.stop()
+
+
+def test_the_login_from_the_admin_page_returns_there_without_the_stale_token(browser, tmp_path):
+    """Not logged in, at the admin page with a token that is no longer good: the server's
+    login page, then the admin page; the stale token is in no Location header the browser
+    got, nor in the server's log."""
+    server = admin_server(tmp_path, "login", admin=True)
+    stale = "a-stale-token-0123456789"
+    try:
+        page = browser.new_page()
+        locations: list[str] = []
+        page.on("response", lambda r: locations.append(r.headers.get("location") or ""))
+        page.goto(f"{server.url}elastic-gpu/admin?token={stale}")
+        page.wait_for_url("**/login?next=**")
+        page.fill("#password_input", server.token)
+        page.click("#login_submit")
+        page.wait_for_url(f"{server.url}elastic-gpu/admin")
+        expect(page.locator("#who")).to_contain_text(f"{getpass.getuser()} (admin")
+        page.close()
+        assert f"{BASE_URL}login?next=" in " ".join(locations), locations
+        assert [loc for loc in locations if stale in loc] == []
+        assert stale not in server.log_path.read_text()
     finally:
         server.stop()

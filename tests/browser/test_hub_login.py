@@ -12,12 +12,19 @@ from hubkit import PASSWORD, SERVICE, SERVICE_API, synthetic
 def log_in(page, hub, user: str, then: str = "") -> None:
     """Log ``user`` in on the Hub's login page (then to ``then``, a path, if given)."""
     page.goto(f"{hub.url}hub/login" + (f"?next={quote(then)}" if then else ""))
+    fill_login(page, user)
+
+
+def fill_login(page, user: str) -> None:
+    """Log ``user`` in on the Hub's login page, where the page is."""
     page.fill("#username_input", user)
     page.fill("#password_input", PASSWORD)
     page.click("#login_submit")
 
 
-def test_alice_reaches_the_service_through_the_hubs_oauth(browser, hub):
+def test_alice_reaches_the_service_through_the_hubs_oauth(browser, hub, page_errors):
+    page_errors.allow_status(403, "alice is no admin: the admin page refuses her", "/admin")
+    page_errors.allow_status(403, "the test's POST without an XSRF token is refused")
     context = browser.new_context()
     try:
         page = context.new_page()
@@ -82,3 +89,35 @@ def test_the_admin_reaches_the_admin_page_from_the_services_menu_and_acts(browse
         expect(row).to_have_attribute("data-state", "cancelled")
     finally:
         context.close()
+
+
+def test_the_admin_logs_in_from_the_admin_pages_address_and_no_token_shows(browser, hub):
+    """The admin, not logged in, opens the admin page's address (also ``/services/elastic-gpu/
+    admin``, and with a ``?token=``: a real token of theirs, which the service ignores in a
+    page's address): the Hub's login, its OAuth, and the admin page. The token is in no
+    Location header the browser got, and in neither the Hub's log nor the service's (one
+    file: the Hub runs the service)."""
+    from playwright.sync_api import expect
+
+    token = hub.token("admin")
+    page_url = f"{hub.url}{SERVICE}elastic-gpu/admin"
+    starts = [page_url, f"{page_url}?token={token}", f"{hub.url}{SERVICE}admin?token={token}"]
+    locations: list[str] = []
+    for start in starts:
+        context = browser.new_context()  # not logged in
+        try:
+            page = context.new_page()
+            page.on("response", lambda r: locations.append(r.headers.get("location") or ""))
+            page.goto(start)
+            page.wait_for_url("**/hub/login**")
+            fill_login(page, "admin")
+            page.wait_for_url(page_url)
+            expect(page.locator("#who")).to_contain_text("admin (admin")
+            expect(page.locator("#gpus tr[data-gpu-id]")).to_have_count(4)
+        finally:
+            context.close()
+    assert any("/hub/api/oauth2/authorize" in loc for loc in locations), locations
+    leaks = [loc for loc in locations if token in loc]
+    assert leaks == []
+    log = hub.log_path.read_text()
+    assert token not in log, [line for line in log.splitlines() if token in line]

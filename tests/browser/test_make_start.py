@@ -86,6 +86,7 @@ def test_the_url_make_start_prints_opens_the_demo_notebook(browser, tmp_path):
         tab = page.locator(".lm-DockPanel-tabBar .lm-TabBar-tab.lm-mod-current")
         expect(tab).to_contain_text(DEMO)
         expect(page.locator(".jp-NotebookPanel:visible")).to_have_count(1)
+        page.close()  # before the server stops: the lab would log its requests refused
     finally:
         with contextlib.suppress(ProcessLookupError):  # it may have exited (the failure shown)
             os.killpg(proc.pid, signal.SIGTERM)

@@ -294,14 +294,16 @@ def test_the_panel_under_a_base_url(open_lab, base_url):
     assert lab.off_base() == []
 
 
-def test_a_lab_without_the_server_extension_says_so(open_lab):
+def test_a_lab_without_the_server_extension_says_so(open_lab, page_errors):
+    page_errors.allow_status(404, "the server extension is off: no API to answer")
     lab = open_lab(extension=False, scheduler=False)
     lab.show_panel()
     expect(lab.message).to_have_attribute("data-panel-message", "not-enabled")
     expect(lab.gpus).to_have_count(0)
 
 
-def test_a_shared_scheduler_that_is_down_shows_unavailable_with_its_message(open_lab):
+def test_a_shared_scheduler_that_is_down_shows_unavailable_with_its_message(open_lab, page_errors):
+    page_errors.allow_status(503, "the shared scheduler is down: the API answers 503")
     closed = free_port()
     lab = open_lab(
         config={"scheduler_url": f"http://127.0.0.1:{closed}/", "scheduler_token": "a-token"},

@@ -75,7 +75,13 @@ def test_the_sample_config_grants_what_the_service_expects():
 def test_hub_demo_says_what_to_install(tmp_path):
     """Without configurable-http-proxy on PATH, hub-demo says how to get it and starts nothing."""
     env = {**os.environ, "PATH": os.path.dirname(sys.executable)}
-    args = ["-m", "jupyter_elastic_gpu.cli", "hub-demo", "--password=x", f"--state-dir={tmp_path}"]
+    args = [
+        "-m",
+        "jupyter_elastic_gpu.cli",
+        "hub-demo",
+        "--password=a-password",
+        f"--state-dir={tmp_path}",
+    ]
     done = subprocess.run([sys.executable, *args], env=env, capture_output=True, text=True)
     assert done.returncode == 2, done.stderr
     assert "npm install -g configurable-http-proxy" in done.stderr

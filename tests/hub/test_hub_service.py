@@ -4,13 +4,17 @@ stopped and started while their job trains; activity reported to the Hub."""
 
 from __future__ import annotations
 
+import base64
+import re
 import urllib.error
 import urllib.request
 from datetime import datetime
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from hubkit import SERVICE, synthetic
 from servers import call, get_json, wait_for
+from traitlets.config.loader import PyFileConfigLoader
 
 from jupyter_elastic_gpu.hub import scopes
 
@@ -83,17 +87,73 @@ def test_scopes_decide_what_a_token_may_do(hub):
 
 
 def test_the_services_root_leads_to_the_admin_page(hub, tokens):
-    request = urllib.request.Request(hub.url + SERVICE)
-    request.add_header("Authorization", f"token {tokens['alice']}")
-    with pytest.raises(urllib.error.HTTPError) as redirect:
-        urllib.request.build_opener(NoRedirect).open(request, timeout=15)
-    assert redirect.value.code == 302
-    assert redirect.value.headers["Location"] == f"/{SERVICE}elastic-gpu/admin"
+    for entry in ("", "admin", "admin/?token=ignored"):  # the root, and the address people guess
+        request = urllib.request.Request(hub.url + SERVICE + entry)
+        request.add_header("Authorization", f"token {tokens['alice']}")
+        with pytest.raises(urllib.error.HTTPError) as redirect:
+            urllib.request.build_opener(NoRedirect).open(request, timeout=15)
+        assert redirect.value.code == 302, entry
+        assert redirect.value.headers["Location"] == f"/{SERVICE}elastic-gpu/admin"
     # Without credentials: the Hub's login (OAuth) first.
     with pytest.raises(urllib.error.HTTPError) as login:
         urllib.request.build_opener(NoRedirect).open(hub.url + SERVICE, timeout=15)
     assert login.value.code == 302
     assert "/hub/api/oauth2/authorize" in login.value.headers["Location"]
+
+
+def test_a_token_in_the_address_beside_the_header_is_ignored(hub, tokens):
+    """A ``?token=`` beside a good ``Authorization`` header changes nothing (no 5xx: the
+    service never makes a cookie of it)."""
+    api = hub.service_api()
+    for url in (f"{api}whoami?token=not-this-one", f"{hub.url}{SERVICE}elastic-gpu/admin?token=x"):
+        request = urllib.request.Request(url, headers={"Authorization": f"token {tokens['admin']}"})
+        with urllib.request.urlopen(request, timeout=30) as answer:
+            assert answer.status == 200, url
+            cookies = {c.split("=", 1)[0] for c in answer.headers.get_all("Set-Cookie") or []}
+            assert cookies <= {"_xsrf"}, cookies  # no login cookie made of the token
+
+
+def test_the_admin_pages_login_keeps_its_oauth_state_whole_and_no_token(hub, tokens):
+    """Not logged in, at the admin page with a ``?token=`` (which the service ignores in a
+    page's address: JupyterHub's ``allow_token_in_url``), here a real token of the admin: the
+    redirect to the Hub's OAuth keeps its ``state`` as the service set it in its cookie, and
+    carries no token."""
+    token = tokens["admin"]
+    for entry in ("elastic-gpu/admin", "admin"):
+        with pytest.raises(urllib.error.HTTPError) as login:
+            urllib.request.build_opener(NoRedirect).open(
+                f"{hub.url}{SERVICE}{entry}?token={token}", timeout=15
+            )
+        assert login.value.code == 302, entry
+        location = login.value.headers["Location"]
+        assert token not in location, location
+        query = urlsplit(location).query
+        assert "?" not in query, location  # one query, not a second one appended
+        (state,) = parse_qs(query)["state"]
+        assert re.fullmatch(r"[\w-]+", state), state  # the id the service made, nothing after
+        # The state the Hub hands back is the one the service keeps in its signed cookie
+        # (tornado's format: "2|1:0|10:<time>|<n>:<name>|<n>:<base64 value>|<signature>").
+        (cookie,) = [c for c in login.value.headers.get_all("Set-Cookie") if "oauth-state" in c]
+        value = cookie.split("=", 1)[1].strip('"').split(";")[0].split("|")[4]
+        assert base64.b64decode(value.split(":", 1)[1]).decode() == state
+
+
+def test_the_demo_hub_waits_for_slow_servers_and_logs_no_deprecated_authenticator(hub):
+    """hub-demo's configuration (as the Hub ran it) gives users' servers time to start on a
+    busy machine, and the Hub it started warned of no deprecated authenticator setting."""
+    config = PyFileConfigLoader("jupyterhub_config.py", path=str(hub.state)).load_config()
+    spawner = dict(config.Spawner)
+    assert spawner.get("start_timeout", 0) >= 120  # JupyterHub's 60 and 30 were too short
+    assert spawner.get("http_timeout", 0) >= 120
+    log = hub.log_path.read_text()
+    assert "SharedPasswordAuthenticator" in log  # "Using Authenticator: ..."
+    warned = [
+        line
+        for line in log.splitlines()
+        if "authenticator" in line.lower()
+        and ("deprecat" in line.lower() or "not meant for production" in line)
+    ]
+    assert warned == []
 
 
 class NoRedirect(urllib.request.HTTPRedirectHandler):
