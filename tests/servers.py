@@ -416,6 +416,52 @@ def _found(fn, *args):
         return None
 
 
+class HolderBeats:
+    """Heartbeats as a job's holder (a sidecar or a kernel's provisioner) every 0.3 s until
+    stopped, with ``body()``; keeps every answer's status in ``statuses`` and hands each answer
+    to ``answered``. Subclasses say what the holder claims."""
+
+    def __init__(self, url: str, secret: str) -> None:
+        self.url, self.secret = url, secret
+        self.statuses: list[int] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+
+    def body(self) -> dict:
+        raise NotImplementedError
+
+    def answered(self, answer: dict) -> None:
+        """What the holder does with an accepted heartbeat's answer (nothing: ignores it)."""
+
+    def beat(self) -> None:
+        request = urllib.request.Request(
+            self.url, data=json.dumps(self.body()).encode(), method="POST"
+        )
+        request.add_header("Authorization", f"Bearer {self.secret}")
+        request.add_header("Content-Type", "application/json")
+        try:
+            with urllib.request.urlopen(request, timeout=5) as r:
+                answer = json.loads(r.read())
+                self.statuses.append(r.status)
+        except urllib.error.HTTPError as e:
+            self.statuses.append(e.code)
+            return
+        self.answered(answer)
+
+    def _run(self) -> None:
+        while not self.stop.wait(0.3):
+            with contextlib.suppress(OSError):
+                self.beat()
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.stop.set()
+        self.thread.join()
+
+
 class HeartbeatRecorder:
     """A transparent HTTP proxy between real sidecars and the server: it forwards each
     heartbeat unchanged and keeps (request body, status, answer) of each. While the server is
@@ -517,3 +563,32 @@ class RecordingLauncher(BaseLauncher):
         self.launched.append(request.job_id)
         self.secrets[request.job_id] = request.secret
         return {}
+
+
+def synthetic(min_gpus: int, max_gpus: int, work: float = 1e9) -> dict:
+    """A synthetic job's submit body: ``min_gpus``-``max_gpus`` GPUs, on a speed curve to 4."""
+    return {
+        "kind": "synthetic",
+        "min_gpus": min_gpus,
+        "max_gpus": max_gpus,
+        "synthetic": {"work": work, "throughput": {"1": 100, "2": 190, "3": 270, "4": 350}},
+    }
+
+
+@contextlib.asynccontextmanager
+async def recording_service(tmp_path: Path, path: str = ":memory:", **settings):
+    """(service, launcher): a ``SchedulerService`` on 4 simulated GPUs and the database
+    ``path``, whose launches a ``RecordingLauncher`` records; ``settings`` are its traits."""
+    from jupyter_elastic_gpu.scheduler.inventory import SimulatedInventory
+    from jupyter_elastic_gpu.scheduler.service import SchedulerService
+    from jupyter_elastic_gpu.scheduler.store import Store
+
+    store = await Store.open(path)
+    launcher = RecordingLauncher()
+    svc = SchedulerService(
+        store, SimulatedInventory(4), launcher, lambda j: "", job_root=str(tmp_path), **settings
+    )
+    try:
+        yield svc, launcher
+    finally:
+        await store.close()

@@ -108,29 +108,29 @@ def lease_verdict(
         return idle
     verdicts = [idle]
     if rule.hold_limit_s > 0:
-        left = rule.hold_limit_s - held_s
         why = (
             f"it has held its GPUs for {_minutes(held_s)} while jobs wait for "
             f"{plural(waiting_gpus, 'GPU')} (limit {_minutes(rule.hold_limit_s)})"
         )
-        if left <= 0:
-            verdicts.append(IdleVerdict(IdleAction.RELEASE, f"released: {why}{RESTARTS}"))
-        elif left <= rule.warning_s:
-            text = f"{why}: its GPUs are released in {_minutes(left)}"
-            verdicts.append(IdleVerdict(IdleAction.WARN, text, release_in_s=left))
+        verdicts.append(_bound(why, rule.hold_limit_s - held_s, rule.warning_s))
     if over_share_s is not None and waiting_users > 0:
-        left = rule.warning_s - over_share_s
         why = (
             f"its owner holds more than their fair share while "
             f"{plural(waiting_users, 'other user')} wait{'s' if waiting_users == 1 else ''}"
         )
-        if left <= 0:
-            verdicts.append(IdleVerdict(IdleAction.RELEASE, f"released: {why}{RESTARTS}"))
-        else:
-            text = f"{why}: its GPUs are released in {_minutes(left)}"
-            verdicts.append(IdleVerdict(IdleAction.WARN, text, release_in_s=left))
+        verdicts.append(_bound(why, rule.warning_s - over_share_s, rule.warning_s))
     for action in (IdleAction.RELEASE, IdleAction.WARN):
         found = [v for v in verdicts if v.action == action]
         if found:
             return min(found, key=lambda v: v.release_in_s or 0.0)
     return idle
+
+
+def _bound(why: str, left_s: float, warning_s: float) -> IdleVerdict:
+    """Released once ``left_s`` is spent, warned within ``warning_s`` of it."""
+    if left_s <= 0:
+        return IdleVerdict(IdleAction.RELEASE, f"released: {why}{RESTARTS}")
+    if left_s <= warning_s:
+        text = f"{why}: its GPUs are released in {_minutes(left_s)}"
+        return IdleVerdict(IdleAction.WARN, text, release_in_s=left_s)
+    return IdleVerdict(IdleAction.KEEP, "")

@@ -10,9 +10,10 @@ server's word, which the embedded scheduler reads for the leases of its own kern
 from __future__ import annotations
 
 import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ..scheduler.jobs import JobRecord
+if TYPE_CHECKING:
+    from ..scheduler.jobs import JobRecord
 
 
 def kernel_idle_s(kernels: Any, job: JobRecord) -> float | None:
@@ -30,11 +31,20 @@ def kernel_idle_s(kernels: Any, job: JobRecord) -> float | None:
             pid and getattr(provisioner, "pid", None) == pid
         ):
             continue
-        last = getattr(km, "last_activity", None)
-        if not isinstance(last, datetime.datetime):
-            return None
-        if getattr(km, "execution_state", None) == "busy":
-            return 0.0
-        now = datetime.datetime.now(last.tzinfo)
-        return max((now - last).total_seconds(), 0.0)
+        return manager_idle_s(km)
     return None
+
+
+def manager_idle_s(km: Any) -> float | None:
+    """Seconds since the kernel of the server's kernel manager ``km`` last did anything (0
+    while it executes); None where ``km`` keeps no such record (a kernel outside a server)."""
+    try:  # the server's kernel manager has it once it watches the kernel's activity
+        last = getattr(km, "last_activity", None)
+    except Exception:  # traitlets: not set yet
+        return None
+    if not isinstance(last, datetime.datetime):
+        return None
+    if getattr(km, "execution_state", None) == "busy":
+        return 0.0
+    now = datetime.datetime.now(last.tzinfo)
+    return max((now - last).total_seconds(), 0.0)

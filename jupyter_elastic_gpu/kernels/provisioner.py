@@ -37,6 +37,7 @@ from . import (
     NO_GPU,
     PROVISIONER_NAME,
 )
+from .activity import manager_idle_s
 from .channel import Channel, channel
 
 
@@ -203,17 +204,7 @@ class ElasticGPUProvisioner(LocalProvisioner):
     def idle_s(self) -> float | None:
         """Seconds since the kernel last ran code, from the Jupyter server's kernel manager
         (None outside a server: such a kernel is never reclaimed for idleness)."""
-        km = self.parent
-        try:  # the server's kernel manager has it once it watches the kernel's activity
-            last = getattr(km, "last_activity", None)
-        except Exception:  # traitlets: not set yet
-            return None
-        if not isinstance(last, datetime.datetime):
-            return None
-        if getattr(km, "execution_state", None) == "busy":
-            return 0.0
-        now = datetime.datetime.now(last.tzinfo)
-        return max((now - last).total_seconds(), 0.0)
+        return manager_idle_s(self.parent)
 
     async def _beat_once(self) -> dict:
         grant = self.grant

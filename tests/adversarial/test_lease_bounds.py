@@ -13,11 +13,9 @@ import contextlib
 import json
 import threading
 import time
-import urllib.error
-import urllib.request
 
 import pytest
-from servers import DaemonProcess, call, free_port, get_json, wait_for
+from servers import DaemonProcess, HolderBeats, call, free_port, get_json, wait_for
 
 from jupyter_elastic_gpu.scheduler.releases import RELEASE_TIMEOUT
 
@@ -42,57 +40,31 @@ def synthetic(name: str, gpus: int) -> dict:
     }
 
 
-class HostileProvisioner:
+class HostileProvisioner(HolderBeats):
     """Holds a lease: heartbeats 'running, busy' with whatever GPUs it was given, whatever
-    the answer says; keeps the status of every answer. ``poll``: also poll ``GET launches``
-    as its user's server would (a shared scheduler admits only users whose server is there)."""
+    the answer says. ``poll``: also polls ``GET launches`` as its user's server would (a
+    shared scheduler admits only users whose server is there)."""
 
     def __init__(self, api: str, token: str, gpus: int, poll: bool = False) -> None:
-        code, self.grant = call("POST", api + "leases", token, {"gpus": gpus, "name": "hog"})
-        assert code == 201, self.grant
+        code, grant = call("POST", api + "leases", token, {"gpus": gpus, "name": "hog"})
+        assert code == 201, grant
+        super().__init__(grant["heartbeat_url"], grant["secret"])
         self.api, self.token, self.poll = api, token, poll
-        self.id = self.grant["job"]["id"]
+        self.id = grant["job"]["id"]
         self.gpus: list[str] = []
         self.generation = 0
-        self.statuses: list[int] = []
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
 
-    def _beat(self) -> None:
-        body = {"job_id": self.id, "state": "running", "idle_s": 0}
+    def body(self) -> dict:
+        claim = {"job_id": self.id, "state": "running", "idle_s": 0}
         if self.gpus:
-            body.update(gpus=self.gpus, generation=self.generation)
-        request = urllib.request.Request(
-            self.grant["heartbeat_url"], data=json.dumps(body).encode(), method="POST"
-        )
-        request.add_header("Authorization", f"Bearer {self.grant['secret']}")
-        request.add_header("Content-Type", "application/json")
-        try:
-            with urllib.request.urlopen(request, timeout=5) as r:
-                answer = json.loads(r.read())
-                self.statuses.append(r.status)
-        except urllib.error.HTTPError as e:
-            self.statuses.append(e.code)
-            return
+            claim.update(gpus=self.gpus, generation=self.generation)
+        return claim
+
+    def answered(self, answer: dict) -> None:
         if answer.get("gpus") and not self.gpus:  # take them, and never give them back
             self.gpus, self.generation = answer["gpus"], answer["generation"]
-
-    def _run(self) -> None:
-        while not self.stop.wait(0.3):
-            try:
-                self._beat()
-                if self.poll:
-                    get_json(self.api + "launches", self.token)
-            except OSError:
-                pass
-
-    def __enter__(self) -> HostileProvisioner:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop.set()
-        self.thread.join()
+        if self.poll:
+            get_json(self.api + "launches", self.token)
 
 
 def job(api: str, token: str, job_id: str) -> dict:

@@ -12,15 +12,20 @@ from __future__ import annotations
 
 import contextlib
 import getpass
-import json
 import os
 import signal
-import threading
-import urllib.error
-import urllib.request
 
 import pytest
-from servers import call, free_port, freeze_sidecar, get_json, is_running, process_tree, wait_for
+from servers import (
+    HolderBeats,
+    call,
+    free_port,
+    freeze_sidecar,
+    get_json,
+    is_running,
+    process_tree,
+    wait_for,
+)
 
 from jupyter_elastic_gpu.scheduler.launcher import kill_tree
 from jupyter_elastic_gpu.scheduler.releases import RELEASE_TIMEOUT
@@ -43,39 +48,16 @@ def synthetic(name: str, min_gpus: int, max_gpus: int, work: float) -> dict:
     }
 
 
-class HostileHolder:
+class HostileHolder(HolderBeats):
     """Heartbeats as ``job_id``'s sidecar with the secret from its environment, reporting its
-    first grant for ever; keeps the status of every answer."""
+    first grant for ever."""
 
     def __init__(self, url: str, secret: str, job_id: str, generation: int, gpus: list[str]):
-        self.url, self.secret = url, secret
-        self.body = json.dumps(
-            {"job_id": job_id, "generation": generation, "gpus": gpus, "state": "running"}
-        ).encode()
-        self.statuses: list[int] = []
-        self.stop = threading.Event()
-        self.thread = threading.Thread(target=self._run, daemon=True)
+        super().__init__(url, secret)
+        self.claim = {"job_id": job_id, "generation": generation, "gpus": gpus, "state": "running"}
 
-    def _run(self) -> None:
-        while not self.stop.wait(0.3):
-            request = urllib.request.Request(self.url, data=self.body, method="POST")
-            request.add_header("Authorization", f"Bearer {self.secret}")
-            request.add_header("Content-Type", "application/json")
-            try:
-                with urllib.request.urlopen(request, timeout=5) as r:
-                    self.statuses.append(r.status)
-            except urllib.error.HTTPError as e:
-                self.statuses.append(e.code)
-            except OSError:
-                pass
-
-    def __enter__(self) -> HostileHolder:
-        self.thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.stop.set()
-        self.thread.join()
+    def body(self) -> dict:
+        return self.claim
 
 
 def job(api: str, token: str, job_id: str) -> dict:

@@ -3,11 +3,9 @@ stops it, how long it is, and what a restart does to it (``scheduler/releases.py
 
 from __future__ import annotations
 
-import contextlib
-
 import pytest
 from elastic_gpu_sidecar.protocol import JobState
-from servers import RecordingLauncher
+from servers import RecordingLauncher, recording_service, synthetic
 
 from jupyter_elastic_gpu.errors import BadRequest, Unauthorized
 from jupyter_elastic_gpu.models import EventKind, SubmitRequest, parse
@@ -15,33 +13,10 @@ from jupyter_elastic_gpu.scheduler.inventory import SimulatedInventory
 from jupyter_elastic_gpu.scheduler.principal import Principal
 from jupyter_elastic_gpu.scheduler.releases import GRACE_FLOOR_S, RELEASE_TIMEOUT, owed
 from jupyter_elastic_gpu.scheduler.service import SchedulerService
-from jupyter_elastic_gpu.scheduler.store import Store
 
 ANN = Principal("ann")
 OPS = Principal("ops", admin=True)
 T0 = 1_000_000.0
-
-
-def synthetic(min_gpus: int, max_gpus: int, work: float = 1e9) -> dict:
-    return {
-        "kind": "synthetic",
-        "min_gpus": min_gpus,
-        "max_gpus": max_gpus,
-        "synthetic": {"work": work, "throughput": {"1": 100, "2": 190, "3": 270, "4": 350}},
-    }
-
-
-@contextlib.asynccontextmanager
-async def service(tmp_path, path=":memory:", **settings):
-    store = await Store.open(path)
-    launcher = RecordingLauncher()
-    svc = SchedulerService(
-        store, SimulatedInventory(4), launcher, lambda j: "", job_root=str(tmp_path), **settings
-    )
-    try:
-        yield svc, launcher
-    finally:
-        await store.close()
 
 
 async def running(svc, launcher, spec: dict, now: float):
@@ -55,7 +30,10 @@ async def running(svc, launcher, spec: dict, now: float):
 
 
 async def test_the_grace_period_comes_from_the_checkpoint_interval_and_resize_cost(tmp_path):
-    async with service(tmp_path, checkpoint_interval=60, heartbeat_interval=2) as (svc, _):
+    async with recording_service(tmp_path, checkpoint_interval=60, heartbeat_interval=2) as (
+        svc,
+        _,
+    ):
         job = await svc.submit(ANN, parse(SubmitRequest, synthetic(1, 2), "job"))
         assert svc.releases.grace_s(job) == 60 + 4 * svc.default_resize_cost + 3 * 2
         job.resize_cost_s = 30.0  # measured: a slow restart gets longer
@@ -73,7 +51,7 @@ def test_a_grace_that_is_no_number_of_seconds_is_refused(tmp_path, value):
 
 
 async def test_a_confirmed_shrink_stops_the_clock_and_an_unconfirmed_one_voids(tmp_path):
-    async with service(tmp_path, release_grace=10.0) as (svc, launcher):
+    async with recording_service(tmp_path, release_grace=10.0) as (svc, launcher):
         a, _ = await running(svc, launcher, synthetic(1, 4), T0)
         secret = launcher.secrets[a.id]
         await svc.admin.drain(OPS, "3", {"drained": True})
@@ -101,7 +79,7 @@ async def test_a_confirmed_shrink_stops_the_clock_and_an_unconfirmed_one_voids(t
 
 
 async def test_no_clock_runs_while_the_new_lease_waits_for_another_jobs_gpus(tmp_path):
-    async with service(tmp_path, release_grace=10.0) as (svc, launcher):
+    async with recording_service(tmp_path, release_grace=10.0) as (svc, launcher):
         a, a_beat = await running(svc, launcher, synthetic(2, 2), T0)
         b, _ = await running(svc, launcher, synthetic(2, 2), T0)
         # A moves to B's GPUs while B must leave them: A is told nothing until B has left,
@@ -120,12 +98,12 @@ async def test_no_clock_runs_while_the_new_lease_waits_for_another_jobs_gpus(tmp
 
 async def test_a_restarted_scheduler_gives_each_holder_a_whole_grace_period(tmp_path):
     db = str(tmp_path / "s.sqlite")
-    async with service(tmp_path, db, release_grace=10.0) as (svc, launcher):
+    async with recording_service(tmp_path, db, release_grace=10.0) as (svc, launcher):
         a, _ = await running(svc, launcher, synthetic(1, 1), T0)
         await svc.cancel(ANN, a.id)
         await svc.releases.step(T0 + 1)
         assert a.release_due == T0 + 11
-    async with service(tmp_path, db, release_grace=10.0) as (svc, _):
+    async with recording_service(tmp_path, db, release_grace=10.0) as (svc, _):
         await svc.start()
         try:
             again = svc.jobs[a.id]
@@ -136,7 +114,7 @@ async def test_a_restarted_scheduler_gives_each_holder_a_whole_grace_period(tmp_
 
 
 async def test_a_forced_cancel_is_checked_before_anything_changes(tmp_path):
-    async with service(tmp_path) as (svc, launcher):
+    async with recording_service(tmp_path) as (svc, launcher):
         a, _ = await running(svc, launcher, synthetic(1, 1), T0)
         with pytest.raises(BadRequest):
             await svc.cancel(ANN, a.id, {"force": 1})

@@ -9,7 +9,6 @@ until it reports the new one.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import signal
@@ -20,43 +19,18 @@ from pathlib import Path
 import pytest
 from elastic_gpu_sidecar import protocol as P
 from elastic_gpu_sidecar.protocol import JobState, Lease
-from servers import RecordingLauncher, call, free_port, get_json, wait_for
+from servers import call, free_port, get_json, recording_service, synthetic, wait_for
 
 from jupyter_elastic_gpu.models import Heartbeat, SubmitRequest, parse
 from jupyter_elastic_gpu.scheduler import leases
-from jupyter_elastic_gpu.scheduler.inventory import SimulatedInventory
 from jupyter_elastic_gpu.scheduler.jobs import JobRecord, hash_secret
 from jupyter_elastic_gpu.scheduler.principal import Principal
-from jupyter_elastic_gpu.scheduler.service import SchedulerService
-from jupyter_elastic_gpu.scheduler.store import Store
 
 ANN = Principal("ann")
 
 
-def synthetic(min_gpus: int, max_gpus: int, work: float = 1e9) -> dict:
-    return {
-        "kind": "synthetic",
-        "min_gpus": min_gpus,
-        "max_gpus": max_gpus,
-        "synthetic": {"work": work, "throughput": {"1": 100, "2": 190, "3": 270, "4": 350}},
-    }
-
-
-@contextlib.asynccontextmanager
-async def service(tmp_path):
-    store = await Store.open(":memory:")
-    launcher = RecordingLauncher()
-    svc = SchedulerService(
-        store, SimulatedInventory(4), launcher, lambda j: "", job_root=str(tmp_path)
-    )
-    try:
-        yield svc, launcher
-    finally:
-        await store.close()
-
-
 async def test_a_heartbeat_claiming_every_gpu_keeps_only_the_jobs_own(tmp_path):
-    async with service(tmp_path) as (svc, launcher):
+    async with recording_service(tmp_path) as (svc, launcher):
         a = await svc.submit(ANN, parse(SubmitRequest, synthetic(1, 1), "job"))
         await svc.step()
         assert a.id in launcher.secrets and len(a.desired.gpus) == 1
@@ -78,7 +52,7 @@ async def test_a_heartbeat_claiming_every_gpu_keeps_only_the_jobs_own(tmp_path):
 
 
 async def test_a_resizing_job_holds_its_older_gpus_until_it_reports_the_new_lease(tmp_path):
-    async with service(tmp_path) as (svc, launcher):
+    async with recording_service(tmp_path) as (svc, launcher):
         a = await svc.submit(ANN, parse(SubmitRequest, synthetic(1, 2), "job"))
         b = await svc.submit(ANN, parse(SubmitRequest, synthetic(1, 1), "job"))
         now = time.time()
