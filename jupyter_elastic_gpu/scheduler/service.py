@@ -31,7 +31,7 @@ from ..core.fairshare import DEFAULT_HALF_LIFE_S
 from ..core.model import Snapshot
 from ..core.policies import Policy
 from ..core.schedule import decide, queue_positions
-from ..errors import Forbidden, NotFound, StorageUnavailable, Unauthorized
+from ..errors import BadRequest, Forbidden, NotFound, StorageUnavailable, Unauthorized
 from ..models import (
     ErrorInfo,
     EventKind,
@@ -336,6 +336,14 @@ class SchedulerService(LoggingConfigurable):
 
     # -- users' requests ----------------------------------------------------------------------
     async def submit(self, who: Principal, req: SubmitRequest) -> JobRecord:
+        if req.inputs and not self.launcher.starts_processes:
+            # The shared scheduler opens no job file: dropping the variables would start a
+            # job that fails far from the cause. The user's own server writes them.
+            raise BadRequest(
+                "the shared scheduler takes no passed variables (inputs): submit through your "
+                "own Jupyter server, which writes them into the job's directory, or save them "
+                "to a file the script reads"
+            )
         spec, notes = req.fit_to(len(self.gpu_infos()), self.user_gpu_cap)
         if spec.simulated is None:
             spec = spec.model_copy(update={"simulated": self.simulated})
@@ -352,7 +360,7 @@ class SchedulerService(LoggingConfigurable):
         )
         if synthetic:
             job.total_work = spec.synthetic.work
-        if req.inputs and self.launcher.starts_processes:
+        if req.inputs:
             jobdirs.write_inputs(job.job_dir, req.inputs)
         async with self.store.transaction():  # the job and its first event, or neither
             await self.lifecycle.save(job)
