@@ -44,7 +44,7 @@ from ..models import (
     Whoami,
     parse,
 )
-from . import jobdirs, views
+from . import estimates, jobdirs, views
 from .principal import Principal
 from .service import SchedulerService
 from .shares import check_group
@@ -113,7 +113,13 @@ class LocalBackend:
 
     async def queue(self, who: Principal) -> Queue:
         forecast = await self.service.estimates.forecast()
-        return views.queue(self.service.jobs.values(), who, forecast, time.time())
+        queue = views.queue(self.service.jobs.values(), who, forecast, time.time())
+        for i, entry in enumerate(queue.queue):  # the caller's own, when the budget cut them
+            if entry.name is not None and entry.estimated_end is None:
+                cut = estimates.limit(entry.id, forecast)
+                if cut:
+                    queue.queue[i] = entry.model_copy(update={"estimate_limit": cut})
+        return queue
 
     async def status(self, who: Principal, query: JobFilter = NO_FILTER) -> Status:
         s = self.service
