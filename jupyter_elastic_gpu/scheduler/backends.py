@@ -114,11 +114,9 @@ class LocalBackend:
     async def queue(self, who: Principal) -> Queue:
         forecast = await self.service.estimates.forecast()
         queue = views.queue(self.service.jobs.values(), who, forecast, time.time())
-        for i, entry in enumerate(queue.queue):  # the caller's own, when the budget cut them
-            if entry.name is not None and entry.estimated_end is None:
-                cut = estimates.limit(entry.id, forecast)
-                if cut:
-                    queue.queue[i] = entry.model_copy(update={"estimate_limit": cut})
+        for entry in queue.queue:  # the caller's own, when a bound left them out (fresh
+            if entry.name is not None and entry.estimated_end is None:  # entries: set them)
+                entry.estimate_limit = estimates.limit(entry.id, forecast)
         return queue
 
     async def status(self, who: Principal, query: JobFilter = NO_FILTER) -> Status:

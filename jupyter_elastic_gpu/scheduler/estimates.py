@@ -5,8 +5,9 @@ runs in a worker thread while the event loop goes on serving, at most once per s
 one at a time, and every caller shares the run in flight. It runs under a budget
 (``c.SchedulerService.forecast_budget`` seconds, ``forecast_jobs`` jobs played forward): the
 jobs past it have no estimate, and the forecast says which bound cut it (``limits``; a queue
-entry's ``estimate_limit``). No caller waits for a run longer than the budget from its start:
-past it, it answers from the last forecast made. A new version that changed no job's state,
+entry's ``estimate_limit``). No caller waits for a run longer than ``WAIT_S`` (nor the budget):
+past it, it answers from the last forecast made, and the run's end is a new state version, so
+that watchers (the panel) read its estimates. A new version that changed no job's state,
 lease, size or measured speeds (a progress report, the common case) reuses a forecast younger
 than ``REUSE_S``: its estimates are times, which stay true while the jobs go as forecast, and
 the queue's estimates do not churn at every heartbeat. A forward run that fails leaves the
@@ -42,6 +43,9 @@ SAME_S = 1.0
 #: The share of the budget the forward run may decide in: its last decision and the hand-over
 #: to the event loop fit in the rest.
 RUN_SHARE = 0.75
+#: Longest a caller waits for the run in flight (the budget, if shorter): a short queue's run
+#: is done by then, a long one's answers come from the last forecast meanwhile.
+WAIT_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -110,6 +114,7 @@ class Estimates:
         self._failed = False
         self._run: asyncio.Task | None = None  # the forward run in flight (one at a time)
         self._run_started = 0.0  # its start (monotonic)
+        self._outrun = False  # a caller was answered from an older forecast during the run
         #: Forward runs made (for tests and figures).
         self.runs = 0
 
@@ -147,9 +152,12 @@ class Estimates:
             self._run_started = time.monotonic()
             self._run = asyncio.ensure_future(self._forward(version, shape, now))
         run = self._run
-        left = self._run_started + self.service.forecast_budget - time.monotonic()
+        wait = min(WAIT_S, self.service.forecast_budget)
+        left = self._run_started + wait - time.monotonic()
         if left > 0:
             await asyncio.wait({run}, timeout=left)  # (a waiter that gives up leaves it be)
+        if not run.done():
+            self._outrun = True
         return self._last
 
     async def _forward(self, version: int, shape: Any, now: float) -> None:
@@ -181,3 +189,6 @@ class Estimates:
             self._run = None
         self.runs += 1
         self._last, self._version, self._shape = result, version, shape
+        if self._outrun:  # callers got an older forecast: this one is news to them
+            self._outrun = False
+            await s._changed_now()

@@ -224,12 +224,12 @@ class SchedulerService(LoggingConfigurable):
         "thousands of ordinary ones.",
     )
     forecast_budget = Float(
-        0.1,
+        1.0,
         config=True,
-        help="Seconds one forecast of the queue's estimated starts and ends may take: the "
-        "forward run stops there and the jobs it did not reach have no estimate. Every reader "
-        "(GET queue, status, gpus, the panel) shares one run and waits at most this long for "
-        "it, then answers from the last one.",
+        help="Seconds one forecast of the queue's estimated starts and ends may take (in a "
+        "worker thread): the forward run stops there, and the jobs it did not reach have no "
+        "estimate. Every reader (GET queue, status, gpus, the panel) shares one run and waits "
+        "for it briefly (a tenth of a second at most), then answers from the last forecast.",
     )
     forecast_jobs = Int(
         200,
