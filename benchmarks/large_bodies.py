@@ -50,9 +50,8 @@ def main() -> int:
     print(f"$ {command_line()}\n")
     root = Path(tempfile.mkdtemp(prefix="elastic-gpu-large-bodies-"))
     state, port = root / "state", free_port()
-    token = cli(
-        "add-user", "ann", "--state-dir", str(state), capture_output=True, text=True, check=True
-    ).stdout.split("token=", 1)[1].strip()
+    added = cli("add-user", "ann", "--state-dir", str(state), capture_output=True, text=True)
+    token = added.stdout.split("token=", 1)[-1].strip()
     url = f"http://127.0.0.1:{port}/elastic-gpu/api/"
     with open(root / "daemon.log", "ab") as log:
         daemon = subprocess.Popen(

@@ -108,10 +108,10 @@ async def phase(server: JupyterServer, readers: int, duration: float, churning: 
 def in_process(jobs: int, gpus: int, budget: float, max_jobs: int) -> list[tuple]:
     """The same queue's forward run in this process: (label, seconds, decisions, limits)."""
     from jupyter_elastic_gpu.core.model import Snapshot
+    from jupyter_elastic_gpu.models import SubmitRequest
     from jupyter_elastic_gpu.scheduler import estimates, policies, snapshot
     from jupyter_elastic_gpu.scheduler.inventory import SimulatedInventory
     from jupyter_elastic_gpu.scheduler.jobs import JobRecord
-    from jupyter_elastic_gpu.models import SubmitRequest
 
     records = []
     for i in range(jobs):
@@ -133,7 +133,7 @@ def in_process(jobs: int, gpus: int, budget: float, max_jobs: int) -> list[tuple
             time.time(),
             order,
             max_jobs if bounded else None,
-            (lambda: time.monotonic() >= stop) if bounded else (lambda: False),
+            (lambda stop=stop: time.monotonic() >= stop) if bounded else (lambda: False),
         )
         played = jobs - len(ahead.skipped)
         out.append((label, time.monotonic() - t0, ahead.decisions, played, ahead.limits))
@@ -184,9 +184,7 @@ def main() -> int:
         AsyncHTTPClient.configure(None, max_clients=args.readers + 10)
         rows = []
         for name, churning in (("steady", False), ("churn", True)):
-            times, said, changes = asyncio.run(
-                phase(server, args.readers, args.duration, churning)
-            )
+            times, said, changes = asyncio.run(phase(server, args.readers, args.duration, churning))
             rows.append((name, times, said, changes))
         sleepers += [int(p.stem) for p in launches.glob("*.launch")]
     finally:
