@@ -139,8 +139,8 @@ class Estimates:
         return jobs, gpus
 
     async def forecast(self) -> Outlook:
-        """The forecast of the current version, or, when its run is not done within the
-        budget, the last one made (a run never starts while another is in flight)."""
+        """The forecast of the current version, or, when its run is not done within
+        ``WAIT_S``, the last one made (a run never starts while another is in flight)."""
         version = self.service.version
         if version == self._version:
             return self._last
