@@ -128,7 +128,7 @@ def _guarded(run: Callable[[argparse.Namespace], int]) -> Callable[[argparse.Nam
             return run(args)
         except SchedulerError as e:
             _error(args, e.message)
-            return ExitCode.of_status(e.status)
+            return ExitCode.of_status(e.status, e.reason)
         except BrokenPipeError:  # `... | head` stopped reading: not an error
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             return ExitCode.OK

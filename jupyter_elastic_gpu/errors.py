@@ -49,6 +49,20 @@ class TooLarge(BadRequest):
     status, reason = 413, "too-large"
 
 
+class TooManyJobs(ElasticGPUError):
+    """The caller has as many open jobs as one user may have (``max_open_jobs``); nothing was
+    changed."""
+
+    status, reason = 429, "too-many-jobs"
+
+
+class OverStorageBudget(ElasticGPUError):
+    """The caller's jobs take as much of the scheduler's database as one user may
+    (``max_stored_bytes``); nothing was changed."""
+
+    status, reason = 507, "over-storage-budget"
+
+
 class Unavailable(ElasticGPUError):
     """The scheduler (or the shared scheduler a server forwards to) cannot answer now."""
 
@@ -103,8 +117,11 @@ class ExitCode(IntEnum):
     INTERRUPTED = 130
 
     @classmethod
-    def of_status(cls, status: int | None) -> ExitCode:
-        """The exit status for a request that ended in HTTP ``status`` (None: no answer)."""
+    def of_status(cls, status: int | None, reason: str | None = None) -> ExitCode:
+        """The exit status for a request that ended in HTTP ``status`` (None: no answer) with
+        ``reason``: a user's storage budget is a refusal, a full disk is not."""
+        if reason == OverStorageBudget.reason:
+            return cls.REFUSED
         if status is None or status in (Unavailable.status, StorageFull.status, 502, 504):
             return cls.UNREACHABLE
         if status in (Unauthorized.status, Forbidden.status):

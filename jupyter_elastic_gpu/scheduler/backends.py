@@ -44,7 +44,7 @@ from ..models import (
     Whoami,
     parse,
 )
-from . import jobdirs, views
+from . import estimates, jobdirs, views
 from .principal import Principal
 from .service import SchedulerService
 from .shares import check_group
@@ -113,7 +113,11 @@ class LocalBackend:
 
     async def queue(self, who: Principal) -> Queue:
         forecast = await self.service.estimates.forecast()
-        return views.queue(self.service.jobs.values(), who, forecast, time.time())
+        queue = views.queue(self.service.jobs.values(), who, forecast, time.time())
+        for entry in queue.queue:  # the caller's own, when a bound left them out (fresh
+            if entry.name is not None and entry.estimated_end is None:  # entries: set them)
+                entry.estimate_limit = estimates.limit(entry.id, forecast)
+        return queue
 
     async def status(self, who: Principal, query: JobFilter = NO_FILTER) -> Status:
         s = self.service

@@ -2,7 +2,12 @@
 
 The forward run (``sim/forecast.py``) costs about as much as a few hundred decisions, so it
 runs in a worker thread while the event loop goes on serving, at most once per state version,
-and callers asking at the same time share one run. A new version that changed no job's state,
+one at a time, and every caller shares the run in flight. It runs under a budget
+(``c.SchedulerService.forecast_budget`` seconds, ``forecast_jobs`` jobs played forward): the
+jobs past it have no estimate, and the forecast says which bound cut it (``limits``; a queue
+entry's ``estimate_limit``). No caller waits for a run longer than ``WAIT_S`` (nor the budget):
+past it, it answers from the last forecast made, and the run's end is a new state version, so
+that watchers (the panel) read its estimates. A new version that changed no job's state,
 lease, size or measured speeds (a progress report, the common case) reuses a forecast younger
 than ``REUSE_S``: its estimates are times, which stay true while the jobs go as forecast, and
 the queue's estimates do not churn at every heartbeat. A forward run that fails leaves the
@@ -17,14 +22,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Any
 
 from ..core.model import Snapshot
 from ..core.policies import Policy
 from ..core.reasons import Idle, Start
 from ..core.schedule import decide, idle_reason
-from ..sim.forecast import Forecast, forecast
+from ..sim.forecast import Forecast, Limit, forecast
 from . import policies
 
 if TYPE_CHECKING:
@@ -34,6 +40,12 @@ if TYPE_CHECKING:
 REUSE_S = 30.0
 #: A queued job whose forecast start lies this close after another job's end waits for it.
 SAME_S = 1.0
+#: The share of the budget the forward run may decide in: its last decision and the hand-over
+#: to the event loop fit in the rest.
+RUN_SHARE = 0.75
+#: Longest a caller waits for the run in flight (the budget, if shorter): a short queue's run
+#: is done by then, a long one's answers come from the last forecast meanwhile.
+WAIT_S = 0.1
 
 
 @dataclass(frozen=True)
@@ -43,11 +55,32 @@ class Outlook(Forecast):
     idle: Idle | None = None
 
 
-def outlook(policy: Policy, snap: Snapshot, now: float) -> Outlook:
-    """``snap`` played forward from ``now``, and why the decision now leaves GPUs idle."""
-    ahead = forecast(policy, snap, now)
+def outlook(
+    policy: Policy,
+    snap: Snapshot,
+    now: float,
+    order: Sequence[str] = (),
+    max_jobs: int | None = None,
+    out_of_time: Callable[[], bool] = lambda: False,
+) -> Outlook:
+    """``snap`` played forward from ``now`` (bounded as ``forecast`` is), and why the decision
+    now leaves GPUs idle."""
     idle = idle_reason(snap, decide(policy, snap, now))
-    return Outlook(ahead.at, ahead.estimates, ahead.decisions, ahead.complete, idle)
+    ahead = forecast(policy, snap, now, max_jobs=max_jobs, order=order, out_of_time=out_of_time)
+    return Outlook(**{f.name: getattr(ahead, f.name) for f in fields(Forecast)}, idle=idle)
+
+
+def limit(job_id: str, ahead: Forecast) -> Limit | None:
+    """Why ``ahead`` has no (or only a start) estimate for ``job_id``: the bound that cut the
+    run before it; None when its estimates are whole or nothing could be said (it never fits)."""
+    if job_id in ahead.skipped:
+        return "jobs"
+    guess = ahead.estimates.get(job_id)
+    if guess is None:  # newer than the forecast: the one of its state was not ready in time
+        return "time"
+    if guess.end is not None:
+        return None
+    return next((cut for cut in ahead.limits if cut != "jobs"), None)
 
 
 def start(job_id: str, ahead: Forecast, now: float) -> Start | None:
@@ -75,11 +108,13 @@ class Estimates:
         self.service = service
         # A policy of its own: the forward run decides in another thread.
         self._policy = policies.make(service.policy, service.policy_params)
-        self._lock = asyncio.Lock()
         self._last = Outlook(0.0, {})
         self._version = -1
         self._shape: Any = None
         self._failed = False
+        self._run: asyncio.Task | None = None  # the forward run in flight (one at a time)
+        self._run_started = 0.0  # its start (monotonic)
+        self._outrun = False  # a caller was answered from an older forecast during the run
         #: Forward runs made (for tests and figures).
         self.runs = 0
 
@@ -104,23 +139,56 @@ class Estimates:
         return jobs, gpus
 
     async def forecast(self) -> Outlook:
-        async with self._lock:  # callers at the same time share one run
-            version = self.service.version
-            if version == self._version:
-                return self._last
-            now = time.time()
-            shape = self.shape()
+        """The forecast of the current version, or, when its run is not done within
+        ``WAIT_S``, the last one made (a run never starts while another is in flight)."""
+        version = self.service.version
+        if version == self._version:
+            return self._last
+        if self._run is None:
+            now, shape = time.time(), self.shape()
             if shape == self._shape and now - self._last.at < REUSE_S:
                 self._version = version
                 return self._last
-            snap = self.service.core_snapshot()
-            try:
-                result = await asyncio.to_thread(outlook, self._policy, snap, now)
-            except Exception:
-                if not self._failed:
-                    self.service.log.exception("elastic-gpu: the queue's forecast failed")
-                self._failed = True
-                result = Outlook(now, {}, complete=False)
-            self.runs += 1
-            self._last, self._version, self._shape = result, version, shape
-            return result
+            self._run_started = time.monotonic()
+            self._run = asyncio.ensure_future(self._forward(version, shape, now))
+        run = self._run
+        wait = min(WAIT_S, self.service.forecast_budget)
+        left = self._run_started + wait - time.monotonic()
+        if left > 0:
+            await asyncio.wait({run}, timeout=left)  # (a waiter that gives up leaves it be)
+        if not run.done():
+            self._outrun = True
+        return self._last
+
+    async def _forward(self, version: int, shape: Any, now: float) -> None:
+        """One forward run of the state at ``version``, within the budget; its result is the
+        last forecast."""
+        s = self.service
+        stop = self._run_started + s.forecast_budget * RUN_SHARE
+        try:
+            snap = s.core_snapshot()
+            ranked = sorted(
+                (j for j in s.jobs.values() if not j.final),
+                key=lambda j: (j.rank is None, j.rank or 0, j.submitted_at, j.id),
+            )  # the queue's order (views.queue)
+            result = await asyncio.to_thread(
+                outlook,
+                self._policy,
+                snap,
+                now,
+                [j.id for j in ranked],
+                s.forecast_jobs,
+                lambda: time.monotonic() >= stop,
+            )
+        except Exception:
+            if not self._failed:
+                s.log.exception("elastic-gpu: the queue's forecast failed")
+            self._failed = True
+            result = Outlook(now, {}, complete=False)
+        finally:
+            self._run = None
+        self.runs += 1
+        self._last, self._version, self._shape = result, version, shape
+        if self._outrun:  # callers got an older forecast: this one is news to them
+            self._outrun = False
+            await s._changed_now()

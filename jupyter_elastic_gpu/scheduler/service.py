@@ -31,7 +31,7 @@ from ..core.fairshare import DEFAULT_HALF_LIFE_S
 from ..core.model import Snapshot
 from ..core.policies import Policy
 from ..core.schedule import decide, queue_positions
-from ..errors import Forbidden, NotFound, StorageUnavailable, Unauthorized
+from ..errors import BadRequest, Forbidden, NotFound, StorageUnavailable, Unauthorized
 from ..models import (
     CancelRequest,
     ErrorInfo,
@@ -46,6 +46,7 @@ from ..models import (
 from . import jobdirs, leases, policies, releases, snapshot
 from .admin import AdminActions
 from .atomic import atomically
+from .budgets import UserTally
 from .dbfile import FaultLog
 from .estimates import Estimates
 from .interactive import InteractiveLeases, is_lease
@@ -68,6 +69,7 @@ POSITIVE_SECONDS = (
     "checkpoint_interval",
     "server_timeout",
     "fair_share_half_life",
+    "forecast_budget",
 )
 
 #: What a queued job of a user whose own Jupyter server is gone says (``server_timeout``).
@@ -214,6 +216,40 @@ class SchedulerService(LoggingConfigurable):
         "'termination' (kill, restart from the last periodic checkpoint: for comparisons).",
     )
 
+    # -- budgets (budgets.py, estimates.py) -----------------------------------------------
+    max_open_jobs = Int(
+        200,
+        min=0,
+        config=True,
+        help="Most open (queued or running) jobs one user may have, admins included; a "
+        "submission past it is refused with 429 (0: no cap). Every open job costs each decision "
+        "and forecast a little; 200 is days of work for a box of a few GPUs.",
+    )
+    max_stored_bytes = Int(
+        256 * 2**20,
+        min=0,
+        config=True,
+        help="Most bytes one user's jobs may take in the scheduler's database (their scripts, "
+        "args, names and paths; finished jobs until they expire); a submission past it is "
+        "refused with 507 (0: no cap). 256 MB: 256 scripts of the largest size (1 MB), or "
+        "thousands of ordinary ones.",
+    )
+    forecast_budget = Float(
+        1.0,
+        config=True,
+        help="Seconds one forecast of the queue's estimated starts and ends may take (in a "
+        "worker thread): the forward run stops there, and the jobs it did not reach have no "
+        "estimate. Every reader (GET queue, status, gpus, the panel) shares one run and waits "
+        "for it briefly (a tenth of a second at most), then answers from the last forecast.",
+    )
+    forecast_jobs = Int(
+        200,
+        min=1,
+        config=True,
+        help="Most open jobs one forecast plays forward: every job that holds GPUs, then the "
+        "first in queue order; the others have no estimate.",
+    )
+
     @default("job_root")
     def _default_job_root(self) -> str:
         from jupyter_core.paths import jupyter_data_dir
@@ -255,6 +291,7 @@ class SchedulerService(LoggingConfigurable):
         self.faults = FaultLog(self.log)  # the loop's storage faults, said once each
         self.lifecycle = Lifecycle(store, self.poke, reads_job_dirs=launcher.starts_processes)
         self.estimates = Estimates(self)  # the queue's estimated starts and ends
+        self.tally = UserTally(self.jobs)  # each user's open jobs and stored bytes
         self.shares = ShareLedger(
             store, self.fair_share_half_life, self.group_weights, enabled=self.fair_share
         )
@@ -350,9 +387,18 @@ class SchedulerService(LoggingConfigurable):
 
     # -- users' requests ----------------------------------------------------------------------
     async def submit(self, who: Principal, req: SubmitRequest) -> JobRecord:
+        if req.inputs and not self.launcher.starts_processes:
+            # The shared scheduler opens no job file: dropping the variables would start a
+            # job that fails far from the cause. The user's own server writes them.
+            raise BadRequest(
+                "the shared scheduler takes no passed variables (inputs): submit through your "
+                "own Jupyter server, which writes them into the job's directory, or save them "
+                "to a file the script reads"
+            )
         spec, notes = req.fit_to(len(self.gpu_infos()), self.user_gpu_cap)
         if spec.simulated is None:
             spec = spec.model_copy(update={"simulated": self.simulated})
+        size = self.tally.check(self, who.user, spec)  # 429 / 507 past the user's budgets
         job_id = "j-" + uuid.uuid4().hex[:10]
         synthetic = spec.kind == JobKind.SYNTHETIC
         job = JobRecord(
@@ -366,7 +412,7 @@ class SchedulerService(LoggingConfigurable):
         )
         if synthetic:
             job.total_work = spec.synthetic.work
-        if req.inputs and self.launcher.starts_processes:
+        if req.inputs:
             jobdirs.write_inputs(job.job_dir, req.inputs)
         async with self.store.transaction():  # the job and its first event, or neither
             await self.lifecycle.save(job)
@@ -377,6 +423,7 @@ class SchedulerService(LoggingConfigurable):
                 + "".join(f"; {n}" for n in notes),
             )
         self.jobs[job_id] = job  # only now can a decision see it: 'submitted' comes first
+        self.tally.add(job, size)
         self.shares.note_groups(who.user, who.groups)
         await self._changed_now()
         self.poke()

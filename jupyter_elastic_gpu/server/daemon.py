@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import stat
 import sys
@@ -27,7 +28,7 @@ from typing import Any, ClassVar
 
 from jupyter_core.application import JupyterApp
 from jupyter_server.serverapp import ServerApp
-from traitlets import Bool, Unicode, default
+from traitlets import Bool, Float, Unicode, default, validate
 
 from ..notebook.client import api_root
 from ..notebook.discovery import daemon_discovery_path, token_file_text
@@ -93,6 +94,36 @@ class DaemonServerApp(ServerApp):
     name = "jupyter-elastic-gpu-scheduler"
     default_services = ()  # no kernels, contents, files, sessions, terminals ...
 
+    idle_connection_timeout = Float(
+        60.0,
+        config=True,
+        help="Seconds a connection may stay open without a whole request's headers (an idle "
+        "keep-alive connection, or half a request); then it is closed. Every user shares this "
+        "server: half-open connections would otherwise hold its sockets for an hour.",
+    )
+    body_timeout = Float(
+        60.0,
+        config=True,
+        help="Seconds a request's body may take to arrive; then the connection is closed.",
+    )
+
+    @validate("idle_connection_timeout", "body_timeout")
+    def _check_timeout(self, proposal: Any) -> float:
+        value = proposal["value"]
+        if not (value > 0 and math.isfinite(value)):
+            raise ValueError(
+                f"{proposal['trait'].name} must be a positive number of seconds, got {value}"
+            )
+        return value
+
+    def init_httpserver(self) -> None:
+        super().init_httpserver()
+        # ServerApp passes HTTPServer no timeouts (tornado_settings reach the web app only):
+        # they are the connections' parameters, which every new connection reads.
+        params = self.http_server.conn_params
+        params.header_timeout = self.idle_connection_timeout
+        params.body_timeout = self.body_timeout
+
     @default("identity_provider_class")
     def _default_identity_provider_class(self) -> type:
         return TokenFileIdentityProvider
@@ -152,6 +183,7 @@ class SchedulerDaemonApp(ElasticGPUApp):
         "job-root": "SchedulerService.job_root",
         "fair-share-half-life": "SchedulerService.fair_share_half_life",
         "server-timeout": "SchedulerService.server_timeout",
+        "idle-connection-timeout": "DaemonServerApp.idle_connection_timeout",
     }
     subcommands: ClassVar[dict] = {
         "add-user": (

@@ -6,6 +6,11 @@ is this same extension run standalone. Jupyter's authentication, XSRF and ``base
 to all routes; sidecars reach one route, the heartbeat, with their per-job secret instead.
 Each handler asks its app for the backend and for the caller's principal, and answers a
 typed model or one error map (``errors.py``).
+
+Each route reads at most its own body limit, decided before the body arrives: the handlers
+stream their bodies (``stream_request_body``), so a Content-Length over the limit is refused
+from the headers, and a chunked body is cut off where it passes the limit. The submit route of
+a user's own server takes the passed variables; the shared scheduler's takes none.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from jupyter_server.extension.handler import ExtensionHandlerMixin
 from jupyter_server.utils import url_path_join
 from pydantic import BaseModel
 from tornado import web
+from tornado.web import stream_request_body
 from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
 from ..errors import BadRequest, ElasticGPUError, NotFound, TooLarge, Unauthorized
@@ -39,10 +45,23 @@ JOB_ID = r"(?P<job_id>[A-Za-z0-9_\-]{1,64})"
 #: A group name in a path (checked further by the backend).
 GROUP = r"(?P<group>[^/]{1,1024})"
 GPU_ID = rf"(?P<gpu_id>[A-Za-z0-9_\-:.]{{1,{MAX_GPU_ID_CHARS}}})"
-#: Largest request body of a submission (a job's passed variables are the big ones).
+#: Largest body of a submission to a user's own server (personal mode, or the server that
+#: forwards to a shared scheduler): the variables passed with a job travel in it.
 MAX_BODY_BYTES = 256 * 1024 * 1024
-#: Largest request body of every other route (a heartbeat is a few kB).
+#: Largest body of a submission to the shared scheduler or the Hub service, which takes no
+#: passed variables: a 1 MB script even at its most escaped, with its args, name and paths.
+MAX_SUBMIT_BYTES = 8 * 1024 * 1024
+#: Largest body of a heartbeat (a backlog of progress records) or of a list of removed jobs.
 MAX_SMALL_BODY_BYTES = 1024 * 1024
+#: Largest body of a route that takes a few fields (priority, drain, keep, weight, a lease).
+MAX_FIELDS_BODY_BYTES = 64 * 1024
+#: Largest body of a route that reads none (every GET; cancel, suspend, resume).
+MAX_EMPTY_BODY_BYTES = 4 * 1024
+#: A refused body up to this size is read to its end and dropped before the 413 goes out: a
+#: client that reads its answer only once it has sent everything (urllib, requests) would
+#: otherwise see the connection reset instead. A larger one is answered at once, as is one
+#: whose client waits for ``100-continue``.
+DRAIN_BYTES = 512 * 1024 * 1024
 #: Query parameters whose values never reach a log (as jupyter_server's access log does).
 SECRET_PARAMS = ("token", "auth", "key", "secret", "xsrf", "code", "state")
 #: Longest a long poll of ``updates`` may wait.
@@ -86,23 +105,70 @@ class _ElasticHandler(ExtensionHandlerMixin):
         return f"{self.request.method} {scrub_query(self.request.uri or '')} ({self.request.remote_ip})"
 
 
+def _size(n: int) -> str:
+    return f"{n / 2**20:.3g} MB" if n >= 2**20 else f"{n / 2**10:.3g} kB"
+
+
+@stream_request_body
 class ElasticAPIHandler(_ElasticHandler, APIHandler):
     #: Every route needs a Jupyter user, whatever ServerApp.allow_unauthenticated_access says.
     require_user = True
 
-    #: The largest body this route reads; a larger one is refused before it is parsed.
-    max_body_bytes = MAX_SMALL_BODY_BYTES
+    #: The largest body this route's POST or PUT reads; a larger one is refused unread.
+    body_limit = MAX_EMPTY_BODY_BYTES
+
+    def max_body_bytes(self) -> int:
+        if self.request.method in ("GET", "HEAD"):
+            return MAX_EMPTY_BODY_BYTES
+        return self.body_limit
+
+    def too_large(self, size: int | None) -> TooLarge:
+        """The refusal of a body of ``size`` bytes (None: a chunked one, cut off) over this
+        route's limit."""
+        limit = _size(self._limit)
+        if size is None:
+            return TooLarge(f"the body is larger than {limit}, the most this route takes")
+        return TooLarge(f"the body is {_size(size)}, more than the {limit} this route takes")
 
     async def prepare(self) -> None:
+        # The body arrives after this, chunk by chunk (``data_received``), into request.body.
+        self._body = bytearray()
+        self.request.body = self._body  # type: ignore[assignment]
+        self._refused: TooLarge | None = None
+        self._unread = 0
         try:
             await super().prepare()
         except web.HTTPError as e:  # ServerApp.allow_unauthenticated_access=False: a bare 403
             if e.status_code != 403 or not self._lacks_credentials():
                 raise
         self._require_user()
-        if len(self.request.body) > self.max_body_bytes:
-            limit = f"{self.max_body_bytes / 2**20:g} MB"
-            self.fail(TooLarge(f"the body is larger than {limit}, the most this route takes"))
+        self._limit = self.max_body_bytes()
+        try:
+            declared = int(self.request.headers.get("Content-Length", ""))
+        except ValueError:  # none (chunked, or no body), or malformed: tornado answers that
+            return
+        if declared <= self._limit:
+            return
+        refused = self.too_large(declared)
+        waits = self.request.headers.get("Expect", "").lower() == "100-continue"
+        if waits or declared > DRAIN_BYTES:
+            self.fail(refused)  # nothing of the body sent yet (or too much to read): now
+            return
+        self.request.connection.set_max_body_size(declared)  # read to its end, then answer
+        self._refused, self._unread = refused, declared
+
+    def data_received(self, chunk: bytes) -> None:
+        if self._finished:
+            return
+        if self._refused is not None:  # a refused body, read and dropped
+            self._unread -= len(chunk)
+            if self._unread <= 0:
+                self.fail(self._refused)
+            return
+        if len(self._body) + len(chunk) > self._limit:  # chunked, past the limit: cut off
+            self.fail(self.too_large(None))
+            return
+        self._body += chunk
 
     def check_xsrf_cookie(self) -> None:
         if hasattr(self, "_jupyter_current_user"):  # tornado asks once before prepare: skip it
@@ -188,11 +254,27 @@ class GpusHandler(ElasticAPIHandler):
 
 
 class JobsHandler(ElasticAPIHandler):
-    @property
-    def max_body_bytes(self) -> int:  # type: ignore[override]
-        if self.request.method == "POST":
+    def max_body_bytes(self) -> int:
+        if self.request.method != "POST":
+            return super().max_body_bytes()
+        if self._takes_inputs:
             return MAX_BODY_BYTES  # variables passed with the job travel in the submission
-        return MAX_SMALL_BODY_BYTES
+        return MAX_SUBMIT_BYTES
+
+    @property
+    def _takes_inputs(self) -> bool:
+        """A user's own server writes a job's passed variables; the shared scheduler takes
+        none (the user's server keeps them)."""
+        return self.extensionapp.mode == "embedded"
+
+    def too_large(self, size: int | None) -> TooLarge:
+        refused = super().too_large(size)
+        if self.request.method != "POST" or self._takes_inputs:
+            return refused
+        return TooLarge(
+            f"{refused.message}: the shared scheduler takes no passed variables (inputs); "
+            "submit through your own Jupyter server, which writes them into the job's directory"
+        )
 
     async def get(self) -> None:
         try:
@@ -227,11 +309,15 @@ class ResumeHandler(ElasticAPIHandler):
 
 
 class PriorityHandler(ElasticAPIHandler):
+    body_limit = MAX_FIELDS_BODY_BYTES
+
     async def post(self, job_id: str) -> None:
         await self._call_with_body("set_priority", job_id)
 
 
 class DrainHandler(ElasticAPIHandler):
+    body_limit = MAX_FIELDS_BODY_BYTES
+
     async def post(self, gpu_id: str) -> None:
         await self._call_with_body("drain", gpu_id)
 
@@ -277,11 +363,15 @@ class StatusHandler(ElasticAPIHandler):
 
 
 class KeepHandler(ElasticAPIHandler):
+    body_limit = MAX_FIELDS_BODY_BYTES
+
     async def post(self, job_id: str) -> None:
         await self._call_with_body("keep", job_id)
 
 
 class RemovedHandler(ElasticAPIHandler):
+    body_limit = MAX_SMALL_BODY_BYTES
+
     async def post(self) -> None:
         await self._call_with_body("removed")
 
@@ -307,6 +397,7 @@ class HeartbeatHandler(ElasticAPIHandler):
     do not apply."""
 
     require_user = False
+    body_limit = MAX_SMALL_BODY_BYTES
 
     @allow_unauthenticated
     async def post(self, job_id: str) -> None:
@@ -421,6 +512,8 @@ class SharesHandler(ElasticAPIHandler):
 
 
 class GroupWeightHandler(ElasticAPIHandler):
+    body_limit = MAX_FIELDS_BODY_BYTES
+
     async def put(self, group: str) -> None:
         await self._call_with_body("set_group_weight", group)
 
@@ -432,6 +525,8 @@ KERNEL_ID = r"(?P<kernel_id>[A-Za-z0-9\-]{1,64})"
 class LeasesHandler(ElasticAPIHandler):
     """``POST leases``: GPUs for a kernel, asked by its provisioner as the kernel's user."""
 
+    body_limit = MAX_FIELDS_BODY_BYTES
+
     async def post(self) -> None:
         await self._call_with_body("open_lease", status=201)
 
@@ -439,6 +534,8 @@ class LeasesHandler(ElasticAPIHandler):
 class KernelLeaseHandler(ElasticAPIHandler):
     """``POST kernels/ID/lease``: lease GPUs for one of this server's running kernels and
     restart it with them (``%gpu_lease``); the kernel is left alone when none can be had."""
+
+    body_limit = MAX_FIELDS_BODY_BYTES
 
     async def post(self, kernel_id: str) -> None:
         from ..kernels.restart import restart_with_lease
@@ -462,7 +559,7 @@ class NoRouteHandler(ElasticAPIHandler):
 
     async def prepare(self) -> None:
         await super().prepare()
-        if not self._finished:
+        if not self._finished and self._refused is None:  # (a body too large: 413 first)
             self.fail(NotFound("no such route: docs/api.md lists the routes"))
 
     def check_xsrf_cookie(self) -> None:

@@ -16,14 +16,21 @@ is left of the jobs' lower bound of time (their GPU-time over every usable GPU),
 frees wait that long at most for the next decision, and ticks are never closer than the gap:
 the far tail is estimated coarsely rather than not at all. A job the run leaves unstarted or unfinished
 within those bounds (one that can never fit, or whose start lies past them) has no estimate:
-None, never a guess. Pure: no I/O, no clock; the same snapshot and time give the same forecast.
+None, never a guess.
+
+A live caller bounds it further: ``max_jobs`` plays forward only the jobs that hold GPUs and
+the first others in the queue's ``order`` (the rest have no estimate), and ``out_of_time``,
+asked before each step, ends the run where it stands (the jobs it did not get to have none).
+``limits`` says which bounds cut the run short. Pure: no I/O, and no clock but the one a
+caller hands in as ``out_of_time``; the same snapshot and time give the same forecast.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import Literal
 
 from ..core.model import Job, Snapshot
 from ..core.policies import Policy
@@ -36,6 +43,10 @@ MAX_DECISIONS = 400
 #: How far ahead a forecast looks (simulated seconds).
 HORIZON_S = 30 * 24 * 3600.0
 _EPS = 1e-6  # seconds: a job this close to its end is done (times are ~1.7e9)
+
+#: A bound that cut a forward run short: the jobs played (``max_jobs``), the caller's time
+#: (``out_of_time``), the decisions (``max_decisions``), the horizon (``horizon_s``).
+Limit = Literal["jobs", "time", "decisions", "horizon"]
 
 
 @dataclass(frozen=True)
@@ -51,12 +62,15 @@ class Estimate:
 @dataclass(frozen=True)
 class Forecast:
     """Estimates by job id, made at ``at``; ``decisions`` the forward run made; ``complete``:
-    every job finished within the bounds."""
+    every job finished within the bounds; ``limits``: the bounds that cut it short;
+    ``skipped``: the jobs not played forward (``max_jobs``)."""
 
     at: float
     estimates: Mapping[str, Estimate]
     decisions: int = 0
     complete: bool = True
+    limits: tuple[Limit, ...] = ()
+    skipped: frozenset[str] = frozenset()
 
 
 class _Run:
@@ -127,11 +141,18 @@ def forecast(
     tick_s: float = TICK_S,
     max_decisions: int = MAX_DECISIONS,
     horizon_s: float = HORIZON_S,
+    max_jobs: int | None = None,
+    order: Sequence[str] = (),
+    out_of_time: Callable[[], bool] = lambda: False,
 ) -> Forecast:
-    """Play ``snapshot`` forward from ``now`` under ``policy``; an estimate for every job."""
+    """Play ``snapshot`` forward from ``now`` under ``policy``; an estimate for every job it
+    plays (at most ``max_jobs``: those that hold GPUs, then the first of ``order``, the queue
+    order, then the snapshot's) until ``out_of_time()``."""
+    snapshot, skipped = _bounded(snapshot, max_jobs, order)
+    limits: list[Limit] = ["jobs"] if skipped else []
     runs = {job.id: _Run(job, now) for job in snapshot.jobs}
     if not runs:
-        return Forecast(now, {})
+        return Forecast(now, {}, limits=tuple(limits), skipped=skipped)
     # Decisions at every finish for the first half of the budget; then at least ``gap``
     # apart: room for a run twice as long as what is left of the jobs' lower bound (GPUs a
     # job frees wait for the next decision, as long as ``gap`` at most).
@@ -142,6 +163,9 @@ def forecast(
     decisions, pending = 1, False  # pending: a job finished since the last decision
     usable = max(len(snapshot.usable_gpus), 1)
     while open_ and decisions < max_decisions:
+        if out_of_time():
+            limits.append("time")
+            break
         if not gap and decisions >= max_decisions // 2:
             gap = 2 * _span(r.as_job(t) for r in open_.values()) / usable
             gap /= max(max_decisions - decisions, 1)
@@ -152,6 +176,8 @@ def forecast(
         if not _quiet(policy, open_):
             due = min(due, last + tick)
         if due == math.inf or due - now > horizon_s:
+            if due != math.inf:
+                limits.append("horizon")
             break
         if not pending and not any(r.gpus for r in open_.values()):
             break  # nothing runs: nothing will change any more
@@ -162,8 +188,29 @@ def forecast(
         if open_ and (t >= last + gap or not pending) and (pending or t >= last + tick):
             _decide(policy, snapshot, open_, t)
             decisions, last, pending = decisions + 1, t, False
+    if open_ and decisions >= max_decisions:
+        limits.append("decisions")
     estimates = {job_id: Estimate(r.start, r.end) for job_id, r in runs.items()}
-    return Forecast(now, estimates, decisions, complete=not open_)
+    complete = not open_ and not skipped
+    return Forecast(now, estimates, decisions, complete, tuple(limits), skipped)
+
+
+def _bounded(
+    snapshot: Snapshot, max_jobs: int | None, order: Sequence[str]
+) -> tuple[Snapshot, frozenset[str]]:
+    """``snapshot`` with at most ``max_jobs`` jobs (every one that holds GPUs, then the first
+    of ``order``, then the snapshot's own order), and the ids of those left out."""
+    if max_jobs is None or len(snapshot.jobs) <= max_jobs:
+        return snapshot, frozenset()
+    by_id = {job.id: job for job in snapshot.jobs}
+    kept = {job.id for job in snapshot.jobs if job.gpus}
+    for job_id in (*order, *by_id):
+        if len(kept) >= max_jobs:
+            break
+        if job_id in by_id:
+            kept.add(job_id)
+    jobs = tuple(job for job in snapshot.jobs if job.id in kept)
+    return replace(snapshot, jobs=jobs), frozenset(by_id) - kept
 
 
 def _span(jobs: Iterable[Job]) -> float:
@@ -216,4 +263,4 @@ def _decide(policy: Policy, snapshot: Snapshot, open_: dict[str, _Run], t: float
             r.move(tuple(gpus), t)
 
 
-__all__ = ["HORIZON_S", "MAX_DECISIONS", "TICK_S", "Estimate", "Forecast", "forecast"]
+__all__ = ["HORIZON_S", "MAX_DECISIONS", "TICK_S", "Estimate", "Forecast", "Limit", "forecast"]
