@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 #: Why a running job keeps its GPUs whatever else happens (``Kept.because``).
 IN_PROGRESS = "its resize is in progress"
@@ -294,6 +295,11 @@ class Idle:
         return self.text()
 
 
+#: Why a queued job has no estimated start: a bound cut the forecast short before it, the
+#: jobs played (``max_jobs``), the caller's time, the decisions or the horizon.
+EstimateLimit = Literal["jobs", "time", "decisions", "horizon"]
+
+
 __all__ = [
     "FINISHING",
     "IN_PROGRESS",
@@ -304,6 +310,7 @@ __all__ = [
     "Critical",
     "Crowded",
     "Elastic",
+    "EstimateLimit",
     "Idle",
     "Kept",
     "Limited",

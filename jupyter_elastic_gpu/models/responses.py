@@ -8,7 +8,7 @@ from typing import Any, Literal
 from elastic_gpu_sidecar.protocol import BatchPolicy, JobKind, JobState, LeaseAction, Vocabulary
 from pydantic import Field
 
-from ..sim.forecast import Limit
+from ..core.reasons import EstimateLimit
 from .base import Count, Strict
 from .requests import ErrorInfo, LaunchRequest, ProgressRecord
 
@@ -193,7 +193,7 @@ class QueueEntry(Strict):
     estimated_end: float | None = Field(
         None, description="when it finishes (epoch seconds), from the same forward run"
     )
-    estimate_limit: Limit | None = Field(
+    estimate_limit: EstimateLimit | None = Field(
         None,
         description="why a job of the caller's lacks an estimate: the bound that stopped the "
         "forward run before it: 'jobs' (not among the forecast_jobs it plays), 'time' (its "

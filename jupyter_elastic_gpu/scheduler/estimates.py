@@ -28,9 +28,9 @@ from typing import TYPE_CHECKING, Any
 
 from ..core.model import Snapshot
 from ..core.policies import Policy
-from ..core.reasons import Idle, Start
+from ..core.reasons import EstimateLimit, Idle, Start
 from ..core.schedule import decide, idle_reason
-from ..sim.forecast import Forecast, Limit, forecast
+from ..sim.forecast import Forecast, forecast
 from . import policies
 
 if TYPE_CHECKING:
@@ -70,7 +70,7 @@ def outlook(
     return Outlook(**{f.name: getattr(ahead, f.name) for f in fields(Forecast)}, idle=idle)
 
 
-def limit(job_id: str, ahead: Forecast) -> Limit | None:
+def limit(job_id: str, ahead: Forecast) -> EstimateLimit | None:
     """Why ``ahead`` has no (or only a start) estimate for ``job_id``: the bound that cut the
     run before it; None when its estimates are whole or nothing could be said (it never fits)."""
     if job_id in ahead.skipped:

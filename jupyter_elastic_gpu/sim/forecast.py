@@ -30,10 +30,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import Literal
 
 from ..core.model import Job, Snapshot
 from ..core.policies import Policy
+from ..core.reasons import EstimateLimit
 from ..core.schedule import decide
 
 #: Seconds between two decisions of the forward run while someone waits (at least).
@@ -43,10 +43,6 @@ MAX_DECISIONS = 400
 #: How far ahead a forecast looks (simulated seconds).
 HORIZON_S = 30 * 24 * 3600.0
 _EPS = 1e-6  # seconds: a job this close to its end is done (times are ~1.7e9)
-
-#: A bound that cut a forward run short: the jobs played (``max_jobs``), the caller's time
-#: (``out_of_time``), the decisions (``max_decisions``), the horizon (``horizon_s``).
-Limit = Literal["jobs", "time", "decisions", "horizon"]
 
 
 @dataclass(frozen=True)
@@ -69,7 +65,7 @@ class Forecast:
     estimates: Mapping[str, Estimate]
     decisions: int = 0
     complete: bool = True
-    limits: tuple[Limit, ...] = ()
+    limits: tuple[EstimateLimit, ...] = ()
     skipped: frozenset[str] = frozenset()
 
 
@@ -149,7 +145,7 @@ def forecast(
     plays (at most ``max_jobs``: those that hold GPUs, then the first of ``order``, the queue
     order, then the snapshot's) until ``out_of_time()``."""
     snapshot, skipped = _bounded(snapshot, max_jobs, order)
-    limits: list[Limit] = ["jobs"] if skipped else []
+    limits: list[EstimateLimit] = ["jobs"] if skipped else []
     runs = {job.id: _Run(job, now) for job in snapshot.jobs}
     if not runs:
         return Forecast(now, {}, limits=tuple(limits), skipped=skipped)
@@ -263,4 +259,4 @@ def _decide(policy: Policy, snapshot: Snapshot, open_: dict[str, _Run], t: float
             r.move(tuple(gpus), t)
 
 
-__all__ = ["HORIZON_S", "MAX_DECISIONS", "TICK_S", "Estimate", "Forecast", "Limit", "forecast"]
+__all__ = ["HORIZON_S", "MAX_DECISIONS", "TICK_S", "Estimate", "Forecast", "forecast"]
