@@ -138,8 +138,8 @@ def open_job_dir(request: LaunchRequest) -> Any:
 #: credential. A lab adds to it with ``pass_env``; the admin's ``environment`` passes whole.
 PASS_ENV = (
     *("PATH", "HOME", "USER", "LOGNAME", "SHELL", "LANG", "LANGUAGE", "LC_*", "TZ", "TMPDIR"),
-    *("PYTHONPATH", "VIRTUAL_ENV", "CONDA_*", "LD_LIBRARY_PATH", "XDG_CACHE_HOME"),
-    *("CUDA_*", "NVIDIA_*", "NCCL_*", "TF_*", "XLA_*", "KERAS_*", "JAX_*"),
+    *("PYTHON*", "VIRTUAL_ENV", "CONDA_*", "LD_LIBRARY_PATH", "XDG_CACHE_HOME", "MPLBACKEND"),
+    *("CUDA_*", "NVIDIA_*", "NCCL_*", "TF_*", "XLA_*", "KERAS_*", "JAX_*", "TRITON_*"),
     *("OMP_*", "KMP_*", "MKL_*", "OPENBLAS_*", "HF_*", "TORCH_*", "PYTORCH_*"),
     *("SSL_CERT_FILE", "SSL_CERT_DIR", "REQUESTS_CA_BUNDLE"),
     P.ENV_PROGRESS_INTERVAL,
