@@ -24,7 +24,7 @@ from jupyterhub.singleuser.extension import JupyterHubIdentityProvider
 from traitlets import default
 
 from ..scheduler.principal import Principal
-from ..server.admin_page import without_credentials
+from ..server.credentials import without_credentials
 from ..server.handlers import HeartbeatHandler
 from . import scopes
 

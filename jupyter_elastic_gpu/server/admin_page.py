@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import html
 import json
-import re
 from functools import cache
 from importlib.resources import files
 from string import Template
@@ -30,28 +29,15 @@ from jupyter_server.utils import url_path_join
 
 from ..errors import ElasticGPUError
 from ..scheduler.admin import HOW_TO_BE_ADMIN
+from .credentials import without_credentials
 
 #: Where the page lives under the server's base_url.
 PAGE_PATH = "elastic-gpu/admin"
 #: The package folder of the page's files.
 STATIC = ("static", "admin")
-#: Query arguments that may be credentials (``token``, ``access_token``, ``_xsrf``,
-#: ``api_key``, ``password`` ...): kept out of where a login returns to.
-CREDENTIAL = re.compile(r"token|auth|key|code|state|xsrf|secret|pass|session", re.IGNORECASE)
 #: Query arguments by which a login URL knows where to return already (an OAuth authorize
 #: URL, e.g. the Hub's, keeps it with its ``state``).
 RETURNS_BY = frozenset({"next", "state"})
-
-
-def without_credentials(uri: str) -> str:
-    """``uri`` less its query arguments that may be credentials."""
-    parts = urlsplit(uri)
-    kept = [
-        (key, value)
-        for key, value in parse_qsl(parts.query, keep_blank_values=True)
-        if not CREDENTIAL.search(key)
-    ]
-    return urlunsplit(parts._replace(query=urlencode(kept)))
 
 
 def login_redirect(login_url: str, uri: str) -> str:

@@ -38,6 +38,7 @@ from ..models import JobFilter
 from ..models.base import load_json
 from ..scheduler.principal import Principal
 from . import admin_page, panel
+from .credentials import scrub_query
 
 #: Where the API lives under a server's base_url (the embedded and the shared scheduler alike).
 API_PREFIX = "elastic-gpu/api"
@@ -62,8 +63,6 @@ MAX_EMPTY_BODY_BYTES = 4 * 1024
 #: otherwise see the connection reset instead. A larger one is answered at once, as is one
 #: whose client waits for ``100-continue``.
 DRAIN_BYTES = 512 * 1024 * 1024
-#: Query parameters whose values never reach a log (as jupyter_server's access log does).
-SECRET_PARAMS = ("token", "auth", "key", "secret", "xsrf", "code", "state")
 #: Longest a long poll of ``updates`` may wait.
 MAX_POLL_S = 60.0
 #: What the websocket ``ws`` sends (``?view=``): the status document, or the panel's channel.
@@ -74,19 +73,6 @@ WS_PUMP = "elastic-gpu-ws-pump"
 PANEL_GPU_S = 5.0
 #: Fewest seconds between two messages of a panel's socket.
 PANEL_MIN_INTERVAL_S = 0.25
-
-
-def scrub_query(uri: str) -> str:
-    """``uri`` with the value of every credential-like query parameter replaced."""
-    path, sep, query = uri.partition("?")
-    if not sep:
-        return uri
-    parts = []
-    for part in query.split("&"):
-        key, eq, _ = part.partition("=")
-        secret = any(word in key.lower() for word in SECRET_PARAMS)
-        parts.append(f"{key}{eq}[secret]" if secret and eq else part)
-    return f"{path}?{'&'.join(parts)}"
 
 
 class _ElasticHandler(ExtensionHandlerMixin):
