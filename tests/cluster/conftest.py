@@ -19,19 +19,38 @@ from jupyter_elastic_gpu.scheduler.ray_cluster import NAMESPACE  # noqa: E402
 NODES = {"127.0.0.2": 2, "127.0.0.3": 2}
 
 
+#: Ray gives a new node 30 s (hard-coded) to register; a loaded 2-core machine (a TensorFlow
+#: test on the other worker) can miss that window, so a start is tried this many times.
+STARTS = 3
+
+
+def started(start):
+    """``start()``, tried again when Ray says the node timed out during its start-up."""
+    for attempt in range(1, STARTS + 1):
+        try:
+            return start()
+        except Exception as e:
+            if "timed out during startup" not in str(e) or attempt == STARTS:
+                raise
+
+
 class LocalCluster:
     def __init__(self, tmp) -> None:
         os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
         os.environ["RAY_TMPDIR"] = str(tmp)
-        self.cluster = Cluster(
-            initialize_head=True,
-            head_node_args={"num_cpus": 2, "num_gpus": 0, "include_dashboard": False},
+        self.cluster = started(
+            lambda: Cluster(
+                initialize_head=True,
+                head_node_args={"num_cpus": 2, "num_gpus": 0, "include_dashboard": False},
+            )
         )
         self.nodes: dict[str, object] = {}
         self.address = self.cluster.address
 
     def add(self, name: str, gpus: int = 2) -> None:
-        self.nodes[name] = self.cluster.add_node(num_cpus=1, num_gpus=gpus, node_ip_address=name)
+        self.nodes[name] = started(
+            lambda: self.cluster.add_node(num_cpus=1, num_gpus=gpus, node_ip_address=name)
+        )
         self.cluster.wait_for_nodes()
 
     def remove(self, name: str) -> None:
