@@ -103,8 +103,8 @@ async def test_group_weights_from_config_decide_the_split_and_the_report_shows_t
 
 
 async def test_usage_is_accounted_saved_at_most_once_a_minute_and_on_stop(tmp_path):
-    start = time.time()
     async with service(tmp_path, fair_share_half_life=3600.0) as svc:
+        start = time.time()  # after the service's own start and stop, which account up to then
         await svc.submit(ALICE, synthetic(max_gpus=4))
         await svc.step(start)
         assert held(svc) == {"alice": 4}

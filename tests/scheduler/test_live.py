@@ -58,7 +58,10 @@ async def test_long_job_shrinks_for_a_short_one_and_grows_back(jp_fetch):
     a_final = await until(lambda: a_on(4), 60, "A back on 4 GPUs")
 
     # The trainer itself reported the replica counts it ran with.
-    assert replicas_reported(a_final["job_dir"])[:3] == [4, n, 4]
+    # (On a loaded machine its measured speeds may shrink it once more while B runs.)
+    counts = replicas_reported(a_final["job_dir"])
+    back = counts.index(4, 1)
+    assert counts[:2] == [4, n] and all(c < 4 for c in counts[1:back]), counts
     # Every change has its reason in the event log.
     events = (await api(jp_fetch, f"jobs/{a['id']}/events"))["events"]
     resizes = [e for e in events if e["kind"] == "resize"]
