@@ -33,6 +33,7 @@ from pathlib import Path
 
 from _common import command_line, positive, whole
 from _servers import JupyterServer, finish
+from api_load import quantile
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
 
 HERE = Path(__file__).resolve().parent
@@ -51,14 +52,6 @@ def job(i: int) -> dict:
             "throughput": {"1": 100.0, "2": 190.0, "4": 360.0},
         },
     }
-
-
-def quantile(values: list[float], q: float) -> float:
-    ordered = sorted(values)
-    pos = (len(ordered) - 1) * q
-    lo = int(pos)
-    hi = min(lo + 1, len(ordered) - 1)
-    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
 
 
 async def read_queue(server: JupyterServer, until: float, times: list, said: Counter) -> None:
