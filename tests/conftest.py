@@ -39,7 +39,12 @@ WORKER_GROUPS = {
         "tests/sidecar/test_sidecar_callbacks.py",
         "tests/sidecar/test_sidecar_tf.py",
     ),
-    "hub": ("tests/hub/", "tests/browser/test_hub_login.py", "tests/browser/test_admin_page.py"),
+    "hub": (
+        "tests/hub/",
+        "tests/browser/test_hub_login.py",
+        "tests/browser/test_admin_page.py",
+        "tests/security/test_trainer_env.py",
+    ),
     "ray": ("tests/cluster/",),
 }
 

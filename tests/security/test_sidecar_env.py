@@ -1,7 +1,7 @@
 """What a sidecar, and so its trainer, gets of the environment that starts it: what training
 needs (an allow-list, which a lab extends with ``pass_env``) and the admin's ``environment``,
 never a variable named like a credential. The same environment of a real user's server under
-a real JupyterHub: tests/hub/test_trainer_env.py."""
+a real JupyterHub: tests/security/test_trainer_env.py."""
 
 from __future__ import annotations
 
