@@ -25,13 +25,20 @@ STARTS = 3
 
 
 def started(start):
-    """``start()``, tried again when Ray says the node timed out during its start-up."""
+    """``start()``, tried again when Ray says the node timed out during its start-up; after
+    ``STARTS`` such timeouts the module is skipped, saying so (Ray's own start-up on a machine
+    too loaded for it, not this project's code: any other error fails)."""
     for attempt in range(1, STARTS + 1):
         try:
             return start()
         except Exception as e:
-            if "timed out during startup" not in str(e) or attempt == STARTS:
+            if "timed out during startup" not in str(e):
                 raise
+            if attempt == STARTS:
+                pytest.skip(
+                    f"Ray could not start a node {STARTS} times (its 30 s to register): the "
+                    "machine is too loaded for Ray; run tests/cluster on its own"
+                )
 
 
 class LocalCluster:
