@@ -120,36 +120,63 @@ class ElasticAPIHandler(_ElasticHandler, APIHandler):
         # The body arrives after this, chunk by chunk (``data_received``), into request.body.
         self._body = bytearray()
         self.request.body = self._body  # type: ignore[assignment]
-        self._refused: TooLarge | None = None
+        self._refused: ElasticGPUError | web.HTTPError | None = None
         self._unread = 0
         try:
-            await super().prepare()
-        except web.HTTPError as e:  # ServerApp.allow_unauthenticated_access=False: a bare 403
-            if e.status_code != 403 or not self._lacks_credentials():
+            try:
+                await super().prepare()  # the user, the host, XSRF
+            except web.HTTPError as e:  # allow_unauthenticated_access=False: a bare 403
+                if e.status_code != 403 or not self._lacks_credentials():
+                    raise
+            self._require_user()
+        except web.HTTPError as e:
+            if not self.refuse(e):
                 raise
-        self._require_user()
-        self._limit = self.max_body_bytes()
-        try:
-            declared = int(self.request.headers.get("Content-Length", ""))
-        except ValueError:  # none (chunked, or no body), or malformed: tornado answers that
             return
-        if declared <= self._limit:
+        self._limit = self.max_body_bytes()
+        declared = self._declared()
+        if declared is None or declared <= self._limit:
             return
         refused = self.too_large(declared)
+        if not self.refuse(refused):
+            self.fail(refused)
+
+    def _declared(self) -> int | None:
+        """The body's Content-Length; None when there is none (chunked, or no body) or it is
+        malformed (tornado answers that)."""
+        try:
+            return int(self.request.headers.get("Content-Length", ""))
+        except ValueError:
+            return None
+
+    def refuse(self, error: ElasticGPUError | web.HTTPError) -> bool:
+        """Answer ``error`` once the body sent with the request has been read and dropped;
+        False when it should be answered at once (no body, a chunked one, one too large to
+        read, or a client waiting for ``100-continue``). Answered while the client still
+        sends, the connection is closed with the body unread, and the client sees a reset or
+        a broken pipe instead of the answer."""
+        declared = self._declared()
         waits = self.request.headers.get("Expect", "").lower() == "100-continue"
-        if waits or declared > DRAIN_BYTES:
-            self.fail(refused)  # nothing of the body sent yet (or too much to read): now
-            return
+        if not declared or declared > DRAIN_BYTES or waits:
+            return False
         self.request.connection.set_max_body_size(declared)  # read to its end, then answer
-        self._refused, self._unread = refused, declared
+        self._refused, self._unread = error, declared
+        return True
+
+    def _answer_refusal(self) -> None:
+        error = self._refused
+        if isinstance(error, web.HTTPError):
+            self.send_error(error.status_code, exc_info=(type(error), error, None))
+        elif error is not None:
+            self.fail(error)
 
     def data_received(self, chunk: bytes) -> None:
         if self._finished:
             return
-        if self._refused is not None:  # a refused body, read and dropped
+        if self._refused is not None:  # a refused request's body, read and dropped
             self._unread -= len(chunk)
             if self._unread <= 0:
-                self.fail(self._refused)
+                self._answer_refusal()
             return
         if len(self._body) + len(chunk) > self._limit:  # chunked, past the limit: cut off
             self.fail(self.too_large(None))
@@ -545,8 +572,11 @@ class NoRouteHandler(ElasticAPIHandler):
 
     async def prepare(self) -> None:
         await super().prepare()
-        if not self._finished and self._refused is None:  # (a body too large: 413 first)
-            self.fail(NotFound("no such route: docs/api.md lists the routes"))
+        if self._finished or self._refused is not None:  # (a body too large: 413 first)
+            return
+        missing = NotFound("no such route: docs/api.md lists the routes")
+        if not self.refuse(missing):
+            self.fail(missing)
 
     def check_xsrf_cookie(self) -> None:
         return None

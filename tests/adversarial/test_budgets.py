@@ -10,6 +10,8 @@ import http.client
 import json
 import socket
 import threading
+import urllib.error
+import urllib.request
 
 import pytest
 from fuzzkit import Client, database_fingerprint
@@ -94,6 +96,42 @@ def test_large_bodies_are_refused_unread(fuzz_daemon):
     # The daemon still answers, and a submission within the limit is taken.
     code, job = d.api("POST", "jobs", "alice", synthetic("small"))
     assert code == 201, job
+
+
+def urllib_post(url: str, body: bytes, headers: dict[str, str]) -> tuple[int, dict]:
+    """(status, JSON) of a POST sent the way urllib sends it: the whole body, then the answer."""
+    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(request, timeout=60) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def test_refusals_before_the_body_are_answered_after_it(fuzz_daemon):
+    """A request refused from its headers (no credentials, a wrong token, XSRF, a body over its route's limit)
+    gets its answer once its body has arrived: a client that sends the whole body before it
+    reads (urllib) sees the 401 or 413, never a reset connection or a broken pipe. The
+    2 MB bodies are larger than loopback's socket buffers, so an answer sent while the body
+    still comes (the connection closed on it unread) fails the client."""
+    d = fuzz_daemon
+    base = f"http://127.0.0.1:{d.proc.port}/elastic-gpu/api/"
+    body = submission_of(2 * MB)
+    before = d.fingerprint()
+    cases = [
+        ("jobs", {}, 401),
+        ("jobs", {"Authorization": "token not-a-token"}, 401),
+        ("jobs", {"Cookie": "_xsrf=x; username-127-0-0-1=x"}, 401),
+        # no route reads a body, so its size is refused first
+        ("no/such/route", {"Authorization": f"token {d.tokens['alice']}"}, 413),
+        ("no/such/route", {}, 413),
+        ("jobs/nope/cancel", {"Authorization": "token not-a-token"}, 401),
+    ]
+    for path, headers, expected in cases:
+        status, doc = urllib_post(base + path, body, headers)
+        assert status == expected, (path, headers, doc)
+        assert doc["message"], doc
+    assert d.fingerprint() == before
 
 
 def test_the_shared_scheduler_takes_no_passed_variables(fuzz_daemon):
