@@ -10,7 +10,7 @@ PORT ?= 8888
 # pytest-xdist workers for `make test` (files that must not overlap share one: tests/conftest.py)
 TEST_WORKERS ?= 2
 
-.PHONY: start test simulate lint node
+.PHONY: start test test-fast simulate lint node
 
 ## Install and start JupyterLab with the scheduler embedded (this machine's GPUs, or simulated
 ## GPUs where there are none; SQLite in the Jupyter data dir), on the demo notebook: the URL
@@ -31,6 +31,12 @@ test: node
 	bash .ci/install-test-deps
 	$(PIP) install -q -e ".[test]"
 	$(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=25
+
+## The fast tier only (the core, the simulator, the models, the service's units: no server,
+## trainer or browser; tests/conftest.py FAST_TIER), in about a minute.
+test-fast:
+	$(PIP) install -q -e ".[test]"
+	$(PYTHON) -m pytest -m fast -n $(TEST_WORKERS) -q
 
 ## Node.js builds the JupyterLab extension from a checkout (a wheel needs none): from Debian's
 ## packages where it is missing.

@@ -51,6 +51,36 @@ WORKER_GROUPS = {
 }
 
 
+#: The fast tier (``make test-fast``, ``pytest -m fast``): tests that start no server, no
+#: sidecar, no trainer and no browser (the pure core, the simulator, the models, and the units
+#: of the service with its real SQLite), so a change to them is checked in about a minute. A
+#: file belongs here when each of its tests takes well under a second or two on 2 cores.
+FAST_TIER = (
+    "tests/core/",
+    "tests/sim/",
+    "tests/adversarial/test_forecast_budget.py",
+    "tests/faults/test_atomic_changes.py",
+    "tests/notebook/test_job_text.py",
+    "tests/scheduler/test_api.py",
+    "tests/scheduler/test_estimates.py",
+    "tests/scheduler/test_job_history.py",
+    "tests/scheduler/test_panel.py",
+    "tests/scheduler/test_reasons.py",
+    "tests/scheduler/test_reasons_figures.py",
+    "tests/scheduler/test_release_clock.py",
+    "tests/scheduler/test_service_units.py",
+    "tests/scheduler/test_waits.py",
+)
+
+
+def pytest_collection_modifyitems(config, items):
+    """Marks the fast tier's tests ``fast``."""
+    root = config.rootpath
+    for item in items:
+        if item.path.relative_to(root).as_posix().startswith(FAST_TIER):
+            item.add_marker(pytest.mark.fast)
+
+
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: without it, never called
 def pytest_xdist_make_scheduler(config, log):
     """``--dist loadfile`` with the files of ``WORKER_GROUPS`` kept together. (xdist's own

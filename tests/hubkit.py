@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from needs import missing
 from servers import FAST_SERVICE, call, free_port, kill_sidecars_under, wait_for
 
 from jupyter_elastic_gpu.hub import scopes
@@ -36,9 +37,7 @@ SERVICE_API = f"{SERVICE}elastic-gpu/api/"
 
 
 def _missing(what: str) -> None:
-    if os.environ.get("CI"):
-        pytest.fail(f"{what}: .ci/install-test-deps and the test extras should have installed it")
-    pytest.skip(f"{what} (make test installs it)")
+    missing(what, ".ci/install-test-deps and the test extras install it")
 
 
 def proxy_path() -> str:

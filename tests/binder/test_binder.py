@@ -22,6 +22,7 @@ import nbformat
 import pytest
 from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
+from needs import missing, module
 from servers import call, free_port, get_json, kill_sidecars_under, wait_for
 
 from jupyter_elastic_gpu.notebook.job import JOB_MIME_TYPE
@@ -147,7 +148,7 @@ def copy_checkout(dest: Path) -> None:
 @pytest.fixture(scope="module")
 def image(tmp_path_factory) -> Image:
     if shutil.which("git") is None or not (REPO / ".git").exists():
-        pytest.skip("needs a git checkout (the files a clone has)")
+        missing("the Binder image is built from a git checkout", "run it in a clone")
     img = Image(tmp_path_factory.mktemp("binder"))
     copy_checkout(img.repo)
     # What repo2docker does, in its order: the requirements, then postBuild, as the image's user.
@@ -282,10 +283,10 @@ def test_jupyterhub_variables_leave_the_scheduler_embedded_on_simulated_gpus(ser
 def test_the_binder_link_opens_the_demo_with_the_gpu_queue_shown(server):
     """The README's link ends in ``labpath=examples/elastic-training.ipynb``, which Binder turns
     into ``lab/tree/...``: the notebook opens, and postBuild's workspace shows the panel."""
-    playwright = pytest.importorskip("playwright.sync_api")
+    playwright = module("playwright.sync_api")
     chromium = shutil.which("chromium") or "/usr/bin/chromium"
     if not os.path.exists(chromium):
-        pytest.skip("Debian's chromium is not installed (.ci/install-test-deps installs it)")
+        missing("Debian's chromium is not installed", ".ci/install-test-deps installs it")
     args = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking"]
     with playwright.sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path=chromium, args=args)
@@ -321,7 +322,7 @@ def story(nb: nbformat.NotebookNode) -> str:
 @pytest.mark.timeout(1500)
 def test_the_demo_notebook_runs_on_binder(server):
     if not os.path.exists(f"/proc/{os.getpid()}/smaps_rollup"):
-        pytest.skip("memory is measured from /proc/PID/smaps_rollup (Linux 4.14 and later)")
+        missing("memory is measured from /proc/PID/smaps_rollup", "Linux 4.14 and later has it")
     with Peak(server.proc.pid, including=True) as memory:
         # A cell waits for the demo's 7,680 training steps: about 90 s on a fast host, 450 s
         # on a slow 2-core one, more beside another test's load; the test's own limit bounds it.

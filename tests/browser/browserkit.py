@@ -4,15 +4,11 @@ installs it (the test extras)."""
 
 from __future__ import annotations
 
-import os
-
-import pytest
+from needs import missing
 
 try:
     from playwright.sync_api import expect
 except ImportError:
-    if os.environ.get("CI"):
-        raise
-    pytest.skip("playwright is not installed (make test installs it)", allow_module_level=True)
+    missing("playwright is not installed", module_level=True)
 
 __all__ = ["expect"]

@@ -12,7 +12,6 @@ Every page a test opens is watched: a console error or an uncaught error on it f
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
 from collections.abc import Iterator
@@ -21,6 +20,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
+from needs import missing
 from servers import JupyterServerProcess, call, free_port, get_json, kill_sidecars_under
 
 from jupyter_elastic_gpu.server.handlers import API_PREFIX
@@ -244,13 +244,9 @@ def browser(page_errors) -> Iterator[Any]:
     start and end inside the test, between pytest-jupyter's set-up and tear-down of its own
     loop."""
     if playwright is None:
-        if os.environ.get("CI"):
-            pytest.fail("playwright is not installed: the test extras should have installed it")
-        pytest.skip("playwright is not installed (make test installs it)")
+        missing("playwright is not installed")
     if not Path(CHROMIUM).exists():
-        if os.environ.get("CI"):
-            pytest.fail("Debian's chromium is missing: .ci/install-test-deps installs it")
-        pytest.skip("Debian's chromium is not installed (make test installs it)")
+        missing("Debian's chromium is not installed", ".ci/install-test-deps installs it")
     playwright.expect.set_options(timeout=EXPECT_MS)
     with playwright.sync_playwright() as p:
         chromium = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)

@@ -9,8 +9,9 @@ import shutil
 import tempfile
 
 import pytest
+from needs import module
 
-ray = pytest.importorskip("ray")
+ray = module("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 
 from jupyter_elastic_gpu.scheduler.ray_cluster import NAMESPACE  # noqa: E402

@@ -32,7 +32,7 @@ from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
+from needs import missing
 from servers import call
 
 AUDIT_ENV = "ELASTIC_GPU_AUDIT_OUT"
@@ -91,7 +91,10 @@ def tmpfs(where: Path, size: str = "4m") -> Iterator[Path]:
         text=True,
     )
     if done.returncode != 0:
-        pytest.skip(f"needs a small file system (mount -t tmpfs, as root): {done.stderr.strip()}")
+        missing(
+            f"a small file system cannot be mounted: {done.stderr.strip()}",
+            "mount -t tmpfs needs root",
+        )
     try:
         yield where
     finally:
