@@ -16,6 +16,21 @@ from .fairshare import FairShare
 from .reasons import Reason
 from .speed import SpeedModel
 
+#: The fewest GPUs a job runs on when it does not say.
+DEFAULT_MIN_GPUS = 1
+
+
+def gpu_counts(
+    min_gpus: int, max_gpus: int | None, requested_gpus: int | None, every: int
+) -> tuple[int, int, int]:
+    """(min, max, requested): the one rule for the counts a job leaves out. ``max_gpus``
+    omitted is ``every`` GPU the job may have (the scheduler shrinks it when others need
+    them); ``requested_gpus`` omitted is ``min_gpus``; neither is above ``every``. A
+    ``min_gpus`` above ``every`` is the caller's to refuse."""
+    top = every if max_gpus is None else min(max_gpus, every)
+    want = min_gpus if requested_gpus is None else requested_gpus
+    return min_gpus, top, min(want, top)
+
 
 class InvalidJob(ValueError):
     """A job description that no policy could honour (e.g. min_gpus > max_gpus)."""
@@ -42,8 +57,8 @@ class Job:
     id: str
     submit_time: float
     total_work: float
-    min_gpus: int = 1
-    max_gpus: int = 1
+    min_gpus: int = DEFAULT_MIN_GPUS
+    max_gpus: int = DEFAULT_MIN_GPUS
     requested_gpus: int | None = None
     work_done: float = 0.0
     user: str = "default"
@@ -66,7 +81,8 @@ class Job:
                 f"job {self.id}: max_gpus ({self.max_gpus}) is below min_gpus ({self.min_gpus})"
             )
         if self.requested_gpus is None:
-            object.__setattr__(self, "requested_gpus", self.min_gpus)
+            requested = gpu_counts(self.min_gpus, self.max_gpus, None, self.max_gpus)[2]
+            object.__setattr__(self, "requested_gpus", requested)
         elif not self.min_gpus <= self.requested_gpus <= self.max_gpus:
             raise InvalidJob(
                 f"job {self.id}: requested_gpus ({self.requested_gpus}) must lie between "

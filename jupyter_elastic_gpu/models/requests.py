@@ -17,6 +17,7 @@ from elastic_gpu_sidecar.protocol import (
 )
 from pydantic import Field, field_validator, model_validator
 
+from ..core.model import DEFAULT_MIN_GPUS, gpu_counts
 from ..errors import BadRequest
 from .base import (
     IDENTIFIER,
@@ -91,9 +92,9 @@ class SyntheticSpec(Strict):
 class SubmitRequest(Strict):
     """The body of ``POST jobs`` (docs/api.md), and a job's spec as the scheduler keeps it.
 
-    Omitted sizes mean: ``min_gpus`` 1, ``max_gpus`` every GPU of the server (the scheduler
-    shrinks the job when others need GPUs), ``requested_gpus`` ``min_gpus``. Counts above what
-    the server has are settled by ``fit_to(total)``.
+    Omitted sizes mean what ``core.model.gpu_counts`` says: ``min_gpus`` 1, ``max_gpus`` every
+    GPU of the server (the scheduler shrinks the job when others need GPUs), ``requested_gpus``
+    ``min_gpus``. ``fit_to(total)`` settles them, and every job the scheduler keeps is settled.
     """
 
     name: str | None = None
@@ -103,7 +104,7 @@ class SubmitRequest(Strict):
         default_factory=list
     )
     cwd: Annotated[str | None, Field(max_length=4096)] = None
-    min_gpus: GpuCount = 1
+    min_gpus: GpuCount = DEFAULT_MIN_GPUS
     max_gpus: GpuCount | None = None
     requested_gpus: GpuCount | None = Field(None, description="the count asked for")
     epochs: Annotated[int | None, Field(ge=1, le=10**6)] = None
@@ -179,15 +180,13 @@ class SubmitRequest(Strict):
             raise BadRequest(
                 f"min_gpus ({self.min_gpus}) is more than {where}: the job could never start"
             )
+        _, top, want = gpu_counts(self.min_gpus, self.max_gpus, self.requested_gpus, limit)
         notes = []
-        top = limit if self.max_gpus is None else self.max_gpus
-        if top > limit:
-            notes.append(f"max_gpus {top} lowered to {where}")
-            top = limit
-        want = self.min_gpus if self.requested_gpus is None else self.requested_gpus
-        if want > top:
-            notes.append(f"requested_gpus {want} lowered to {top}")
-            want = top
+        if self.max_gpus is not None and self.max_gpus > top:
+            notes.append(f"max_gpus {self.max_gpus} lowered to {where}")
+        asked = self.min_gpus if self.requested_gpus is None else self.requested_gpus
+        if asked > want:
+            notes.append(f"requested_gpus {asked} lowered to {want}")
         settled = self.model_copy(update={"max_gpus": top, "requested_gpus": want, "inputs": {}})
         return settled, notes
 

@@ -19,6 +19,7 @@ from typing import Any
 from elastic_gpu_sidecar.protocol import JobKind, JobState, Lease
 from pydantic import TypeAdapter, ValidationError
 
+from ..core.model import gpu_counts
 from ..models import ErrorInfo, Heartbeat, ProgressRecord, SubmitRequest, describe
 
 
@@ -109,11 +110,18 @@ class JobRecord:
 
     @property
     def max_gpus(self) -> int:
-        return self.spec.max_gpus or self.spec.min_gpus
+        return self._counts[1]
 
     @property
     def requested_gpus(self) -> int:
-        return self.spec.requested_gpus or self.spec.min_gpus
+        return self._counts[2]
+
+    @property
+    def _counts(self) -> tuple[int, int, int]:
+        """The spec's counts; settled at submission (``SubmitRequest.fit_to``), so the rule
+        for omitted ones only speaks for a record that never was (it holds its minimum)."""
+        s = self.spec
+        return gpu_counts(s.min_gpus, s.max_gpus, s.requested_gpus, s.max_gpus or s.min_gpus)
 
     @property
     def final(self) -> bool:
