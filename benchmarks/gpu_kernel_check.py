@@ -31,7 +31,7 @@ from _servers import JupyterServer, finish
 
 from jupyter_elastic_gpu.kernels import PROVISIONER_NAME
 from jupyter_elastic_gpu.kernels.specs import kernel_json, spec_name
-from jupyter_elastic_gpu.scheduler.inventory import NvmlInventory, NvmlUnavailable
+from jupyter_elastic_gpu.scheduler.execution.inventory import NvmlInventory, NvmlUnavailable
 
 ROOT = Path(__file__).resolve().parents[1]
 CODE = (

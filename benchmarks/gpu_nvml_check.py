@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from jupyter_elastic_gpu.scheduler.inventory import (
+from jupyter_elastic_gpu.scheduler.execution.inventory import (
     NvmlInventory,
     NvmlUnavailable,
     external_processes,

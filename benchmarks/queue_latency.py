@@ -103,7 +103,7 @@ def in_process(jobs: int, gpus: int, budget: float, max_jobs: int) -> list[tuple
     from jupyter_elastic_gpu.core.model import Snapshot
     from jupyter_elastic_gpu.models import SubmitRequest
     from jupyter_elastic_gpu.scheduler import estimates, policies, snapshot
-    from jupyter_elastic_gpu.scheduler.inventory import SimulatedInventory
+    from jupyter_elastic_gpu.scheduler.execution.inventory import SimulatedInventory
     from jupyter_elastic_gpu.scheduler.jobs import JobRecord
 
     records = []

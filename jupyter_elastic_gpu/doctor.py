@@ -3,9 +3,9 @@
 The checks read only (the database may be in use): SQLite's ``integrity_check``, the schema
 version against this version's, every job row parsed as the scheduler parses it, and the rows
 quarantined so far (kept aside, listed). ``--repair`` changes the database, so it refuses
-while a scheduler holds it (``scheduler/dbfile.py``) and holds it itself meanwhile: job rows
+while a scheduler holds it (``scheduler/storage/dbfile.py``) and holds it itself meanwhile: job rows
 that do not parse are quarantined, and a damaged file is kept aside while what SQLite can
-still read goes into a new one (``scheduler/repair.py``), with what was lost said.
+still read goes into a new one (``scheduler/storage/repair.py``), with what was lost said.
 
 Without ``--db`` it checks the databases of the schedulers of this account that exist: the
 personal one (the Jupyter data dir) and the shared one (the state dir). Output goes to stdout,
@@ -22,9 +22,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .scheduler import dbfile, repair
 from .scheduler.jobs import JobRecord
-from .scheduler.store import JOB_ROWS, MIGRATIONS, migration_scripts, read_row
+from .scheduler.storage import dbfile, repair
+from .scheduler.storage.store import JOB_ROWS, MIGRATIONS, migration_scripts, read_row
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 

@@ -71,7 +71,7 @@ class Unavailable(ElasticGPUError):
 
 class StorageUnavailable(Unavailable):
     """The scheduler's database cannot be used now (locked, read-only, failing, damaged, or
-    held by another scheduler); nothing was changed (``scheduler/dbfile.py``)."""
+    held by another scheduler); nothing was changed (``scheduler/storage/dbfile.py``)."""
 
     reason = "storage-unavailable"
 

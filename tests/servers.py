@@ -18,7 +18,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
 
-from jupyter_elastic_gpu.scheduler.launcher import BaseLauncher
+from jupyter_elastic_gpu.scheduler.execution.launcher import BaseLauncher
 
 
 def free_port() -> int:
@@ -579,9 +579,9 @@ def synthetic(min_gpus: int, max_gpus: int, work: float = 1e9) -> dict:
 async def recording_service(tmp_path: Path, path: str = ":memory:", **settings):
     """(service, launcher): a ``SchedulerService`` on 4 simulated GPUs and the database
     ``path``, whose launches a ``RecordingLauncher`` records; ``settings`` are its traits."""
-    from jupyter_elastic_gpu.scheduler.inventory import SimulatedInventory
+    from jupyter_elastic_gpu.scheduler.execution.inventory import SimulatedInventory
     from jupyter_elastic_gpu.scheduler.service import SchedulerService
-    from jupyter_elastic_gpu.scheduler.store import Store
+    from jupyter_elastic_gpu.scheduler.storage.store import Store
 
     store = await Store.open(path)
     launcher = RecordingLauncher()

@@ -117,7 +117,7 @@ class SchedulerClient:
             raise refused
         from elastic_gpu_sidecar.protocol import LOGS
 
-        from ..scheduler.ownfiles import read_logs
+        from ..scheduler.storage.ownfiles import read_logs
 
         try:
             return read_logs(job_dir, tail, LOGS)

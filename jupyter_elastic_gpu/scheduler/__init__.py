@@ -1,1 +1,2 @@
-"""The live scheduler service: asyncio loop, store, GPU inventory, launchers, agent API."""
+"""The live scheduler service: the asyncio loop, leases and heartbeats, reasons; and its rooms,
+``storage`` (what it keeps) and ``execution`` (where jobs run)."""

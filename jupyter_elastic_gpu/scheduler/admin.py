@@ -20,10 +20,10 @@ from elastic_gpu_sidecar.protocol import JobState, LeaseAction
 from ..errors import Conflict, Forbidden, NotFound
 from ..models import DrainChange, EventKind, PriorityChange, parse
 from . import releases
-from .atomic import atomically
 from .jobs import JobRecord
 from .principal import Principal
 from .snapshot import held_reason
+from .storage.atomic import atomically
 
 if TYPE_CHECKING:
     from .service import SchedulerService

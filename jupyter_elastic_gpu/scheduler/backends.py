@@ -44,10 +44,11 @@ from ..models import (
     Whoami,
     parse,
 )
-from . import estimates, jobdirs, views
+from . import estimates, views
 from .principal import Principal
 from .service import SchedulerService
 from .shares import check_group
+from .storage import jobdirs
 
 M = TypeVar("M", bound=BaseModel)
 NO_FILTER = views.NO_FILTER

@@ -44,9 +44,9 @@ from ..models import (
     parse,
 )
 from . import leases, views
-from .atomic import atomically
 from .jobs import JobRecord, new_secret
 from .principal import Principal
+from .storage.atomic import atomically
 
 if TYPE_CHECKING:
     from .service import SchedulerService

@@ -17,7 +17,7 @@ from collections.abc import Collection, Iterable
 from elastic_gpu_sidecar.protocol import JobKind, JobState, LeaseAction
 
 from ..models import Heartbeat, LeaseView
-from .inventory import parent_pid, process_owner
+from .execution.inventory import parent_pid, process_owner
 from .jobs import JobRecord
 
 

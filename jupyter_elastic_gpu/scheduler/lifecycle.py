@@ -14,10 +14,10 @@ from elastic_gpu_sidecar import protocol as P
 from elastic_gpu_sidecar.protocol import JobState, Lease, LeaseAction
 
 from ..models import ErrorInfo, EventKind, Heartbeat
-from . import jobdirs
-from .atomic import atomic
 from .jobs import JobRecord
-from .store import Store
+from .storage import jobdirs
+from .storage.atomic import atomic
+from .storage.store import Store
 
 #: A job whose sidecar is lost this many times fails instead of being queued again.
 MAX_LOST = 3

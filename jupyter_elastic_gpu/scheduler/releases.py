@@ -26,9 +26,9 @@ from elastic_gpu_sidecar.protocol import JobState, LeaseAction
 from ..core.reasons import plural
 from ..models import ErrorInfo, EventKind, Heartbeat
 from . import leases
-from .atomic import atomically
 from .interactive import is_lease
 from .jobs import JobRecord
+from .storage.atomic import atomically
 
 if TYPE_CHECKING:
     from .service import SchedulerService

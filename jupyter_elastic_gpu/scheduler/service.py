@@ -43,22 +43,23 @@ from ..models import (
     SubmitRequest,
     parse,
 )
-from . import jobdirs, leases, policies, releases, snapshot
+from . import leases, policies, releases, snapshot
 from .admin import AdminActions
-from .atomic import atomically
 from .budgets import UserTally
-from .dbfile import FaultLog
 from .estimates import Estimates
+from .execution.inventory import external_processes
+from .execution.launcher import BaseLauncher, PlaceGone
 from .interactive import InteractiveLeases, is_lease
-from .inventory import external_processes
 from .jobs import JobRecord, new_secret, secret_matches
-from .launcher import BaseLauncher, PlaceGone
 from .lifecycle import Lifecycle
 from .principal import Principal
 from .releases import ReleaseDeadlines
-from .retention import Retention
 from .shares import ShareLedger, check_group, check_weight
-from .store import Store
+from .storage import jobdirs
+from .storage.atomic import atomically
+from .storage.dbfile import FaultLog
+from .storage.retention import Retention
+from .storage.store import Store
 from .waits import wait_at_most
 
 #: The settings in seconds that must be above 0.

@@ -25,7 +25,7 @@ from ..core.policies import Policy
 from ..core.schedule import entitlement
 from ..errors import BadRequest
 from .jobs import JobRecord
-from .store import Store
+from .storage.store import Store
 
 #: The store setting that holds the weights admins set: {group: weight}.
 GROUP_WEIGHTS = "group_weights"

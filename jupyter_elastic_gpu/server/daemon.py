@@ -32,8 +32,8 @@ from traitlets import Bool, Float, Unicode, default, validate
 
 from ..notebook.client import api_root
 from ..notebook.discovery import daemon_discovery_path, token_file_text
-from ..scheduler import ownfiles
-from ..scheduler.launcher import AgentLauncher
+from ..scheduler.execution.launcher import AgentLauncher
+from ..scheduler.storage import ownfiles
 from .extension import ElasticGPUApp
 from .identity import TOKENS_FILE, TokenFile, TokenFileIdentityProvider
 

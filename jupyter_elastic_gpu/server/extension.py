@@ -34,14 +34,14 @@ from .._version import __version__
 from ..errors import ElasticGPUError, Unavailable
 from ..hub.scopes import ENV_SERVICE_URL
 from ..notebook.client import ENV_TOKEN, api_root
-from ..scheduler.agent import LaunchAgent
 from ..scheduler.backends import LocalBackend, RemoteBackend
+from ..scheduler.execution.agent import LaunchAgent
+from ..scheduler.execution.inventory import Inventory, detect
+from ..scheduler.execution.launcher import BaseLauncher, LocalLauncher
 from ..scheduler.interactive import InteractiveLeases
-from ..scheduler.inventory import Inventory, detect
-from ..scheduler.launcher import BaseLauncher, LocalLauncher
 from ..scheduler.principal import Principal
 from ..scheduler.service import SchedulerService
-from ..scheduler.store import Store
+from ..scheduler.storage.store import Store
 from .handlers import API_PREFIX, handlers
 from .identity import principal_of
 
@@ -133,14 +133,14 @@ class ElasticGPUApp(ExtensionApp):
         LocalLauncher,
         klass=BaseLauncher,
         config=True,
-        help="Starts sidecars (a subclass of jupyter_elastic_gpu.scheduler.launcher.BaseLauncher).",
+        help="Starts sidecars (a subclass of jupyter_elastic_gpu.scheduler.execution.launcher.BaseLauncher).",
     )
     inventory_class = Type(
         None,
         klass=Inventory,
         allow_none=True,
         config=True,
-        help="The GPU inventory (a subclass of jupyter_elastic_gpu.scheduler.inventory."
+        help="The GPU inventory (a subclass of jupyter_elastic_gpu.scheduler.execution.inventory."
         "Inventory, created without arguments). Default: NVML where there is a driver, "
         "simulated GPUs elsewhere (see simulated_gpus).",
     )
@@ -317,7 +317,12 @@ class ElasticGPUApp(ExtensionApp):
 
     async def _ray_cluster(self) -> tuple[Inventory, BaseLauncher]:
         """Connect to the Ray cluster (off the event loop: it takes seconds)."""
-        from ..scheduler.ray_cluster import RayCluster, RayInventory, RayLauncher, RayUnavailable
+        from ..scheduler.execution.ray_cluster import (
+            RayCluster,
+            RayInventory,
+            RayLauncher,
+            RayUnavailable,
+        )
 
         try:
             cluster = await asyncio.to_thread(RayCluster, self.ray_address, self.ray_allow_insecure)

@@ -27,7 +27,7 @@ from servers import (
     wait_for,
 )
 
-from jupyter_elastic_gpu.scheduler.launcher import kill_tree
+from jupyter_elastic_gpu.scheduler.execution.launcher import kill_tree
 from jupyter_elastic_gpu.scheduler.releases import RELEASE_TIMEOUT
 
 pytestmark = pytest.mark.slow

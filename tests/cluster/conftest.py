@@ -14,7 +14,7 @@ from needs import module
 ray = module("ray")
 from ray.cluster_utils import Cluster  # noqa: E402
 
-from jupyter_elastic_gpu.scheduler.ray_cluster import NAMESPACE  # noqa: E402
+from jupyter_elastic_gpu.scheduler.execution.ray_cluster import NAMESPACE  # noqa: E402
 
 #: The GPU nodes each test starts with: node name (its address) -> logical GPUs.
 NODES = {"127.0.0.2": 2, "127.0.0.3": 2}

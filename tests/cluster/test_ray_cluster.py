@@ -16,7 +16,7 @@ import ray
 from apikit import api, until
 from servers import freeze_sidecar, is_running
 
-from jupyter_elastic_gpu.scheduler.ray_cluster import (
+from jupyter_elastic_gpu.scheduler.execution.ray_cluster import (
     SIDECAR_ACTOR,
     RayCluster,
     RayInventory,
@@ -215,7 +215,7 @@ def test_closing_waits_for_an_inventory_call_in_another_thread(ray_cluster):
 def test_closing_does_not_wait_forever_for_a_call_that_hangs(ray_cluster, monkeypatch, caplog):
     """Should a call to Ray hang in another thread (past Ray's own timeouts), the server still
     stops: closing waits a bounded time, then leaves the connection to the process's exit."""
-    from jupyter_elastic_gpu.scheduler import ray_cluster as module
+    from jupyter_elastic_gpu.scheduler.execution import ray_cluster as module
 
     monkeypatch.setattr(module, "CLOSE_WAIT_S", 0.2)
     cluster = RayCluster(ray_cluster.address, allow_insecure=True)

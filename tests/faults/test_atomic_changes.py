@@ -21,11 +21,11 @@ from servers import RecordingLauncher
 
 from jupyter_elastic_gpu.errors import StorageUnavailable
 from jupyter_elastic_gpu.models import SubmitRequest, parse
-from jupyter_elastic_gpu.scheduler.inventory import SimulatedInventory
+from jupyter_elastic_gpu.scheduler.execution.inventory import SimulatedInventory
 from jupyter_elastic_gpu.scheduler.jobs import hash_secret
 from jupyter_elastic_gpu.scheduler.principal import Principal
 from jupyter_elastic_gpu.scheduler.service import SchedulerService
-from jupyter_elastic_gpu.scheduler.store import Store
+from jupyter_elastic_gpu.scheduler.storage.store import Store
 
 ANN = Principal("ann")
 BODY = {
@@ -157,8 +157,8 @@ def test_undo_restores_every_kind_of_change():
     dicts) is undone whole by ``Undo`` (a copy one level down, not a deep copy)."""
     from elastic_gpu_sidecar.protocol import Lease
 
-    from jupyter_elastic_gpu.scheduler.atomic import Undo
     from jupyter_elastic_gpu.scheduler.jobs import JobRecord
+    from jupyter_elastic_gpu.scheduler.storage.atomic import Undo
 
     job = JobRecord(
         id="j-1", user="ann", name="j", spec=parse(SubmitRequest, BODY, "job"), job_dir="/x"

@@ -11,10 +11,10 @@ from servers import RecordingLauncher
 
 from jupyter_elastic_gpu.models import SubmitRequest, parse
 from jupyter_elastic_gpu.scheduler.backends import LocalBackend
-from jupyter_elastic_gpu.scheduler.inventory import SimulatedInventory
+from jupyter_elastic_gpu.scheduler.execution.inventory import SimulatedInventory
 from jupyter_elastic_gpu.scheduler.principal import Principal
 from jupyter_elastic_gpu.scheduler.service import SchedulerService
-from jupyter_elastic_gpu.scheduler.store import Store
+from jupyter_elastic_gpu.scheduler.storage.store import Store
 
 ANN, BOB = Principal("ann"), Principal("bob")
 

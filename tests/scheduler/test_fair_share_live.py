@@ -13,11 +13,11 @@ from servers import RecordingLauncher, call, get_json, wait_for
 
 from jupyter_elastic_gpu.errors import BadRequest, Forbidden
 from jupyter_elastic_gpu.models import SubmitRequest, parse
-from jupyter_elastic_gpu.scheduler.inventory import SimulatedInventory
+from jupyter_elastic_gpu.scheduler.execution.inventory import SimulatedInventory
 from jupyter_elastic_gpu.scheduler.principal import Principal
 from jupyter_elastic_gpu.scheduler.service import SchedulerService
 from jupyter_elastic_gpu.scheduler.shares import GROUP_WEIGHTS, SAVE_EVERY_S
-from jupyter_elastic_gpu.scheduler.store import Store
+from jupyter_elastic_gpu.scheduler.storage.store import Store
 
 ALICE = Principal("alice", groups=("staff", "lab"))
 BOB = Principal("bob", groups=("students",))

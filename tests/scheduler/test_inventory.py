@@ -23,7 +23,7 @@ from types import SimpleNamespace
 import pynvml
 import pytest
 
-from jupyter_elastic_gpu.scheduler.inventory import (
+from jupyter_elastic_gpu.scheduler.execution.inventory import (
     FALLBACK_SIMULATED_GPUS,
     GpuInfo,
     GpuProcess,
@@ -213,7 +213,7 @@ def test_detect_without_nvidia_ml_py_falls_back_and_says_install_it():
         import logging, sys
         sys.modules["pynvml"] = None  # what `import pynvml` meets when it is not installed
         logging.basicConfig(level=logging.INFO, format="%(name)s %(levelname)s %(message)s")
-        from jupyter_elastic_gpu.scheduler.inventory import detect
+        from jupyter_elastic_gpu.scheduler.execution.inventory import detect
         inv, source = detect(0)
         print(source, len(inv.snapshot()))
         """
@@ -221,7 +221,7 @@ def test_detect_without_nvidia_ml_py_falls_back_and_says_install_it():
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
     assert res.returncode == 0, res.stderr
     assert res.stdout.split() == ["simulated", str(FALLBACK_SIMULATED_GPUS)]
-    assert "jupyter_elastic_gpu.scheduler.inventory WARNING" in res.stderr
+    assert "jupyter_elastic_gpu.scheduler.execution.inventory WARNING" in res.stderr
     assert "nvidia-ml-py is not installed" in res.stderr
     assert "pip install nvidia-ml-py" in res.stderr
 

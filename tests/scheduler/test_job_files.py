@@ -20,7 +20,7 @@ from elastic_gpu_sidecar import protocol as P
 from servers import DaemonProcess, call, free_port, get_json, wait_for
 
 from jupyter_elastic_gpu.errors import Conflict, ExitCode
-from jupyter_elastic_gpu.scheduler import jobdirs, ownfiles
+from jupyter_elastic_gpu.scheduler.storage import jobdirs, ownfiles
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="chown to another uid needs root")
 OTHER = 54321  # a uid that is not this process's

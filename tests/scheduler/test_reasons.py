@@ -12,10 +12,10 @@ from jupyter_elastic_gpu.core import Gpu, Job, Snapshot, SpeedModel
 from jupyter_elastic_gpu.core.policies import make_policy
 from jupyter_elastic_gpu.core.schedule import decide
 from jupyter_elastic_gpu.models import SubmitRequest, parse
-from jupyter_elastic_gpu.scheduler.inventory import SimulatedInventory
+from jupyter_elastic_gpu.scheduler.execution.inventory import SimulatedInventory
 from jupyter_elastic_gpu.scheduler.principal import Principal
 from jupyter_elastic_gpu.scheduler.service import SchedulerService
-from jupyter_elastic_gpu.scheduler.store import Store
+from jupyter_elastic_gpu.scheduler.storage.store import Store
 
 ANN = Principal("ann")
 

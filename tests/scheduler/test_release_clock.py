@@ -9,7 +9,7 @@ from servers import RecordingLauncher, recording_service, synthetic
 
 from jupyter_elastic_gpu.errors import BadRequest, Unauthorized
 from jupyter_elastic_gpu.models import EventKind, SubmitRequest, parse
-from jupyter_elastic_gpu.scheduler.inventory import SimulatedInventory
+from jupyter_elastic_gpu.scheduler.execution.inventory import SimulatedInventory
 from jupyter_elastic_gpu.scheduler.principal import Principal
 from jupyter_elastic_gpu.scheduler.releases import GRACE_FLOOR_S, RELEASE_TIMEOUT, owed
 from jupyter_elastic_gpu.scheduler.service import SchedulerService

@@ -16,14 +16,14 @@ from servers import RecordingLauncher
 
 from jupyter_elastic_gpu.errors import BadRequest, Forbidden, StorageUnavailable
 from jupyter_elastic_gpu.models import EventKind, SubmitRequest, parse
-from jupyter_elastic_gpu.scheduler import jobdirs
-from jupyter_elastic_gpu.scheduler.agent import LaunchAgent
 from jupyter_elastic_gpu.scheduler.backends import LocalBackend
-from jupyter_elastic_gpu.scheduler.inventory import SimulatedInventory
+from jupyter_elastic_gpu.scheduler.execution.agent import LaunchAgent
+from jupyter_elastic_gpu.scheduler.execution.inventory import SimulatedInventory
 from jupyter_elastic_gpu.scheduler.principal import Principal
-from jupyter_elastic_gpu.scheduler.retention import DAY_S
 from jupyter_elastic_gpu.scheduler.service import SchedulerService
-from jupyter_elastic_gpu.scheduler.store import Store
+from jupyter_elastic_gpu.scheduler.storage import jobdirs
+from jupyter_elastic_gpu.scheduler.storage.retention import DAY_S
+from jupyter_elastic_gpu.scheduler.storage.store import Store
 
 ALICE, BOB = Principal("alice"), Principal("bob")
 SYNTHETIC = {"kind": "synthetic", "synthetic": {"work": 1e9, "throughput": {"1": 10}}}

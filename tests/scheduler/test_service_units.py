@@ -16,11 +16,11 @@ from servers import RecordingLauncher
 from jupyter_elastic_gpu.errors import BadRequest
 from jupyter_elastic_gpu.models import EventKind, Heartbeat, SubmitRequest, parse
 from jupyter_elastic_gpu.scheduler import views
-from jupyter_elastic_gpu.scheduler.inventory import SimulatedInventory
+from jupyter_elastic_gpu.scheduler.execution.inventory import SimulatedInventory
 from jupyter_elastic_gpu.scheduler.jobs import hash_secret
 from jupyter_elastic_gpu.scheduler.principal import Principal
 from jupyter_elastic_gpu.scheduler.service import POSITIVE_SECONDS, SchedulerService
-from jupyter_elastic_gpu.scheduler.store import MIGRATIONS, Store
+from jupyter_elastic_gpu.scheduler.storage.store import MIGRATIONS, Store
 
 
 def submit_request(body):
@@ -141,7 +141,7 @@ def test_malformed_heartbeats_are_refused(body, field):
 
 async def test_other_users_command_lines_stay_hidden_on_the_gpu_view(tmp_path):
     """A busy GPU shows who uses it to everyone; the command line only to its owner and admins."""
-    from jupyter_elastic_gpu.scheduler.inventory import GpuProcess
+    from jupyter_elastic_gpu.scheduler.execution.inventory import GpuProcess
 
     class BusyInventory(SimulatedInventory):
         def snapshot(self):

@@ -7,9 +7,9 @@ import asyncio
 import pytest
 from servers import RecordingLauncher
 
-from jupyter_elastic_gpu.scheduler.inventory import SimulatedInventory
+from jupyter_elastic_gpu.scheduler.execution.inventory import SimulatedInventory
 from jupyter_elastic_gpu.scheduler.service import SchedulerService
-from jupyter_elastic_gpu.scheduler.store import Store
+from jupyter_elastic_gpu.scheduler.storage.store import Store
 from jupyter_elastic_gpu.scheduler.waits import wait_at_most
 
 #: Loop turns between a wake-up and the cancellation: they cover the moment the wait's inner

@@ -8,7 +8,7 @@ from __future__ import annotations
 from elastic_gpu_sidecar import protocol as P
 from traitlets.config import Config
 
-from jupyter_elastic_gpu.scheduler.launcher import LocalLauncher, sidecar_env
+from jupyter_elastic_gpu.scheduler.execution.launcher import LocalLauncher, sidecar_env
 
 #: What a trainer needs from a GPU box's environment: all of it passes.
 NEEDED = {

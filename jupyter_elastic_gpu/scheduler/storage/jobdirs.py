@@ -23,8 +23,8 @@ from typing import Any
 
 from elastic_gpu_sidecar import protocol as P
 
-from ..errors import Conflict, Forbidden, ReadByOwner
-from ..models import Heartbeat
+from ...errors import Conflict, Forbidden, ReadByOwner
+from ...models import Heartbeat
 from . import ownfiles
 
 #: The most of a log the API reads back (the end of it).

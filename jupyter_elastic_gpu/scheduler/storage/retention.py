@@ -16,15 +16,15 @@ from __future__ import annotations
 import asyncio
 from typing import TYPE_CHECKING
 
-from ..errors import Conflict
-from ..models import EventKind, Expired, Forgotten, KeepChange, Removed, parse
+from ...errors import Conflict
+from ...models import EventKind, Expired, Forgotten, KeepChange, Removed, parse
+from ..jobs import JobRecord
+from ..principal import Principal
 from . import jobdirs
 from .atomic import atomically
-from .jobs import JobRecord
-from .principal import Principal
 
 if TYPE_CHECKING:
-    from .service import SchedulerService
+    from ..service import SchedulerService
 
 DAY_S = 86400.0
 #: Seconds between two looks for expired jobs.

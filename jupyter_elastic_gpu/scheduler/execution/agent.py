@@ -13,10 +13,10 @@ import asyncio
 import logging
 from typing import Any
 
-from ..errors import ElasticGPUError
-from . import jobdirs
+from ...errors import ElasticGPUError
+from ..principal import Principal
+from ..storage import jobdirs
 from .launcher import BaseLauncher
-from .principal import Principal
 
 log = logging.getLogger(__name__)  # under the package logger, which the app adopts
 

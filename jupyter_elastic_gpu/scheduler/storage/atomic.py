@@ -18,7 +18,7 @@ import functools
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeVar
 
-from .jobs import JobRecord
+from ..jobs import JobRecord
 from .store import Store
 
 F = TypeVar("F", bound=Callable[..., Awaitable[Any]])

@@ -5,7 +5,7 @@
 run`` on this machine in a session of its own, so that the sidecar (and its trainer) outlives
 a restart of JupyterLab or of the scheduler: the restarted scheduler re-adopts it from its
 heartbeats. ``AgentLauncher`` starts nothing: the shared scheduler lists the launch for the
-job owner's own Jupyter server (``scheduler/agent.py``), so trainers run as their user. A
+job owner's own Jupyter server (``scheduler/execution/agent.py``), so trainers run as their user. A
 sidecar gets an allow-listed environment (``sidecar_env``: none of its starter's credentials);
 the per-job secret goes in it, never on a command line other users can read.
 """
@@ -26,8 +26,8 @@ from elastic_gpu_sidecar import protocol as P
 from traitlets import Bool, Dict, List, Unicode
 from traitlets.config import LoggingConfigurable
 
-from ..models import LaunchRequest
-from . import jobdirs, ownfiles
+from ...models import LaunchRequest
+from ..storage import jobdirs, ownfiles
 from .inventory import parent_pid
 
 
@@ -216,7 +216,7 @@ class ProcessLauncher(BaseLauncher):
         config=True,
         help="More variables of the server's environment that sidecars and trainers get, as "
         "names or shell-style patterns (e.g. ['WANDB_MODE', 'MYLAB_*']), beside the built-in "
-        "list (PASS_ENV in jupyter_elastic_gpu.scheduler.launcher: paths, locale, Python, "
+        "list (PASS_ENV in jupyter_elastic_gpu.scheduler.execution.launcher: paths, locale, Python, "
         "CUDA, TensorFlow, thread pools, proxies without credentials). A name that looks like "
         "a credential (TOKEN, SECRET, PASSWORD, KEY, COOKIE, AUTH ..., JPY_*, JUPYTERHUB_*) "
         "never passes: put what a trainer must have in `environment`.",
@@ -300,7 +300,7 @@ class LocalLauncher(ProcessLauncher):
 
 
 class AgentLauncher(BaseLauncher):
-    """The shared scheduler starts nothing: each user's own server does (scheduler/agent.py),
+    """The shared scheduler starts nothing: each user's own server does (scheduler/execution/agent.py),
     so trainers run as the user who submitted them."""
 
     starts_processes = False

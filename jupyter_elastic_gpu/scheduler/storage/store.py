@@ -28,7 +28,7 @@ from typing import Any, TypeVar
 import aiosqlite
 from elastic_gpu_sidecar.protocol import FINAL_JOB_STATES
 
-from ..errors import StorageUnavailable
+from ...errors import StorageUnavailable
 from . import dbfile
 
 T = TypeVar("T")

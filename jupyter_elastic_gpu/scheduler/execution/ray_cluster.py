@@ -28,7 +28,7 @@ from typing import Any
 
 from elastic_gpu_sidecar import protocol as P
 
-from ..models import LaunchRequest
+from ...models import LaunchRequest
 from .inventory import GpuInfo, Inventory, NvmlInventory, NvmlUnavailable
 from .launcher import (
     PlaceGone,

@@ -22,7 +22,7 @@ import sqlite3
 import stat
 from typing import Any
 
-from ..errors import StorageFull, StorageUnavailable
+from ...errors import StorageFull, StorageUnavailable
 
 LOCK_SUFFIX = ".lock"
 #: The files SQLite keeps beside a database in WAL mode.
