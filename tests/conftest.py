@@ -62,6 +62,7 @@ FAST_TIER = (
     "tests/faults/test_atomic_changes.py",
     "tests/notebook/test_job_text.py",
     "tests/scheduler/test_api.py",
+    "tests/scheduler/test_backend_seam.py",
     "tests/scheduler/test_estimates.py",
     "tests/scheduler/test_job_history.py",
     "tests/scheduler/test_panel.py",

@@ -28,6 +28,7 @@ from tornado import web
 from traitlets import Float, default
 
 from ..errors import Forbidden
+from ..scheduler.port.backend import Access, Forwarding, Operation
 from ..server.daemon import DaemonServerApp, SchedulerDaemonApp, default_state_dir
 from ..server.handlers import API_PREFIX
 from . import scopes
@@ -40,51 +41,24 @@ PACKAGE = __name__
 ADMIN_PAGE = "elastic-gpu/admin"
 #: The paths under the service's base URL that lead there: its root, and ``admin``.
 ADMIN_ENTRIES = ("/?", "/admin/?")
-#: Backend methods that change nothing: a Hub user without ``custom:elastic-gpu:submit``
-#: may call these (on the jobs they may see); every other one needs the scope (or admin).
-READS = frozenset(
-    {
-        "whoami",
-        "gpus",
-        "jobs",
-        "job",
-        "logs",
-        "events",
-        "progress",
-        "queue",
-        "status",
-        "wait_updates",
-        "launches",
-        "shares",
-        "heartbeat",  # a sidecar's, authorised by its job's secret
-    }
-)
 
 
 def _jupyter_server_extension_points() -> list[dict[str, Any]]:
     return [{"module": PACKAGE, "app": HubServiceApp}]
 
 
-class ScopedBackend:
-    """The service's backend, with ``custom:elastic-gpu:submit`` required to change anything."""
+class ScopedBackend(Forwarding):
+    """The service's backend: an operation that changes something (``Access.CHANGE``) needs
+    ``custom:elastic-gpu:submit`` (or admin); reads and sidecars' heartbeats pass."""
 
-    def __init__(self, backend: Any) -> None:
-        self.backend = backend
-
-    def __getattr__(self, name: str) -> Any:
-        method = getattr(self.backend, name)
-        if name in READS:
-            return method
-
-        async def changing(who: Any, *args: Any, **kwargs: Any) -> Any:
-            if isinstance(who, HubPrincipal) and not (who.submits or who.admin):
-                raise Forbidden(
-                    f"{who.user} may read elastic-gpu jobs but not submit or change them: "
-                    f"ask an admin of the Hub for the {scopes.SUBMIT} scope"
-                )
-            return await method(who, *args, **kwargs)
-
-        return changing
+    async def forward(self, op: Operation, *args: Any, **kwargs: Any) -> Any:
+        who = args[0] if op.access is Access.CHANGE else None  # (the caller comes first)
+        if isinstance(who, HubPrincipal) and not (who.submits or who.admin):
+            raise Forbidden(
+                f"{who.user} may read elastic-gpu jobs but not submit or change them: "
+                f"ask an admin of the Hub for the {scopes.SUBMIT} scope"
+            )
+        return await super().forward(op, *args, **kwargs)
 
 
 class RootHandler(JupyterHandler):
@@ -187,7 +161,7 @@ class HubServiceApp(SchedulerDaemonApp):
 
     async def _start_service(self, inventory: Any, launcher: Any) -> None:
         await super()._start_service(inventory, launcher)
-        self.backend.set(ScopedBackend(self.backend.backend))
+        self.backend.set(ScopedBackend(self.backend.inner))
         hub_auth = self.serverapp.identity_provider.hub_auth
         if self.activity_interval > 0:
             reporter = ActivityReporter(

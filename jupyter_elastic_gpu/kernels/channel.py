@@ -84,8 +84,9 @@ class InServer(Channel):
         return (await self.app.backend.queue(self._who())).model_dump(mode="json")
 
     async def beat(self, grant: dict, body: dict) -> dict:
-        backend = getattr(self.app.backend, "backend", None)
-        if getattr(backend, "service", None) is None:  # a shared scheduler: over HTTP
+        from ..scheduler.port.local import LocalBackend
+
+        if not isinstance(self.app.backend.inner, LocalBackend):  # a shared scheduler: over HTTP
             return await super().beat(grant, body)
         job_id = grant["job"]["id"]
         view = await self.app.backend.heartbeat(job_id, grant["secret"], json.dumps(body).encode())

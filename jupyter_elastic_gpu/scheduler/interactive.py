@@ -43,8 +43,9 @@ from ..models import (
     LeaseView,
     parse,
 )
-from . import leases, views
+from . import leases
 from .jobs import JobRecord, new_secret
+from .port import views
 from .principal import Principal
 from .storage.atomic import atomically
 

@@ -5,7 +5,7 @@ cancel, a heartbeat that changes something, a sidecar lost) and on a periodic ti
 ``core`` snapshot (``snapshot.py``), asks the policy for a decision and publishes each job's
 desired lease. Sidecars heartbeat their progress and get the desired lease back
 (``leases.py``); they converge on it whatever was lost on the way. Who may see what is in
-``views.py``; where job files live in ``jobdirs.py``.
+``port/views.py``; where job files live in ``storage/jobdirs.py``.
 
 A restarted service rebuilds its state from the database and re-adopts sidecars that are still
 alive from their next heartbeat; a sidecar silent past ``heartbeat_timeout`` (with its process

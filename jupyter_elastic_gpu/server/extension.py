@@ -23,6 +23,7 @@ import getpass
 import logging
 import os
 import time
+from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
 
 from jupyter_core.paths import jupyter_data_dir
@@ -34,11 +35,13 @@ from .._version import __version__
 from ..errors import ElasticGPUError, Unavailable
 from ..hub.scopes import ENV_SERVICE_URL
 from ..notebook.client import ENV_TOKEN, api_root
-from ..scheduler.backends import LocalBackend, RemoteBackend
 from ..scheduler.execution.agent import LaunchAgent
 from ..scheduler.execution.inventory import Inventory, detect
 from ..scheduler.execution.launcher import BaseLauncher, LocalLauncher
 from ..scheduler.interactive import InteractiveLeases
+from ..scheduler.port.backend import Backend, Forwarding, Operation
+from ..scheduler.port.local import LocalBackend
+from ..scheduler.port.remote import RemoteBackend
 from ..scheduler.principal import Principal
 from ..scheduler.service import SchedulerService
 from ..scheduler.storage.store import Store
@@ -60,22 +63,22 @@ def log_through(log: logging.Logger) -> None:
     logging.getLogger(PACKAGE_LOGGER).parent = log
 
 
-class _ReadyBackend:
+class ReadyBackend(Forwarding):
     """Hands requests to the backend once it is up. The database opens on the event loop, so
     the backend starts from the server's start hook, or from the first request if a host (a
     test harness, another server) never calls that hook. A start that failed is tried again
     by a request after ``RETRY_START_S``; until then every route answers why it failed."""
 
-    def __init__(self, start: Any) -> None:
+    def __init__(self, start: Callable[[], Awaitable[None]]) -> None:
+        super().__init__()
         self._start = start
         self._task: asyncio.Task | None = None
         self._retry_at = 0.0
-        self.backend: Any = None
 
     def ensure_started(self) -> asyncio.Task:
         task = self._task
         if task is None or (
-            task.done() and self.backend is None and time.monotonic() >= self._retry_at
+            task.done() and self.inner is None and time.monotonic() >= self._retry_at
         ):
             self._task = asyncio.ensure_future(self._run())
         return self._task
@@ -87,26 +90,23 @@ class _ReadyBackend:
             self._retry_at = time.monotonic() + RETRY_START_S
             raise
 
-    def set(self, backend: Any) -> None:
-        self.backend = backend
+    def set(self, backend: Backend) -> None:
+        self.inner = backend
 
-    def __getattr__(self, name: str) -> Any:
-        async def call(*args: Any, **kwargs: Any) -> Any:
-            try:
-                await asyncio.wait_for(asyncio.shield(self.ensure_started()), timeout=60)
-            except ElasticGPUError as e:  # it says what happened and what to do: raised as a
-                fresh = type(e).__new__(type(e))  # copy, the failed start's own is raised again
-                fresh.args = e.args
-                fresh.__dict__.update(e.__dict__)
-                raise fresh from None
-            except Exception as e:
-                raise Unavailable(
-                    f"the elastic-gpu scheduler did not start ({type(e).__name__}: {e}); see "
-                    "the server's log"
-                ) from None
-            return await getattr(self.backend, name)(*args, **kwargs)
-
-        return call
+    async def forward(self, op: Operation, *args: Any, **kwargs: Any) -> Any:
+        try:
+            await asyncio.wait_for(asyncio.shield(self.ensure_started()), timeout=60)
+        except ElasticGPUError as e:  # it says what happened and what to do: raised as a
+            fresh = type(e).__new__(type(e))  # copy, the failed start's own is raised again
+            fresh.args = e.args
+            fresh.__dict__.update(e.__dict__)
+            raise fresh from None
+        except Exception as e:
+            raise Unavailable(
+                f"the elastic-gpu scheduler did not start ({type(e).__name__}: {e}); see "
+                "the server's log"
+            ) from None
+        return await super().forward(op, *args, **kwargs)
 
 
 class ElasticGPUApp(ExtensionApp):
@@ -257,7 +257,7 @@ class ElasticGPUApp(ExtensionApp):
     def initialize_settings(self) -> None:
         log_through(self.log)
         self.owner = getpass.getuser()
-        self.backend = _ReadyBackend(self._start_backend)
+        self.backend = ReadyBackend(self._start_backend)
         self._service: SchedulerService | None = None
         self._store: Store | None = None
         self._agent_task: asyncio.Task | None = None

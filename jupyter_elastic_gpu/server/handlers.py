@@ -20,6 +20,7 @@ import contextlib
 import json
 import math
 from collections.abc import Awaitable
+from http.client import responses
 from typing import Any
 
 from elastic_gpu_sidecar.protocol import MAX_GPU_ID_CHARS
@@ -91,6 +92,18 @@ class _ElasticHandler(ExtensionHandlerMixin):
         return f"{self.request.method} {scrub_query(self.request.uri or '')} ({self.request.remote_ip})"
 
 
+def error_document(error: BaseException | None, status: int) -> dict[str, Any]:
+    """What a client is told of an error, on every route and the websocket: the message that
+    says what to do and a machine-readable ``reason`` (``errors.py``). A fault of ours says
+    only where to look."""
+    if isinstance(error, ElasticGPUError):
+        return {"message": error.message, "reason": error.reason}
+    if isinstance(error, web.HTTPError):  # tornado's and Jupyter's own refusals
+        message = error.log_message % error.args if error.args else error.log_message
+        return {"message": message or responses.get(status, "error"), "reason": error.reason}
+    return {"message": f"internal error ({status}): see the server's log", "reason": "internal"}
+
+
 def _size(n: int) -> str:
     return f"{n / 2**20:.3g} MB" if n >= 2**20 else f"{n / 2**10:.3g} kB"
 
@@ -133,6 +146,8 @@ class ElasticAPIHandler(_ElasticHandler, APIHandler):
             if not self.refuse(e):
                 raise
             return
+        if self.require_user:
+            self._who = await self.principal()
         self._limit = self.max_body_bytes()
         declared = self._declared()
         if declared is None or declared <= self._limit:
@@ -163,20 +178,13 @@ class ElasticAPIHandler(_ElasticHandler, APIHandler):
         self._refused, self._unread = error, declared
         return True
 
-    def _answer_refusal(self) -> None:
-        error = self._refused
-        if isinstance(error, web.HTTPError):
-            self.send_error(error.status_code, exc_info=(type(error), error, None))
-        elif error is not None:
-            self.fail(error)
-
     def data_received(self, chunk: bytes) -> None:
         if self._finished:
             return
         if self._refused is not None:  # a refused request's body, read and dropped
             self._unread -= len(chunk)
             if self._unread <= 0:
-                self._answer_refusal()
+                self.fail(self._refused)
             return
         if len(self._body) + len(chunk) > self._limit:  # chunked, past the limit: cut off
             self.fail(self.too_large(None))
@@ -203,18 +211,37 @@ class ElasticAPIHandler(_ElasticHandler, APIHandler):
         self.set_header("Content-Type", "application/json")
         self.finish(json.dumps(result, allow_nan=False))
 
-    def fail(self, error: ElasticGPUError) -> None:
-        self.set_status(error.status)
-        self.set_header("Content-Type", "application/json")
-        self.finish(json.dumps({"message": error.message, "reason": error.reason}))
-
     async def answer(self, result: Awaitable[Any], status: int = 200) -> None:
-        try:
-            value = await result
-        except ElasticGPUError as e:
-            self.fail(e)
-            return
-        self.reply(value, status)
+        """Answer with ``result``; an error it raises is answered by ``write_error``."""
+        self.reply(await result, status)
+
+    def fail(self, error: BaseException) -> None:
+        """Answer ``error`` now (from ``prepare`` or a body's chunk, outside a route method)."""
+        status = getattr(error, "status", None) or getattr(error, "status_code", 500)
+        self.send_error(status, exc_info=(type(error), error, None))
+
+    def send_error(self, status_code: int = 500, **kwargs: Any) -> None:
+        """An ``ElasticGPUError`` is answered with its own status (tornado's is 500)."""
+        error = kwargs.get("exc_info", (None, None, None))[1]
+        if isinstance(error, ElasticGPUError):
+            status_code = error.status
+        super().send_error(status_code, **kwargs)
+
+    def write_error(self, status_code: int, **kwargs: Any) -> None:
+        """Every route's errors as one map (``error_document``)."""
+        error = kwargs.get("exc_info", (None, None, None))[1]
+        self.set_header("Content-Type", "application/json")
+        self.finish(json.dumps(error_document(error, status_code)))
+
+    def log_exception(self, typ: Any, value: BaseException | None, tb: Any) -> None:
+        """An ``ElasticGPUError`` is an answer that says what to do, not a fault of ours."""
+        if not isinstance(value, ElasticGPUError):
+            super().log_exception(typ, value, tb)
+
+    @property
+    def who(self) -> Principal:
+        """The caller (set by ``prepare`` on every route that needs a user)."""
+        return self._who
 
     def json_body(self) -> Any:
         """The body as JSON (``{}`` when empty), or BadRequest."""
@@ -237,33 +264,15 @@ class ElasticAPIHandler(_ElasticHandler, APIHandler):
         """The query's job filter (``all``, ``state``, ``user``, ``since``), or BadRequest."""
         return JobFilter.from_query(lambda name: self.get_query_argument(name, None))
 
-    async def _call_with_body(self, method: str, *args: Any, status: int = 200) -> None:
-        """``_call`` with the JSON body as the last argument (BadRequest when it is none)."""
-        try:
-            body = self.json_body()
-        except ElasticGPUError as e:
-            self.fail(e)
-            return
-        await self._call(method, *args, body, status=status)
-
-    async def _call(self, method: str, *args: Any, status: int = 200) -> None:
-        """Answer with the backend's ``method`` for the caller (errors as one map)."""
-
-        async def call() -> Any:
-            who = await self.principal()
-            return await getattr(self.backend, method)(who, *args)
-
-        await self.answer(call(), status)
-
 
 class WhoamiHandler(ElasticAPIHandler):
     async def get(self) -> None:
-        await self._call("whoami")
+        await self.answer(self.backend.whoami(self.who))
 
 
 class GpusHandler(ElasticAPIHandler):
     async def get(self) -> None:
-        await self._call("gpus")
+        await self.answer(self.backend.gpus(self.who))
 
 
 class JobsHandler(ElasticAPIHandler):
@@ -290,119 +299,97 @@ class JobsHandler(ElasticAPIHandler):
         )
 
     async def get(self) -> None:
-        try:
-            query = self.job_filter()
-        except ElasticGPUError as e:
-            self.fail(e)
-            return
-        await self._call("jobs", query)
+        await self.answer(self.backend.jobs(self.who, self.job_filter()))
 
     async def post(self) -> None:
-        await self._call_with_body("submit", status=201)
+        await self.answer(self.backend.submit(self.who, self.json_body()), 201)
 
 
 class JobHandler(ElasticAPIHandler):
     async def get(self, job_id: str) -> None:
-        await self._call("job", job_id)
+        await self.answer(self.backend.job(self.who, job_id))
 
 
 class CancelHandler(ElasticAPIHandler):
     async def post(self, job_id: str) -> None:
-        await self._call_with_body("cancel", job_id, status=202)
+        await self.answer(self.backend.cancel(self.who, job_id, self.json_body()), 202)
 
 
 class SuspendHandler(ElasticAPIHandler):
     async def post(self, job_id: str) -> None:
-        await self._call("suspend", job_id, status=202)
+        await self.answer(self.backend.suspend(self.who, job_id), 202)
 
 
 class ResumeHandler(ElasticAPIHandler):
     async def post(self, job_id: str) -> None:
-        await self._call("resume", job_id)
+        await self.answer(self.backend.resume(self.who, job_id))
 
 
 class PriorityHandler(ElasticAPIHandler):
     body_limit = MAX_FIELDS_BODY_BYTES
 
     async def post(self, job_id: str) -> None:
-        await self._call_with_body("set_priority", job_id)
+        await self.answer(self.backend.set_priority(self.who, job_id, self.json_body()))
 
 
 class DrainHandler(ElasticAPIHandler):
     body_limit = MAX_FIELDS_BODY_BYTES
 
     async def post(self, gpu_id: str) -> None:
-        await self._call_with_body("drain", gpu_id)
+        await self.answer(self.backend.drain(self.who, gpu_id, self.json_body()))
 
 
 class LogsHandler(ElasticAPIHandler):
     async def get(self, job_id: str) -> None:
-        try:
-            tail = int(min(max(self.number("tail", 200) or 0, 0), 100_000))
-        except ElasticGPUError as e:
-            self.fail(e)
-            return
-        await self._call("logs", job_id, tail)
+        tail = int(min(max(self.number("tail", 200) or 0, 0), 100_000))
+        await self.answer(self.backend.logs(self.who, job_id, tail))
 
 
 class EventsHandler(ElasticAPIHandler):
     async def get(self, job_id: str) -> None:
-        await self._call("events", job_id)
+        await self.answer(self.backend.events(self.who, job_id))
 
 
 class ProgressHandler(ElasticAPIHandler):
     async def get(self, job_id: str) -> None:
-        try:
-            since = self.number("since", None)
-        except ElasticGPUError as e:
-            self.fail(e)
-            return
-        await self._call("progress", job_id, since)
+        since = self.number("since", None)
+        await self.answer(self.backend.progress(self.who, job_id, since))
 
 
 class QueueHandler(ElasticAPIHandler):
     async def get(self) -> None:
-        await self._call("queue")
+        await self.answer(self.backend.queue(self.who))
 
 
 class StatusHandler(ElasticAPIHandler):
     async def get(self) -> None:
-        try:
-            query = self.job_filter()
-        except ElasticGPUError as e:
-            self.fail(e)
-            return
-        await self._call("status", query)
+        await self.answer(self.backend.status(self.who, self.job_filter()))
 
 
 class KeepHandler(ElasticAPIHandler):
     body_limit = MAX_FIELDS_BODY_BYTES
 
     async def post(self, job_id: str) -> None:
-        await self._call_with_body("keep", job_id)
+        await self.answer(self.backend.keep(self.who, job_id, self.json_body()))
 
 
 class RemovedHandler(ElasticAPIHandler):
     body_limit = MAX_SMALL_BODY_BYTES
 
     async def post(self) -> None:
-        await self._call_with_body("removed")
+        await self.answer(self.backend.removed(self.who, self.json_body()))
 
 
 class UpdatesHandler(ElasticAPIHandler):
     async def get(self) -> None:
-        try:
-            since = int(min(max(self.number("since", 0) or 0, -1), 2**62))
-            timeout = min(max(self.number("timeout", 25.0) or 0.0, 0.0), MAX_POLL_S)
-        except ElasticGPUError as e:
-            self.fail(e)
-            return
-        await self._call("wait_updates", since, timeout)
+        since = int(min(max(self.number("since", 0) or 0, -1), 2**62))
+        timeout = min(max(self.number("timeout", 25.0) or 0.0, 0.0), MAX_POLL_S)
+        await self.answer(self.backend.wait_updates(self.who, since, timeout))
 
 
 class LaunchesHandler(ElasticAPIHandler):
     async def get(self) -> None:
-        await self._call("launches")
+        await self.answer(self.backend.launches(self.who))
 
 
 class HeartbeatHandler(ElasticAPIHandler):
@@ -417,8 +404,7 @@ class HeartbeatHandler(ElasticAPIHandler):
         header = self.request.headers.get("Authorization", "")
         scheme, _, secret = header.partition(" ")
         if scheme.lower() != "bearer" or not secret.strip():
-            self.fail(Unauthorized("a sidecar must send 'Authorization: Bearer <job secret>'"))
-            return
+            raise Unauthorized("a sidecar must send 'Authorization: Bearer <job secret>'")
         # The raw body: the service checks the secret first, then parses (nothing of an
         # unauthenticated request is parsed).
         await self.answer(self.backend.heartbeat(job_id, secret.strip(), self.request.body))
@@ -445,11 +431,10 @@ class UpdatesSocket(_ElasticHandler, WebSocketMixin, WebSocketHandler, JupyterHa
             raise web.HTTPError(401, self.extensionapp.how_to_authenticate)
 
     def write_error(self, status_code: int, **kwargs: Any) -> None:
-        """Refusals before the upgrade are JSON, as on every other route."""
-        error = kwargs.get("exc_info", (None, None))[1]
-        message = getattr(error, "log_message", None) or f"websocket refused ({status_code})"
+        """Refusals before the upgrade are the map every other route answers."""
+        error = kwargs.get("exc_info", (None, None, None))[1]
         self.set_header("Content-Type", "application/json")
-        self.finish(json.dumps({"message": message, "reason": getattr(error, "reason", None)}))
+        self.finish(json.dumps(error_document(error, status_code)))
 
     @ws_authenticated
     async def get(self, *args: Any, **kwargs: Any) -> None:
@@ -474,9 +459,7 @@ class UpdatesSocket(_ElasticHandler, WebSocketMixin, WebSocketHandler, JupyterHa
             pass
         except ElasticGPUError as e:
             with contextlib.suppress(WebSocketClosedError):
-                self.write_message(
-                    json.dumps({"type": "error", "message": e.message, "reason": e.reason})
-                )
+                self.write_message(json.dumps({"type": "error", **error_document(e, e.status)}))
             self.close()
 
     async def _pump_status(self) -> None:
@@ -521,14 +504,14 @@ class UpdatesSocket(_ElasticHandler, WebSocketMixin, WebSocketHandler, JupyterHa
 
 class SharesHandler(ElasticAPIHandler):
     async def get(self) -> None:
-        await self._call("shares")
+        await self.answer(self.backend.shares(self.who))
 
 
 class GroupWeightHandler(ElasticAPIHandler):
     body_limit = MAX_FIELDS_BODY_BYTES
 
     async def put(self, group: str) -> None:
-        await self._call_with_body("set_group_weight", group)
+        await self.answer(self.backend.set_group_weight(self.who, group, self.json_body()))
 
 
 # -- interactive GPU leases (docs/interactive-gpus.md) ----------------------------------------
@@ -541,7 +524,7 @@ class LeasesHandler(ElasticAPIHandler):
     body_limit = MAX_FIELDS_BODY_BYTES
 
     async def post(self) -> None:
-        await self._call_with_body("open_lease", status=201)
+        await self.answer(self.backend.open_lease(self.who, self.json_body()), 201)
 
 
 class KernelLeaseHandler(ElasticAPIHandler):
@@ -553,12 +536,8 @@ class KernelLeaseHandler(ElasticAPIHandler):
     async def post(self, kernel_id: str) -> None:
         from ..kernels.restart import restart_with_lease
 
-        try:
-            body = self.json_body()
-        except ElasticGPUError as e:
-            self.fail(e)
-            return
-        await self.answer(restart_with_lease(self.serverapp, kernel_id, body), status=202)
+        body = self.json_body()
+        await self.answer(restart_with_lease(self.serverapp, kernel_id, body), 202)
 
 
 # -- end of interactive GPU leases ------------------------------------------------------------

@@ -14,7 +14,7 @@ from servers import call, run_cli
 
 from jupyter_elastic_gpu.errors import Forbidden
 from jupyter_elastic_gpu.models import JobFilter, SubmitRequest
-from jupyter_elastic_gpu.scheduler import views
+from jupyter_elastic_gpu.scheduler.port import views
 from jupyter_elastic_gpu.scheduler.jobs import JobRecord
 from jupyter_elastic_gpu.scheduler.principal import Principal
 

@@ -22,7 +22,7 @@ import pytest
 from elastic_gpu_sidecar.protocol import JobState, Lease
 
 from jupyter_elastic_gpu.models import SubmitRequest, parse
-from jupyter_elastic_gpu.scheduler import views
+from jupyter_elastic_gpu.scheduler.port import views
 from jupyter_elastic_gpu.scheduler.execution.inventory import GpuProcess, SimulatedInventory
 from jupyter_elastic_gpu.scheduler.execution.launcher import BaseLauncher
 from jupyter_elastic_gpu.scheduler.jobs import hash_secret

@@ -15,7 +15,7 @@ from servers import RecordingLauncher
 
 from jupyter_elastic_gpu.errors import BadRequest
 from jupyter_elastic_gpu.models import EventKind, Heartbeat, SubmitRequest, parse
-from jupyter_elastic_gpu.scheduler import views
+from jupyter_elastic_gpu.scheduler.port import views
 from jupyter_elastic_gpu.scheduler.execution.inventory import SimulatedInventory
 from jupyter_elastic_gpu.scheduler.jobs import hash_secret
 from jupyter_elastic_gpu.scheduler.principal import Principal

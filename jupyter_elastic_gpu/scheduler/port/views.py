@@ -13,8 +13,8 @@ from typing import Any
 
 from elastic_gpu_sidecar.protocol import JobState
 
-from ..errors import Forbidden
-from ..models import (
+from ...errors import Forbidden
+from ...models import (
     GpuProcessView,
     Gpus,
     GpuView,
@@ -30,10 +30,10 @@ from ..models import (
     StatusJob,
     StatusProgress,
 )
-from ..sim.forecast import Forecast
-from . import estimates as expect
-from .jobs import JobRecord
-from .principal import Principal
+from ...sim.forecast import Forecast
+from .. import estimates as expect
+from ..jobs import JobRecord
+from ..principal import Principal
 
 #: Lease changes a job view carries (the newest).
 HISTORY_SHOWN = 50
