@@ -48,6 +48,16 @@ URGENT = {
     "priority": 5,
     "synthetic": {"work": 2000, "throughput": {"1": 100, "2": 190, "4": 360}, "batch": 10},
 }
+#: True once the notebook's debugger button is there (JupyterLab's debugger has looked at the
+#: kernel) and no debug request of the page waits for its reply (the kernel connection's
+#: pending requests, ``_futures`` in @jupyterlab/services: no public API lists them).
+DEBUGGER_ANSWERED = (
+    "() => { const w = window.jupyterapp.shell.currentWidget;"
+    " const k = w.sessionContext.session.kernel;"
+    " return !!w.toolbar.node.querySelector('.jp-DebuggerBugButton')"
+    " && Array.from(k._futures.values())"
+    ".every(f => f.msg.header.msg_type !== 'debug_request'); }"
+)
 #: How long the Keras job may take to start, train, shrink and grow on a loaded 2-core machine.
 JOB_MS = 300_000
 
@@ -86,7 +96,10 @@ def test_the_card_follows_the_job_without_the_kernel(open_lab, tmp_path):
     assert bundles[0][JOB_MIME_TYPE] == {"job_id": job_id}
     assert bundles[0]["text/plain"].startswith(f"regression ({job_id}): ")
 
-    # From here on the kernel can do nothing: it is shut down.
+    # From here on the kernel can do nothing: it is shut down, once JupyterLab's debugger has
+    # its answers (it asks the new kernel for its state several times; a shutdown before the
+    # last reply makes it log "Could not restore the debugger state: Canceled future").
+    page.wait_for_function(DEBUGGER_ANSWERED, timeout=120_000)
     page.evaluate("() => window.jupyterapp.shell.currentWidget.sessionContext.shutdown()")
     wait_for(lambda: get_json(server.url + "api/kernels", server.token) == [], 60, what="no kernel")
 
