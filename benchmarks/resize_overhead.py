@@ -223,11 +223,11 @@ def overhead_worker(work: Path, pairs: int, replicas: int) -> dict:
 
     sys.path.insert(0, str(work))
     import workload
-    from elastic_gpu_sidecar import bootstrap, strategy
-    from elastic_gpu_sidecar.callback import ElasticCallback
     from elastic_gpu_sidecar.jobdir import JobDir
-    from elastic_gpu_sidecar.session import FitSession
-    from elastic_gpu_sidecar.stopsignal import StopRequest
+    from elastic_gpu_sidecar.trainer.keras import bootstrap, strategy
+    from elastic_gpu_sidecar.trainer.keras.callback import ElasticCallback
+    from elastic_gpu_sidecar.trainer.keras.session import FitSession
+    from elastic_gpu_sidecar.trainer.stopsignal import StopRequest
 
     gpus = [str(i) for i in range(replicas)]
     strategy.setup_strategy(gpus, simulated=True)
@@ -308,7 +308,7 @@ def overhead_worker(work: Path, pairs: int, replicas: int) -> dict:
         dispatch[name] = min(samples)
     results["callback_us_per_step"] = (dispatch["ours"] - dispatch["bare"]) * 1e6
     # the cost of one periodic checkpoint (amortised over --checkpoint-interval)
-    from elastic_gpu_sidecar import tfstate
+    from elastic_gpu_sidecar.trainer.keras import tfstate
 
     t0 = time.perf_counter()
     for _ in range(5):

@@ -17,7 +17,7 @@ import time
 from typing import Any, Literal
 
 from elastic_gpu_sidecar.protocol import JobState
-from elastic_gpu_sidecar.tfquiet import startup_notices_hidden
+from elastic_gpu_sidecar.trainer.keras.tfquiet import startup_notices_hidden
 
 from .client import SchedulerClient, SchedulerError
 from .text import FINAL, describe_job, error_hint

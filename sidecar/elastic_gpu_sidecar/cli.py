@@ -178,7 +178,7 @@ def _command(args, parser, job: JobDir) -> dict:
     if args.synthetic:
         if not args.profile or not args.work:
             parser.error("--synthetic needs --profile and --work")
-        from .synthetic import parse_profile
+        from .trainer.synthetic import parse_profile
 
         parse_profile(args.profile)
         new = {

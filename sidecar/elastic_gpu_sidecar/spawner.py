@@ -65,7 +65,7 @@ class TrainerSpawner:
             return [
                 self.python,
                 "-m",
-                "elastic_gpu_sidecar.synthetic",
+                "elastic_gpu_sidecar.trainer.synthetic",
                 "--profile",
                 c["profile"],
                 "--work",

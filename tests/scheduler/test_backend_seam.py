@@ -24,7 +24,12 @@ from jupyter_elastic_gpu.scheduler.storage.store import Store
 from jupyter_elastic_gpu.server import handlers
 from jupyter_elastic_gpu.server.extension import ReadyBackend
 
-JOB = {"kind": "synthetic", "min_gpus": 1, "max_gpus": 1, "synthetic": {"work": 10, "throughput": {"1": 5}}}
+JOB = {
+    "kind": "synthetic",
+    "min_gpus": 1,
+    "max_gpus": 1,
+    "synthetic": {"work": 10, "throughput": {"1": 5}},
+}
 READER = HubPrincipal("rita")  # reaches the service, without the submit scope
 SUBMITTER = HubPrincipal("sam", submits=True)
 

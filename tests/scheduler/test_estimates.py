@@ -10,8 +10,8 @@ from elastic_gpu_sidecar.protocol import JobState
 from servers import RecordingLauncher
 
 from jupyter_elastic_gpu.models import SubmitRequest, parse
-from jupyter_elastic_gpu.scheduler.port.local import LocalBackend
 from jupyter_elastic_gpu.scheduler.execution.inventory import SimulatedInventory
+from jupyter_elastic_gpu.scheduler.port.local import LocalBackend
 from jupyter_elastic_gpu.scheduler.principal import Principal
 from jupyter_elastic_gpu.scheduler.service import SchedulerService
 from jupyter_elastic_gpu.scheduler.storage.store import Store

@@ -14,8 +14,8 @@ from servers import call, run_cli
 
 from jupyter_elastic_gpu.errors import Forbidden
 from jupyter_elastic_gpu.models import JobFilter, SubmitRequest
-from jupyter_elastic_gpu.scheduler.port import views
 from jupyter_elastic_gpu.scheduler.jobs import JobRecord
+from jupyter_elastic_gpu.scheduler.port import views
 from jupyter_elastic_gpu.scheduler.principal import Principal
 
 NOW = 1_000_000.0

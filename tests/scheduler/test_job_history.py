@@ -14,9 +14,9 @@ from tornado.httpclient import HTTPClientError
 
 from jupyter_elastic_gpu.errors import BadRequest
 from jupyter_elastic_gpu.models import Heartbeat, PublicJob, SubmitRequest, parse
-from jupyter_elastic_gpu.scheduler.port import views
 from jupyter_elastic_gpu.scheduler.execution.inventory import SimulatedInventory
 from jupyter_elastic_gpu.scheduler.jobs import JobRecord
+from jupyter_elastic_gpu.scheduler.port import views
 from jupyter_elastic_gpu.scheduler.principal import Principal
 from jupyter_elastic_gpu.scheduler.service import SchedulerService
 from jupyter_elastic_gpu.scheduler.storage.store import MIGRATIONS, Store, migration_scripts

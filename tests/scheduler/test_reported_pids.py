@@ -22,10 +22,10 @@ import pytest
 from elastic_gpu_sidecar.protocol import JobState, Lease
 
 from jupyter_elastic_gpu.models import SubmitRequest, parse
-from jupyter_elastic_gpu.scheduler.port import views
 from jupyter_elastic_gpu.scheduler.execution.inventory import GpuProcess, SimulatedInventory
 from jupyter_elastic_gpu.scheduler.execution.launcher import BaseLauncher
 from jupyter_elastic_gpu.scheduler.jobs import hash_secret
+from jupyter_elastic_gpu.scheduler.port import views
 from jupyter_elastic_gpu.scheduler.principal import Principal
 from jupyter_elastic_gpu.scheduler.service import SchedulerService
 from jupyter_elastic_gpu.scheduler.storage.store import Store

@@ -16,9 +16,9 @@ from servers import RecordingLauncher
 
 from jupyter_elastic_gpu.errors import BadRequest, Forbidden, StorageUnavailable
 from jupyter_elastic_gpu.models import EventKind, SubmitRequest, parse
-from jupyter_elastic_gpu.scheduler.port.local import LocalBackend
 from jupyter_elastic_gpu.scheduler.execution.agent import LaunchAgent
 from jupyter_elastic_gpu.scheduler.execution.inventory import SimulatedInventory
+from jupyter_elastic_gpu.scheduler.port.local import LocalBackend
 from jupyter_elastic_gpu.scheduler.principal import Principal
 from jupyter_elastic_gpu.scheduler.service import SchedulerService
 from jupyter_elastic_gpu.scheduler.storage import jobdirs

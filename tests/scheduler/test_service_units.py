@@ -15,9 +15,9 @@ from servers import RecordingLauncher
 
 from jupyter_elastic_gpu.errors import BadRequest
 from jupyter_elastic_gpu.models import EventKind, Heartbeat, SubmitRequest, parse
-from jupyter_elastic_gpu.scheduler.port import views
 from jupyter_elastic_gpu.scheduler.execution.inventory import SimulatedInventory
 from jupyter_elastic_gpu.scheduler.jobs import hash_secret
+from jupyter_elastic_gpu.scheduler.port import views
 from jupyter_elastic_gpu.scheduler.principal import Principal
 from jupyter_elastic_gpu.scheduler.service import POSITIVE_SECONDS, SchedulerService
 from jupyter_elastic_gpu.scheduler.storage.store import MIGRATIONS, Store

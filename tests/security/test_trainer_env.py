@@ -41,7 +41,9 @@ def test_a_users_sidecar_and_trainer_get_none_of_the_servers_credentials(hub):
         sidecar, server = found.pid, found.ppid
 
         def trainer() -> int | None:
-            found = [c for c in children(sidecar) if "elastic_gpu_sidecar.synthetic" in c.argv]
+            found = [
+                c for c in children(sidecar) if "elastic_gpu_sidecar.trainer.synthetic" in c.argv
+            ]
             return found[0].pid if found else None
 
         trainer_pid = wait_for(trainer, 60, what="its trainer")

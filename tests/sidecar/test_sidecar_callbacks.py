@@ -132,7 +132,7 @@ def test_early_stop_in_the_resumed_epoch_still_ends_training_once(tmp_path):
 
 # -- the plan and numbering of resumed inputs, in process (real tf.data, no sidecar) ----------
 def plan_for(x, *, epoch, batch, samples, replicas, policy="keep-per-replica", spe=None):
-    from elastic_gpu_sidecar import inputs
+    from elastic_gpu_sidecar.trainer.keras import inputs
 
     args = dict(
         x=x,
@@ -152,7 +152,7 @@ def plan_for(x, *, epoch, batch, samples, replicas, policy="keep-per-replica", s
 
 
 def numbering_for(plan, epoch):
-    from elastic_gpu_sidecar.callback import Numbering
+    from elastic_gpu_sidecar.trainer.keras.callback import Numbering
 
     return Numbering.of(plan, epoch, 3)
 

@@ -9,12 +9,12 @@ import sys
 
 import pytest
 from elastic_gpu_sidecar import protocol as P
-from elastic_gpu_sidecar.checkpoint import CheckpointStore
 from elastic_gpu_sidecar.cli import format_status
 from elastic_gpu_sidecar.errors import describe, hint_for
 from elastic_gpu_sidecar.jobdir import JobDir, ProgressTail, atomic_write_json, read_json
 from elastic_gpu_sidecar.measurements import Measurements
-from elastic_gpu_sidecar.synthetic import parse_profile, speed_at
+from elastic_gpu_sidecar.trainer.checkpoint import CheckpointStore
+from elastic_gpu_sidecar.trainer.synthetic import parse_profile, speed_at
 
 
 def test_lease_validation():
@@ -189,10 +189,12 @@ def test_cli_usage_errors(tmp_path):
 
 
 def test_sidecar_package_stays_light():
-    """The sidecar and the synthetic workload must not pull in TensorFlow or numpy."""
+    """The sidecar and the synthetic workload must not pull in TensorFlow or numpy, nor the
+    trainer before its adapter starts (a standby imports the framework on its own)."""
     code = (
         "import sys, elastic_gpu_sidecar.cli, elastic_gpu_sidecar.supervisor, "
-        "elastic_gpu_sidecar.synthetic, elastic_gpu_sidecar.heartbeat;"
+        "elastic_gpu_sidecar.trainer.synthetic, elastic_gpu_sidecar.heartbeat,"
+        " elastic_gpu_sidecar.trainer.run, elastic_gpu_sidecar.trainer.keras;"
         "heavy = [m for m in ('tensorflow', 'numpy', 'keras', 'jupyter_elastic_gpu') "
         "if m in sys.modules]; print(heavy)"
     )
@@ -249,3 +251,13 @@ def test_resize_cost_survives_a_sidecar_restart():
                  standby=True)  # fmt: skip
     again = Measurements(json.loads(json.dumps(m.resizes)))  # status.json's copy
     assert again.resize_cost() == m.resize_cost() == 2.0
+
+
+def test_every_job_gets_a_framework_adapter_that_imports_nothing_until_used():
+    code = (
+        "import sys; from elastic_gpu_sidecar.trainer.adapter import adapter_for;"
+        "a = adapter_for({}); print(a.name, 'tensorflow' in sys.modules);"
+        "a.import_framework(); print('tensorflow' in sys.modules, 'keras' in sys.modules)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.split() == ["keras", "False", "True", "True"], out

@@ -9,7 +9,7 @@ import subprocess
 import sys
 
 import pytest
-from elastic_gpu_sidecar.tfquiet import is_notice
+from elastic_gpu_sidecar.trainer.keras.tfquiet import is_notice
 from sidecar_helpers import ENV, SCRIPTS, finish, start
 
 #: What TensorFlow 2.21 (and its CUDA build) print while loading, word for word.
@@ -33,7 +33,7 @@ ERRORS = [
 
 CHILD = """
 import os, sys
-from elastic_gpu_sidecar.tfquiet import startup_notices_hidden
+from elastic_gpu_sidecar.trainer.keras.tfquiet import startup_notices_hidden
 lines = sys.argv[1].split("|")
 with startup_notices_hidden():
     for line in lines:

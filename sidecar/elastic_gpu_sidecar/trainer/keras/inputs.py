@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import tensorflow as tf
 
-from . import protocol as P
+from ... import protocol as P
 
 KERAS_DEFAULT_BATCH = 32
 

@@ -18,11 +18,11 @@ import keras
 import numpy as np
 import tensorflow as tf
 
+from ... import protocol as P
+from ..tlog import log
 from . import inputs, tfstate
-from . import protocol as P
 from .batching import LearningRateScale, describe
 from .callback import ElasticCallback, ElasticProgbar, Numbering, UserCallback
-from .tlog import log
 
 if TYPE_CHECKING:
     from .bootstrap import Runtime

@@ -11,8 +11,8 @@ import os
 
 import tensorflow as tf
 
-from . import protocol as P
-from .tlog import log
+from ... import protocol as P
+from ..tlog import log
 
 
 def setup_strategy(gpus: list[str], simulated: bool) -> tf.distribute.Strategy:

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from .jobdir import atomic_write_bytes, fsync_dir
+from ..jobdir import atomic_write_bytes, fsync_dir
 
 META = "meta.json"
 LATEST = "latest"

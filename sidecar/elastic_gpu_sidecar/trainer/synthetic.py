@@ -1,6 +1,6 @@
 """A training job without TensorFlow: speed from a profile, same protocol as the trainer.
 
-``python -m elastic_gpu_sidecar.synthetic --profile 1:100,2:190,4:360 --work 5000`` processes
+``python -m elastic_gpu_sidecar.trainer.synthetic --profile 1:100,2:190,4:360 --work 5000`` processes
 ``work`` samples at the speed the profile gives for its GPU count (samples/s, interpolated
 between points), writes the same progress records, atomic checkpoints (of the work done) and
 obeys the same stop-at-next-step signal as the TensorFlow trainer, so the same sidecar drives
@@ -18,10 +18,10 @@ import sys
 import time
 from pathlib import Path
 
-from . import protocol as P
+from .. import protocol as P
+from ..jobdir import JobDir
+from ..procs import die_with_parent
 from .checkpoint import CheckpointStore
-from .jobdir import JobDir
-from .procs import die_with_parent
 from .progress import LiveCounter, ProgressWriter, progress_interval, record
 from .stopsignal import StopRequest, exit_now
 
@@ -170,7 +170,7 @@ class SyntheticJob:
 
 def main(argv: list[str] | None = None) -> int:
     env = os.environ
-    parser = argparse.ArgumentParser(prog="python -m elastic_gpu_sidecar.synthetic")
+    parser = argparse.ArgumentParser(prog="python -m elastic_gpu_sidecar.trainer.synthetic")
     parser.add_argument("--profile", required=True, help="GPUS:SAMPLES_PER_S,... e.g. 1:100,2:190")
     parser.add_argument("--work", type=int, required=True, help="samples to process in total")
     parser.add_argument("--time-scale", type=float, default=1.0, help="run F times faster")

@@ -21,14 +21,14 @@ import time
 
 import keras
 
-from . import protocol as P
+from ... import protocol as P
+from ...jobdir import JobDir, fsync_dir
+from ..checkpoint import Checkpoint, CheckpointStore
+from ..progress import LiveCounter, ProgressWriter, progress_interval, record
+from ..stopsignal import StopRequest, exit_now
+from ..tlog import log
 from . import replica_shapes, tfstate
-from .checkpoint import Checkpoint, CheckpointStore
-from .jobdir import JobDir, fsync_dir
-from .progress import LiveCounter, ProgressWriter, progress_interval, record
 from .session import STATE_FILE, FitSession, make_history, sample_batch
-from .stopsignal import StopRequest, exit_now
-from .tlog import log
 
 
 # -- the per-process runtime ----------------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""``python -m elastic_gpu_sidecar.trainer``: run the user's script under the bootstrap.
+"""``python -m elastic_gpu_sidecar.trainer``: run the user's script under its framework's adapter.
 
 Started by the sidecar in its own process group with the lease in the environment. The
 order matters: the stop handler and the parent-death signal come first (a resize may arrive
@@ -21,27 +21,28 @@ import sys
 import time
 import traceback
 
-from . import protocol as P
-from .errors import describe
-from .jobdir import JobDir, atomic_write_json, read_json
-from .procs import die_with_parent
+from .. import protocol as P
+from ..errors import describe
+from ..jobdir import JobDir, atomic_write_json, read_json
+from ..procs import die_with_parent
+from . import tlog
+from .adapter import FrameworkAdapter, TrainerContext, adapter_for
 from .stopsignal import StopRequest, exit_now
-from .tfquiet import startup_notices_hidden
 
-HERE = os.path.dirname(os.path.abspath(__file__))
+HERE = os.path.dirname(
+    os.path.dirname(os.path.abspath(__file__))
+)  # the package: its frames are ours
 
 
 def _log(message: str) -> None:
     print(f"[elastic] {message}", flush=True)
 
 
-def _standby_wait() -> None:
+def _standby_wait(adapter: FrameworkAdapter) -> None:
     t0 = time.monotonic()
-    with startup_notices_hidden():  # the job's log starts with the job, not TensorFlow's notices
-        from . import bootstrap, strategy  # noqa: F401  (TensorFlow, Keras; no device touched)
-
+    adapter.import_framework()
     _log(
-        f"standby interpreter {os.getpid()} ready (TensorFlow imported in "
+        f"standby interpreter {os.getpid()} ready ({adapter.name} imported in "
         f"{time.monotonic() - t0:.1f} s)"
     )
     line = sys.stdin.readline()
@@ -69,11 +70,12 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     parent = os.environ.get(P.ENV_SIDECAR_PID)
     die_with_parent(int(parent) if parent else None)
-    if "--standby" in argv:
-        _standby_wait()
     env = os.environ
     job = JobDir(env[P.ENV_JOB_DIR])
     config = read_json(job / P.JOB, {}) or {}
+    adapter = adapter_for(config)
+    if "--standby" in argv:
+        _standby_wait(adapter)
     generation = int(env.get(P.ENV_GENERATION, "1"))
     gpus = P.parse_gpus(env.get(P.ENV_GPUS, "0"))
     simulated = env.get(P.ENV_SIMULATED) == "1"
@@ -89,16 +91,8 @@ def main(argv: list[str] | None = None) -> int:
         idle_stop()
     t0 = time.monotonic()
     try:
-        with startup_notices_hidden():  # the job's log starts with the job, not TF's notices
-            from . import bootstrap, strategy, tlog
-
-        ready_at = round(time.time(), 3)  # from a ready standby: at once
         tlog.T0 = t0
-        tlog.log("TensorFlow ready")
-        strategy.setup_strategy(gpus, simulated)
-        rt = bootstrap.Runtime(job, config, generation, gpus, stop)
-        rt.ready_at = ready_at
-        bootstrap.install(rt)
+        rt = adapter.start(TrainerContext(job, config, generation, gpus, simulated, stop))
         stop.on_signal = rt.on_stop_signal
     except Exception as e:
         return _fail(job, e, P.TRAINER_INFRA_ERROR, cwd)
@@ -113,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
             err = RuntimeError(f"the script called sys.exit({e.code!r})")
             return _fail(job, err, P.TRAINER_USER_ERROR, cwd)
     except BaseException as e:
-        from .errors import is_infrastructure
+        from ..errors import is_infrastructure
 
         code = P.TRAINER_INFRA_ERROR if is_infrastructure(e) else P.TRAINER_USER_ERROR
         return _fail(job, e, code, cwd)

@@ -13,8 +13,8 @@ import struct
 import time
 from pathlib import Path
 
-from . import protocol as P
-from .jobdir import LIVE_FORMAT, LIVE_SIZE
+from .. import protocol as P
+from ..jobdir import LIVE_FORMAT, LIVE_SIZE
 
 
 def progress_interval() -> float:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import keras
 
-from . import protocol as P
+from ... import protocol as P
 
 
 def describe(policy: str, batch: int | None, global_batch: int | None, replicas: int) -> str:
