@@ -45,7 +45,7 @@ node:
 		$$SUDO apt-get update -q && $$SUDO apt-get install -y -q nodejs npm; }
 
 ## Replay a generated lab workload through the policies side by side (no GPUs needed): the
-## README's "generated 1" workload and settings, so its row is this table's adaptive, static,
+## docs/benchmarks.md's "generated 1" workload and settings, so its row is this table's adaptive, static,
 ## termination and termination-aware.
 SIM_WORKLOAD := --seed 1 --jobs 60 --window 21600 --max-gpus 16 \
 	--gpu-mix 1:0.4,2:0.25,4:0.2,8:0.15

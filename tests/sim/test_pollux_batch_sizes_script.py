@@ -1,7 +1,7 @@
 """benchmarks/pollux_batch_sizes.py without the Pollux artifact: what it needs is said plainly.
 
 (The artifact's own simulator needs pymoo 0.4 and about 40 minutes a run, so its figures are
-measured by hand, with the command the README names, not in the tests.)"""
+measured by hand, with the command docs/benchmarks.md names, not in the tests.)"""
 
 from __future__ import annotations
 
