@@ -23,50 +23,25 @@ made; ``check_holds`` asks at every tick all the same and raises where a promise
 
 from __future__ import annotations
 
-import itertools
 import math
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields
+from collections.abc import Callable
 
-from ..core.fairshare import DEFAULT_HALF_LIFE_S, FairShare, decayed
+from ..core.fairshare import decayed
 from ..core.mechanism import Mechanism
-from ..core.model import Decision, Gpu, Job, Snapshot, trusted_job
+from ..core.model import Decision, Snapshot
 from ..core.placement import nodes_spanned
 from ..core.policies import Policy
 from ..core.schedule import decide
-from ..core.speed import SpeedModel
 from .bounds import lower_bounds
+from .config import SimConfig
+from .result import SimResult
+from .simjob import SimJob, snapshot
 from .traces.csvutil import paused_gc
-from .workload import JobSpec, Workload
+from .workload import Workload
 
 _DONE_EPS = 1e-9
 #: A measured speed this far off the model's estimate triggers a new decision.
 MATERIAL_CHANGE = 0.05
-
-
-#: ``Job``'s fields in order, as ``Simulation._snapshot`` passes them (weight: 1, every job).
-_JOB_FIELDS = (
-    "id",
-    "submit_time",
-    "total_work",
-    "min_gpus",
-    "max_gpus",
-    "requested_gpus",
-    "work_done",
-    "user",
-    "weight",
-    "speed",
-    "resize_cost",
-    "gpus",
-    "started",
-    "attained_gpu_s",
-    "queued_s",
-    "resizes",
-    "last_change",
-    "pinned",
-)
-if tuple(f.name for f in fields(Job)) != _JOB_FIELDS:  # pragma: no cover
-    raise ImportError("core.model.Job's fields changed: update sim.engine._snapshot to match")
 
 
 #: Why the engine asked the policy (``SimResult.decided_on``): what changed since the last
@@ -86,186 +61,6 @@ class SimulationStalled(RuntimeError):
 
 class BrokenPromise(AssertionError):
     """A policy decided otherwise before the time until which it said its decision holds."""
-
-
-@dataclass(frozen=True)
-class SimConfig:
-    nodes: int = 4
-    gpus_per_node: int = 4
-    #: Seconds between periodic decisions.
-    tick_s: float = 60.0
-    #: Decide only at ticks (arrivals and completions wait for the next one), as Pollux does.
-    rounds: bool = False
-    #: Seconds a job needs to start the first time (the same for every policy).
-    start_cost_s: float = 0.0
-    #: Give up when the run lasts this many times the lower bound of the makespan.
-    stall_factor: float = 50.0
-    #: The most GPUs one user's jobs may hold at a time (0: no cap), as the live scheduler's
-    #: ``user_gpu_cap``; jobs belong to the workload's ``user``.
-    user_gpu_cap: int = 0
-    #: Share the GPUs between users by weight and decayed usage (``core.fairshare``), as the
-    #: live scheduler's ``fair_share``.
-    fair_share: bool = False
-    #: Seconds after which past usage counts half, as the live ``fair_share_half_life``.
-    fair_share_half_life: float = DEFAULT_HALF_LIFE_S
-    #: {user: weight} (users not named: 1); the live scheduler takes them from groups.
-    user_weights: Mapping[str, float] = field(default_factory=dict)
-    #: Take the last decision instead of deciding at a tick while it holds
-    #: (``Decision.holds_until``) and only time has passed: the same run as deciding at every
-    #: tick (False), with fewer decisions made.
-    skip_held: bool = True
-    #: Decide at every tick all the same and raise ``BrokenPromise`` where a decision differs
-    #: from the one its policy said holds: the check of a policy's ``holds_until``.
-    check_holds: bool = False
-
-    def __post_init__(self) -> None:
-        if self.nodes < 1 or self.gpus_per_node < 1:
-            raise ValueError("the cluster needs at least one node with one GPU")
-        if not (math.isfinite(self.tick_s) and self.tick_s > 0):
-            raise ValueError(f"the tick must be a positive number of seconds, got {self.tick_s}")
-        if not (math.isfinite(self.start_cost_s) and self.start_cost_s >= 0):
-            raise ValueError(f"the start cost must be 0 or more seconds, got {self.start_cost_s}")
-        if not (math.isfinite(self.stall_factor) and self.stall_factor > 0):
-            raise ValueError(f"stall_factor must be a positive number, got {self.stall_factor}")
-        cap = self.user_gpu_cap
-        if isinstance(cap, bool) or not isinstance(cap, int) or cap < 0:
-            raise ValueError(f"the per-user GPU cap must be 0 (none) or more, got {cap!r}")
-        # A bad half-life or weight fails here, not mid-run.
-        FairShare(dict(self.user_weights), {}, self.fair_share_half_life)
-
-    def fair_rules(self, usage: Mapping[str, float]) -> FairShare | None:
-        """The fair-share rules of a snapshot with this usage (None: fair share off)."""
-        if not self.fair_share:
-            return None
-        return FairShare(dict(self.user_weights), dict(usage), self.fair_share_half_life)
-
-    def gpus(self) -> tuple[Gpu, ...]:
-        return tuple(
-            Gpu(f"n{n}-g{i}", node=f"n{n}")
-            for n in range(self.nodes)
-            for i in range(self.gpus_per_node)
-        )
-
-
-@dataclass(slots=True)
-class _SimJob:
-    spec: JobSpec
-    work_done: float = 0.0
-    gpus: tuple[str, ...] = ()
-    speed: float = 0.0  # true throughput on the current GPUs
-    pause_until: float = 0.0
-    started: bool = False
-    start: float | None = None
-    finish: float | None = None
-    attained_gpu_s: float = 0.0
-    queued_s: float = 0.0
-    resizes: int = 0
-    last_change: float | None = None
-    lost_gpu_s: float = 0.0
-    measured: dict[int, float] = field(default_factory=dict)
-    model: SpeedModel | None = None
-    #: Its first snapshot went through ``Job``'s checks; later ones take ``trusted_job`` (the
-    #: spec does not change, and the engine keeps the values it adds valid).
-    checked: bool = False
-
-    @property
-    def remaining(self) -> float:
-        return max(self.spec.work - self.work_done, 0.0)
-
-    def speed_model(self) -> SpeedModel:
-        if self.model is None:
-            self.model = SpeedModel(self.measured, self.spec.profile)
-        return self.model
-
-    def finish_time(self, now: float) -> float:
-        if not self.gpus or self.speed <= 0 or self.finish is not None:
-            return math.inf
-        return max(now, self.pause_until) + self.remaining / self.speed
-
-
-@dataclass
-class SimResult:
-    policy: str
-    mechanism: str
-    jobs: list[dict]
-    timeline: list[tuple[float, int]]
-    total_gpus: int
-    resizes: int
-    lost_gpu_s: float
-    #: Decisions made; ``skipped``: ticks that took the last decision, which held.
-    decisions: int
-    skipped: int = 0
-    #: Decisions made, by why they were asked for (``ON_EVENT`` ...).
-    decided_on: dict[str, int] = field(default_factory=dict)
-    #: The most GPUs each user's jobs held at once (after any decision).
-    user_peak_gpus: dict[str, int] = field(default_factory=dict)
-    #: (time, {user: GPUs held}) at every change: each user's share over time.
-    user_timeline: list[tuple[float, dict[str, int]]] = field(default_factory=list)
-
-    def user_shares(self, buckets: int = 10) -> dict:
-        """Each user's mean share of the GPUs in ``buckets`` equal slices of the run:
-        {"times": [slice start, s], "users": {user: [fraction of all GPUs, ...]}}."""
-        start = min(j["submit_s"] for j in self.jobs)
-        end = max(j["finish_s"] for j in self.jobs)
-        users = sorted({j["user"] for j in self.jobs})
-        width = (end - start) / buckets if end > start else 1.0
-        acc = {u: [0.0] * buckets for u in users}
-        points = [*self.user_timeline, (end, {})]
-        for (t0, held), (t1, _) in itertools.pairwise(points):
-            for b in range(buckets):
-                lo, hi = start + b * width, start + (b + 1) * width
-                overlap = min(t1, hi) - max(t0, lo)
-                if overlap > 0:
-                    for u, n in held.items():
-                        acc[u][b] += overlap * n
-        scale = width * self.total_gpus
-        return {
-            "times": [start + b * width for b in range(buckets)],
-            "users": {u: [x / scale for x in acc[u]] for u in users},
-        }
-
-    def users(self) -> dict[str, dict]:
-        """Per user: GPU-seconds held (pauses included) and the most GPUs held at once."""
-        held: dict[str, float] = {}
-        for j in self.jobs:
-            held[j["user"]] = held.get(j["user"], 0.0) + j["gpu_s"]
-        return {
-            user: {"gpu_s": held[user], "peak_gpus": self.user_peak_gpus.get(user, 0)}
-            for user in sorted(held)
-        }
-
-    @property
-    def makespan_s(self) -> float:
-        return max(j["finish_s"] for j in self.jobs) - min(j["submit_s"] for j in self.jobs)
-
-    def summary(self) -> dict:
-        jcts = sorted(j["jct_s"] for j in self.jobs)
-        busy = sum(
-            (t1 - t0) * used for (t0, used), (t1, _) in zip(self.timeline, self.timeline[1:])
-        )
-        span = self.makespan_s
-        return {
-            "mechanism": self.mechanism,
-            "makespan_s": span,
-            "mean_jct_s": sum(jcts) / len(jcts),
-            "median_jct_s": _quantile(jcts, 0.5),
-            "p95_jct_s": _quantile(jcts, 0.95),
-            "utilization": busy / (self.total_gpus * span) if span > 0 else 0.0,
-            "resizes": self.resizes,
-            "lost_gpu_s": self.lost_gpu_s,
-            "decisions": self.decisions,
-            "skipped_decisions": self.skipped,
-            "users": self.users(),
-            "user_shares": self.user_shares(),
-            "jobs": self.jobs,
-        }
-
-
-def _quantile(values: list[float], q: float) -> float:
-    """Linear-interpolated quantile of sorted values (numpy's default method)."""
-    pos = (len(values) - 1) * q
-    lo, hi = math.floor(pos), math.ceil(pos)
-    return values[lo] + (values[hi] - values[lo]) * (pos - lo)
 
 
 class Simulation:
@@ -299,9 +94,9 @@ class Simulation:
         self.workload, self.policy, self.mechanism = workload, policy, mechanism
         self.on_finish = on_finish
         self.now = 0.0
-        self.jobs = [_SimJob(spec) for spec in workload.jobs]
-        self.by_id: dict[str, _SimJob] = {}  # the active jobs by id (and some finished ones)
-        self.active: list[_SimJob] = []
+        self.jobs = [SimJob(spec) for spec in workload.jobs]
+        self.by_id: dict[str, SimJob] = {}  # the active jobs by id (and some finished ones)
+        self.active: list[SimJob] = []
         self.timeline: list[tuple[float, int]] = [(0.0, 0)]
         self.decisions = 0
         self.skipped = 0
@@ -321,7 +116,7 @@ class Simulation:
         self.usage: dict[str, float] = {}  # decayed GPU-seconds per user (fair share)
 
     # -- time -----------------------------------------------------------------------------
-    def _advance(self, until: float) -> tuple[list[_SimJob], tuple[float, float]]:
+    def _advance(self, until: float) -> tuple[list[SimJob], tuple[float, float]]:
         """Every job's progress up to ``until``: the running jobs done by then, in order, and
         when the next running job completes and the next pause ends (``soon``) from then on,
         unless a decision changes something."""
@@ -365,14 +160,14 @@ class Simulation:
             self.now = until
         return done, (completion, pause_end)
 
-    def _complete(self, job: _SimJob) -> None:
+    def _complete(self, job: SimJob) -> None:
         job.finish = self.now
         job.work_done = job.spec.work
         if self.on_finish:
             self.on_finish(1)
 
     # -- the mechanism --------------------------------------------------------------------
-    def _apply(self, job: _SimJob, new: tuple[str, ...]) -> None:
+    def _apply(self, job: SimJob, new: tuple[str, ...]) -> None:
         old = job.gpus
         if new == old or set(new) == set(old):
             return
@@ -424,41 +219,7 @@ class Simulation:
 
     def _snapshot(self) -> Snapshot:
         cost = self.mechanism.policy_cost_s()
-        now = self.now
-        jobs = []
-        for j in self.active:
-            if j.finish is not None:
-                continue
-            s = j.spec
-            held = len(j.gpus)
-            if held and now >= j.pause_until and j.measured.get(held) != j.speed:
-                j.measured[held] = j.speed  # what a live sidecar would report by now
-                j.model = None
-            jobs.append(
-                (trusted_job if j.checked else Job)(  # by position (_JOB_FIELDS)
-                    s.job_id,
-                    s.submit_time,
-                    s.work,
-                    s.min_gpus,
-                    s.max_gpus,
-                    s.requested_gpus,
-                    j.work_done,
-                    s.user,
-                    1.0,
-                    j.model or j.speed_model(),
-                    cost,
-                    j.gpus,
-                    j.started,
-                    j.attained_gpu_s,
-                    j.queued_s,
-                    j.resizes,
-                    j.last_change,
-                    bool(held) and now < j.pause_until,
-                )
-            )
-            j.checked = True
-        cfg = self.config
-        return Snapshot(self.gpus, tuple(jobs), cfg.user_gpu_cap, cfg.fair_rules(self.usage))
+        return snapshot(self.active, self.gpus, cost, self.now, self.config, self.usage)
 
     def _holds(self, t: float) -> bool:
         """The last decision holds at ``t``: its policy said so, and only time has passed."""

@@ -9,7 +9,8 @@ import pytest
 from jupyter_elastic_gpu.core import Gpu, Job, Snapshot, SpeedModel
 from jupyter_elastic_gpu.core.mechanism import sidecar
 from jupyter_elastic_gpu.core.policies import AdaptivePolicy, make_policy
-from jupyter_elastic_gpu.core.policies.critical import critical_path, holds_between, horizon
+from jupyter_elastic_gpu.core.policies.critical import critical_path, horizon
+from jupyter_elastic_gpu.core.policies.critical_holds import holds_between
 from jupyter_elastic_gpu.sim.bounds import lower_bounds
 from jupyter_elastic_gpu.sim.engine import SimConfig, simulate
 from jupyter_elastic_gpu.sim.workload import JobSpec, Workload

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from .adaptive import AdaptiveParams, AdaptivePolicy
+from .adaptive import AdaptivePolicy
+from .adaptive_params import AdaptiveParams
 from .base import Policy
 from .elas import ElasPolicy
 from .optimus import OptimusPolicy

@@ -49,64 +49,14 @@ from ..reasons import (
     Resized,
     ResizeWouldNotPay,
 )
+from .adaptive_params import AdaptiveParams
+from .adaptive_reserve import reserve
 from .base import queued_reason, whole_leases_first
-from .critical import CriticalPath, critical_path, path_holds_until
+from .critical_holds import path_holds_until
 from .holds import holds_until
 
 _EPS = 1e-12
 _LOCKED = (IN_PROGRESS, FINISHING)
-
-
-@dataclass(frozen=True)
-class AdaptiveParams:
-    """Tunables of the adaptive policy; every one is a unit-free factor or a time, with a reason."""
-
-    #: A job that has waited ``aging_s`` seconds counts as half its size when ordering.
-    aging_s: float = 3600.0
-    #: A waiting job must be this fraction smaller than a running one to suspend it.
-    stickiness: float = 0.2
-    #: A resize must gain (1 + resize_margin) times what it costs.
-    resize_margin: float = 1.0
-    #: A job with less than ``finish_guard`` resize costs of work left is never resized.
-    finish_guard: float = 4.0
-    #: After a resize, a job is left alone for ``cooldown`` resize costs ...
-    cooldown: float = 10.0
-    #: ... and that wait doubles after every ``resize_budget`` resizes of the job, which limits
-    #: how often one job is resized without ever freezing it at a bad size.
-    resize_budget: int = 10
-    #: The wait after a change is at least this long, however cheap a resize is measured to be.
-    min_cooldown_s: float = 10.0
-    #: A job whose time left comes within ``critical_slack`` of the horizon (the earliest the
-    #: cluster could finish all its work) must start now, unless it could catch up later at
-    #: most ``critical_slack`` more GPU-time (``core.policies.critical``) ...
-    critical_slack: float = 0.1
-    #: ... and critical jobs get the GPUs that end them within (1 + horizon_slack) x horizon,
-    horizon_slack: float = 0.3
-    #: plus up to ``queue_slack`` x horizon more while the queue is deep (what the waiting
-    #: jobs need at their minimum, over the cluster's GPUs): shorter jobs go first meanwhile.
-    queue_slack: float = 1.0
-    #: Serve the critical path first (False: the order and weights alone, which serve mean JCT
-    #: and start the longest job last; docs/policies.md has both sides' figures).
-    protect_critical: bool = True
-
-    def __post_init__(self) -> None:
-        for name in (
-            "aging_s",
-            "resize_margin",
-            "finish_guard",
-            "cooldown",
-            "min_cooldown_s",
-            "horizon_slack",
-            "queue_slack",
-        ):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must not be negative")
-        if not 0 <= self.stickiness < 1:
-            raise ValueError("stickiness must lie in [0, 1)")
-        if not 0 <= self.critical_slack <= 1:
-            raise ValueError("critical_slack must lie in [0, 1]")
-        if self.resize_budget < 1:
-            raise ValueError("resize_budget must be at least 1")
 
 
 @dataclass(slots=True)
@@ -235,73 +185,6 @@ class AdaptivePolicy:
             plans.append(_Plan(job, key, frozen, at_held, left, x_lo, fit, rate, options, curve))
         return plans
 
-    # -- step 2: the critical path --------------------------------------------------------
-    def _reserve(
-        self, plans: list[_Plan], committed: tuple[float, int], total: int, free: int
-    ) -> tuple[int, bool, CriticalPath | None, float]:
-        """Give the jobs on the critical path (``critical``) the GPUs they need, before any
-        other; returns the GPUs left, whether every reservation fitted (if not, which did
-        depends on their order), the path, and in how many seconds enough running jobs could
-        come to end within the slack (below) to change what fits."""
-        p = self.params
-        path = critical_path(
-            [plan.job for plan in plans],
-            committed[0],
-            total,
-            p.critical_slack,
-            p.horizon_slack,
-            p.queue_slack,
-            committed[1],
-            [plan.rem for plan in plans],
-            options=[plan.options for plan in plans],
-        )
-        reservations = path.reservations if path else []
-        by_id = {plan.job.id: plan for plan in plans} if reservations else {}
-        # A reservation never suspends a running job that ends within critical_slack of the
-        # horizon anyway: starting the critical job that much later costs the makespan no
-        # more than the slack allows, where suspending the short job would cost it the whole
-        # critical job's run (a 5-minute job stopped for one of days).
-        soon = p.critical_slack * path.earliest if reservations else 0.0
-        kept_for: dict[str, int] = {}
-        # The horizon only falls while nothing but progress happens, so a running job ends
-        # within the slack no sooner than at its time left less today's slack.
-        coming: list[tuple[float, int]] = []  # (in how many seconds, GPUs it would keep)
-        for plan in plans if reservations else ():
-            job = plan.job
-            if job.gpus:
-                left = plan.left
-                if left <= soon:
-                    kept_for[job.id] = job.min_gpus
-                else:
-                    coming.append((left - soon, job.min_gpus))
-        kept = sum(kept_for.values())
-        fitted = True
-        room = math.inf  # the fewest GPUs to spare of any reservation
-        for r in reservations:
-            plan = by_id[r.job.id]
-            need, held = r.gpus, len(r.job.gpus)
-            if plan.frozen and held:
-                need = min(need, held)  # resized moments ago: it may shrink, not grow
-            own = kept_for.get(r.job.id, 0)
-            spare = free - (kept - own) - need
-            if spare >= 0:
-                plan.count, plan.critical = need, True
-                free -= need
-                kept -= own
-                room = min(room, spare)
-            else:
-                fitted = False
-        # Every reservation still fits until the GPUs kept for jobs about to end grow past the
-        # room to spare (a job kept ahead of its own reservation takes none of that room:
-        # counting it is on the safe side).
-        changes_in = math.inf
-        for seconds, gpus in sorted(coming):
-            room -= gpus
-            if room < 0:
-                changes_in = seconds
-                break
-        return free, fitted, path, changes_in
-
     def cooldown_s(self, job: Job) -> float:
         """How long a job is left alone after a change of its lease."""
         p = self.params
@@ -391,7 +274,9 @@ class AdaptivePolicy:
                 sum(len(plan.job.gpus) * plan.left for plan in plans if plan.job.id in kept),
                 sum(len(j.gpus) for j in kept_jobs),
             )
-            free, fitted, path, changes_in = self._reserve(open_plans, committed, total, free)
+            free, fitted, path, changes_in = reserve(
+                self.params, open_plans, committed, total, free
+            )
         exponent = self._exponent(open_plans)
         m = len(open_plans)
         margin = 1.0 + self.params.resize_margin

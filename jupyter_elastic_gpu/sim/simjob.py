@@ -1,0 +1,126 @@
+"""A job as a simulation run holds it (``SimJob``: its progress, lease, pause and what it has
+measured), and the ``core`` snapshot of a run's jobs that its policy decides on, built the way
+the live scheduler builds its own. A long run builds hundreds of thousands of them, so a snapshot
+passes each ``Job`` by position (``_JOB_FIELDS``) and through ``Job``'s checks only the first
+time (``core.model.trusted_job``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+
+from ..core.model import Gpu, Job, Snapshot, trusted_job
+from ..core.speed import SpeedModel
+from .config import SimConfig
+from .workload import JobSpec
+
+#: ``Job``'s fields in order, as ``snapshot`` passes them (weight: 1, every job).
+_JOB_FIELDS = (
+    "id",
+    "submit_time",
+    "total_work",
+    "min_gpus",
+    "max_gpus",
+    "requested_gpus",
+    "work_done",
+    "user",
+    "weight",
+    "speed",
+    "resize_cost",
+    "gpus",
+    "started",
+    "attained_gpu_s",
+    "queued_s",
+    "resizes",
+    "last_change",
+    "pinned",
+)
+if tuple(f.name for f in fields(Job)) != _JOB_FIELDS:  # pragma: no cover
+    raise ImportError("core.model.Job's fields changed: update sim.simjob.snapshot to match")
+
+
+@dataclass(slots=True)
+class SimJob:
+    spec: JobSpec
+    work_done: float = 0.0
+    gpus: tuple[str, ...] = ()
+    speed: float = 0.0  # true throughput on the current GPUs
+    pause_until: float = 0.0
+    started: bool = False
+    start: float | None = None
+    finish: float | None = None
+    attained_gpu_s: float = 0.0
+    queued_s: float = 0.0
+    resizes: int = 0
+    last_change: float | None = None
+    lost_gpu_s: float = 0.0
+    measured: dict[int, float] = field(default_factory=dict)
+    model: SpeedModel | None = None
+    #: Its first snapshot went through ``Job``'s checks; later ones take ``trusted_job`` (the
+    #: spec does not change, and the engine keeps the values it adds valid).
+    checked: bool = False
+
+    @property
+    def remaining(self) -> float:
+        return max(self.spec.work - self.work_done, 0.0)
+
+    def speed_model(self) -> SpeedModel:
+        if self.model is None:
+            self.model = SpeedModel(self.measured, self.spec.profile)
+        return self.model
+
+    def finish_time(self, now: float) -> float:
+        if not self.gpus or self.speed <= 0 or self.finish is not None:
+            return math.inf
+        return max(now, self.pause_until) + self.remaining / self.speed
+
+
+def snapshot(
+    active: list[SimJob],
+    gpus: tuple[Gpu, ...],
+    cost: float,
+    now: float,
+    cfg: SimConfig,
+    usage: Mapping[str, float],
+) -> Snapshot:
+    """What a policy sees of the run at ``now``: the ``active`` jobs not finished, each as
+    the live scheduler would show it (``cost``: the resize cost the mechanism tells the
+    policy), under the run's rules (``usage``: decayed GPU-seconds per user)."""
+    jobs = []
+    for j in active:
+        if j.finish is not None:
+            continue
+        s = j.spec
+        held = len(j.gpus)
+        if held and now >= j.pause_until and j.measured.get(held) != j.speed:
+            j.measured[held] = j.speed  # what a live sidecar would report by now
+            j.model = None
+        jobs.append(
+            (trusted_job if j.checked else Job)(  # by position (_JOB_FIELDS)
+                s.job_id,
+                s.submit_time,
+                s.work,
+                s.min_gpus,
+                s.max_gpus,
+                s.requested_gpus,
+                j.work_done,
+                s.user,
+                1.0,
+                j.model or j.speed_model(),
+                cost,
+                j.gpus,
+                j.started,
+                j.attained_gpu_s,
+                j.queued_s,
+                j.resizes,
+                j.last_change,
+                bool(held) and now < j.pause_until,
+            )
+        )
+        j.checked = True
+    return Snapshot(gpus, tuple(jobs), cfg.user_gpu_cap, cfg.fair_rules(usage))
+
+
+__all__ = ["SimJob", "snapshot"]
