@@ -19,24 +19,21 @@ import os
 import re
 import sys
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from elastic_gpu_sidecar.protocol import JobKind, JobState
 
 from .errors import ExitCode, exit_codes_text
 from .listing import add_filter_options, hidden_line, job_filter
+from .log_follow import follow_logs
 from .models import SubmitRequest
 from .notebook.client import SchedulerClient, SchedulerError
 from .notebook.discovery import discover
-from .notebook.text import epoch_text
 from .options import add_job_options, as_flags, job_request
+from .status_table import format_status
 
-#: Lines fetched per poll by ``logs --follow``: new lines are found by aligning two windows.
-FOLLOW_WINDOW = 2000
-#: How long ``logs --follow`` rides out an unreachable scheduler (a restart) before giving up.
-FOLLOW_RECONNECT_S = 30.0
 _NAME_UNSAFE = re.compile(r"[^\w.\- ]+")
 
 
@@ -282,72 +279,6 @@ def run_status(args: argparse.Namespace) -> int:
     return ExitCode.OK
 
 
-def _cell(value: Any, width: int | None = None) -> str:
-    text = "-" if value is None or value == "" or value == [] else str(value)
-    text = " ".join(text.split())
-    if width and len(text) > width:
-        text = text[: width - 1] + "…"
-    return text
-
-
-def _holder(holder: Any) -> str:
-    if holder is None or holder == "":
-        return "free"
-    if isinstance(holder, dict):
-        who = holder.get("job") or holder.get("job_id") or holder.get("id")
-        user = holder.get("user")
-        return " ".join(x for x in (_cell(who), f"({user})" if user else "") if x)
-    return _cell(holder)
-
-
-def _epoch(progress: Any, state: Any) -> str:
-    return (epoch_text(progress, state) if isinstance(progress, dict) else None) or "-"
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Left-aligned columns two spaces apart; the last column runs free (it holds reasons)."""
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(headers)]
-    lines = []
-    for row in [list(headers), *rows]:
-        cells = [c.ljust(w) for c, w in zip(row[:-1], widths[:-1])] + [row[-1]]
-        lines.append("  ".join(cells).rstrip())
-    return "\n".join(lines)
-
-
-def format_status(doc: dict[str, Any]) -> str:
-    """The ``status`` document as two tables: GPUs and their holders (and, under them, why
-    GPUs stay idle when the scheduler says), then the jobs."""
-    gpus = doc.get("gpus") or []
-    jobs = doc.get("jobs") or []
-    head = (
-        table(["GPU", "HOLDER"], [[_cell(g.get("id")), _holder(g.get("holder"))] for g in gpus])
-        if gpus
-        else "no GPUs"
-    )
-    idle = doc.get("idle")
-    parts = [f"{head}\n{_cell(idle)}" if gpus and idle else head]
-    if not jobs:
-        parts.append("no jobs")
-    else:
-        rows = [
-            [
-                _cell(j.get("id")),
-                _cell(j.get("name"), 30),
-                _cell(j.get("user")),
-                _cell(j.get("state")),
-                ",".join(map(str, j.get("gpus") or [])) or "-",
-                f"{_cell(j.get('min_gpus'))}/{_cell(j.get('max_gpus'))}",
-                _epoch(j.get("progress"), j.get("state")),
-                _cell(j.get("reason")),
-            ]
-            for j in jobs
-        ]
-        parts.append(
-            table(["ID", "NAME", "USER", "STATE", "GPUS", "MIN/MAX", "EPOCH", "REASON"], rows)
-        )
-    return "\n\n".join(parts)
-
-
 # -- logs ---------------------------------------------------------------------------------------
 
 
@@ -365,82 +296,6 @@ def run_logs(args: argparse.Namespace) -> int:
     why = f": {error.get('message') or error}" if isinstance(error, dict) else ""
     print(f"job {args.id} ended {job.get('state')}{why}", file=sys.stderr)
     return ExitCode.OK
-
-
-def new_lines(seen: list[str], current: list[str]) -> tuple[list[str], bool]:
-    """The lines of ``current`` after those already ``seen``, and whether some may be missing.
-
-    Both are the last lines of one growing log, so ``current`` starts with a suffix of
-    ``seen``: the longest such overlap is taken (the log cannot say more without offsets).
-    """
-    for skip in range(len(seen) + 1):
-        k = len(seen) - skip
-        if (
-            k <= len(current)
-            and (k == 0 or seen[skip] == current[0])
-            and seen[skip:] == current[:k]
-        ):
-            return current[k:], bool(seen) and k == 0 and bool(current)
-    return current, False  # not reached: k == 0 always matches
-
-
-class LogFollower:
-    """Turns successive tails of one growing log into the text not printed yet.
-
-    A partial last line is held back until it is complete (or the job has ended), so a line is
-    never printed in two pieces.
-    """
-
-    GAP = "[... lines skipped: the log grew faster than it was followed ...]\n"
-
-    def __init__(self, tail: int) -> None:
-        self.tail = tail
-        self.seen: list[str] | None = None
-
-    def feed(self, text: str, final: bool) -> str:
-        parts = text.split("\n")  # not splitlines(): a progress bar's "\r" ends no line
-        lines = [p + "\n" for p in parts[:-1]] + ([parts[-1]] if parts[-1] and final else [])
-        if self.seen is None:
-            fresh, gap = lines[-self.tail :], False
-        else:
-            fresh, gap = new_lines(self.seen, lines)
-        self.seen = lines
-        out = (self.GAP if gap else "") + "".join(fresh)
-        return out + "\n" if final and out and not out.endswith("\n") else out
-
-
-def follow_logs(
-    client: SchedulerClient,
-    job_id: str,
-    key: str,
-    tail: int,
-    interval: float = 1.0,
-    out: TextIO | None = None,
-) -> dict[str, Any]:
-    """Print the log's last ``tail`` lines, then every new line until the job ends; return the
-    final job. An unreachable scheduler (a restart) is waited for up to FOLLOW_RECONNECT_S."""
-    out = out or sys.stdout
-    follower = LogFollower(tail)
-    unreachable_since: float | None = None
-    while True:
-        try:
-            job = client.job(job_id)  # state before log: a final state means a complete log
-            text = client.logs(job_id, tail=FOLLOW_WINDOW).get(key) or ""
-        except SchedulerError as e:
-            if e.status is not None:
-                raise
-            unreachable_since = unreachable_since or time.monotonic()
-            if time.monotonic() - unreachable_since > FOLLOW_RECONNECT_S:
-                raise
-            time.sleep(interval)
-            continue
-        unreachable_since = None
-        final = JobState(job.get("state")).final
-        out.write(follower.feed(text, final))
-        out.flush()
-        if final:
-            return job
-        time.sleep(interval)
 
 
 # -- cancel -------------------------------------------------------------------------------------

@@ -24,7 +24,8 @@ from pathlib import Path
 
 from .scheduler.jobs import JobRecord
 from .scheduler.storage import dbfile, repair
-from .scheduler.storage.store import JOB_ROWS, MIGRATIONS, migration_scripts, read_row
+from .scheduler.storage.quarantine import JOB_ROWS, read_row
+from .scheduler.storage.schema import MIGRATIONS, migration_scripts
 
 EXIT_OK, EXIT_PROBLEMS, EXIT_USAGE = 0, 1, 2
 

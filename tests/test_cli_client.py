@@ -19,16 +19,15 @@ import pytest
 from servers import run_cli
 
 from jupyter_elastic_gpu.commands import (
-    LogFollower,
     add_client_commands,
     build_request,
     describe_submitted,
-    format_status,
-    new_lines,
     parse_throughput,
 )
 from jupyter_elastic_gpu.errors import EXIT_CODE_HELP, ExitCode
+from jupyter_elastic_gpu.log_follow import LogFollower, new_lines
 from jupyter_elastic_gpu.notebook.client import SchedulerClient
+from jupyter_elastic_gpu.status_table import format_status
 
 
 def given(args) -> dict:
@@ -262,7 +261,7 @@ def test_no_scheduler_found_exits_5_with_one_line(nowhere, capsys):
     ],
 )
 def test_unreachable_scheduler_exits_5(argv, unreachable, capsys, monkeypatch):
-    monkeypatch.setattr("jupyter_elastic_gpu.commands.FOLLOW_RECONNECT_S", 0.0)
+    monkeypatch.setattr("jupyter_elastic_gpu.log_follow.FOLLOW_RECONNECT_S", 0.0)
     code, out, err = run(argv, capsys)
     assert (code, out) == (5, "")
     assert f"error: cannot reach the scheduler at {unreachable}" in err

@@ -5,7 +5,9 @@ cancel, a heartbeat that changes something, a sidecar lost) and on a periodic ti
 ``core`` snapshot (``snapshot.py``), asks the policy for a decision and publishes each job's
 desired lease. Sidecars heartbeat their progress and get the desired lease back
 (``leases.py``); they converge on it whatever was lost on the way. Who may see what is in
-``port/views.py``; where job files live in ``storage/jobdirs.py``.
+``port/views.py``; where job files live in ``storage/jobdirs.py``. Its settings are
+``settings.py``; a sidecar's heartbeat is absorbed by ``heartbeats.py``, and sidecars are
+started (or listed for their owner's server) by ``launches.py``.
 
 A restarted service rebuilds its state from the database and re-adopts sidecars that are still
 alive from their next heartbeat; a sidecar silent past ``heartbeat_timeout`` (with its process
@@ -22,22 +24,16 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from elastic_gpu_sidecar import protocol as P
-from elastic_gpu_sidecar.protocol import JobKind, JobState, LeaseAction, SidecarState
-from traitlets import Bool, Dict, Enum, Float, Int, Unicode, default, validate
-from traitlets.config import LoggingConfigurable
+from elastic_gpu_sidecar.protocol import JobKind, JobState, SidecarState
 
-from ..core.fairshare import DEFAULT_HALF_LIFE_S
 from ..core.model import Snapshot
 from ..core.policies import Policy
 from ..core.schedule import decide, queue_positions
-from ..errors import BadRequest, Forbidden, NotFound, StorageUnavailable, Unauthorized
+from ..errors import BadRequest, Forbidden, NotFound, StorageUnavailable
 from ..models import (
     CancelRequest,
-    ErrorInfo,
     EventKind,
     GroupWeightRequest,
-    Heartbeat,
     LaunchRequest,
     LeaseView,
     SubmitRequest,
@@ -48,30 +44,22 @@ from .admin import AdminActions
 from .budgets import UserTally
 from .estimates import Estimates
 from .execution.inventory import external_processes
-from .execution.launcher import BaseLauncher, PlaceGone
+from .execution.launcher import BaseLauncher
+from .heartbeats import SidecarHeartbeats
 from .interactive import InteractiveLeases, is_lease
-from .jobs import JobRecord, new_secret, secret_matches
+from .jobs import JobRecord
+from .launches import Launches
 from .lifecycle import Lifecycle
 from .principal import Principal
 from .releases import ReleaseDeadlines
-from .shares import ShareLedger, check_group, check_weight
+from .settings import SchedulerSettings
+from .shares import ShareLedger, check_group
 from .storage import jobdirs
 from .storage.atomic import atomically
 from .storage.dbfile import FaultLog
 from .storage.retention import Retention
 from .storage.store import Store
 from .waits import wait_at_most
-
-#: The settings in seconds that must be above 0.
-POSITIVE_SECONDS = (
-    "tick_interval",
-    "heartbeat_interval",
-    "heartbeat_timeout",
-    "checkpoint_interval",
-    "server_timeout",
-    "fair_share_half_life",
-    "forecast_budget",
-)
 
 #: What a queued job of a user whose own Jupyter server is gone says (``server_timeout``).
 WAITING_FOR_SERVER = (
@@ -80,191 +68,9 @@ WAITING_FOR_SERVER = (
 )
 
 
-class SchedulerService(LoggingConfigurable):
-    """Decides and publishes leases; every setting is ``c.SchedulerService.<name>``."""
-
-    policy = Unicode(
-        "adaptive",
-        config=True,
-        help="Scheduling policy: adaptive (ours), static (Kubernetes-like), tiresias, optimus, "
-        "elas, srtf, or one an installed package adds (entry points "
-        f"'{policies.ENTRY_POINTS}').",
-    )
-    policy_params = Dict(
-        config=True,
-        help="Parameters of the policy, e.g. {'aging_s': 1800} for adaptive "
-        "(docs/policies.md lists them).",
-    )
-    tick_interval = Float(60.0, config=True, help="Seconds between periodic decisions.")
-    heartbeat_interval = Float(
-        P.DEFAULT_HEARTBEAT_INTERVAL_S, config=True, help="Seconds between sidecar heartbeats."
-    )
-    heartbeat_timeout = Float(
-        30.0,
-        config=True,
-        help="A sidecar silent this long (with its process gone) is declared lost and its job "
-        "queued again, to resume from its last checkpoint.",
-    )
-    job_root = Unicode(
-        config=True,
-        help="Folder of the job directories (scripts, checkpoints, logs, models). '{user}' is "
-        "replaced by the job's owner; without it, each user gets a sub-folder. Default: "
-        "elastic-gpu/jobs in the Jupyter data dir.",
-    )
-    checkpoint_interval = Float(
-        P.DEFAULT_CHECKPOINT_INTERVAL_S,
-        config=True,
-        help="Seconds between periodic checkpoints of a running job (they bound the work a "
-        "crash loses; a resize checkpoints at the next step and loses none).",
-    )
-    release_grace = Float(
-        0.0,
-        config=True,
-        help="Seconds a sidecar (or a kernel's provisioner) has to confirm a release it was "
-        "asked for: a resize that gives GPUs up, a suspension, a cancel, a lease taken back. "
-        "Past it the claim is void: its secret is revoked, its processes are ended and the job "
-        "fails saying so (docs/security.md). 0: derived per job from checkpoint_interval, its "
-        "measured resize cost and heartbeat_interval, at least 30 s (the job's events show it).",
-    )
-    user_gpu_cap = Int(
-        0,
-        min=0,
-        config=True,
-        help="Most GPUs one user's jobs may hold at a time (0: no cap). The GPUs it keeps from "
-        "a user go to other users' jobs in the same decision.",
-    )
-    fair_share = Bool(
-        True,
-        config=True,
-        help="Share the GPUs between users by weight and recent usage (docs/policies.md, Fair "
-        "share): each user with jobs is due a share of the GPUs in proportion to their weight; "
-        "what a user leaves idle is lent to others and taken back by shrinking their elastic "
-        "jobs as soon as its owner submits. With one user it changes nothing.",
-    )
-    fair_share_half_life = Float(
-        DEFAULT_HALF_LIFE_S,
-        config=True,
-        help="Seconds after which a user's past GPU usage counts half when fair share decides "
-        "who goes first (default 7 days).",
-    )
-    group_weights = Dict(
-        value_trait=Float(),
-        config=True,
-        help="Fair-share weight of each group, e.g. {'staff': 2, 'students': 1} (groups not "
-        "listed: 1). A user's weight is the largest of their groups' weights (JupyterHub "
-        "groups). Weights an admin sets on the admin page override these.",
-    )
-
-    @validate(*POSITIVE_SECONDS)
-    def _check_seconds(self, proposal: Any) -> float:
-        value = proposal["value"]
-        if not value > 0:  # (NaN too: it would stop every clock; inf: never)
-            raise ValueError(
-                f"{proposal['trait'].name} must be a positive number of seconds, got {value}"
-            )
-        return value
-
-    @validate("default_resize_cost", "release_grace")
-    def _check_resize_cost(self, proposal: Any) -> float:
-        value = proposal["value"]
-        if not (math.isfinite(value) and value >= 0):
-            raise ValueError(f"{proposal['trait'].name} must be 0 or more seconds, got {value}")
-        return value
-
-    @validate("group_weights")
-    def _check_group_weights(self, proposal: Any) -> dict:
-        for group, weight in proposal["value"].items():
-            try:
-                check_weight(weight)
-            except ValueError as e:
-                raise ValueError(f"group_weights[{group!r}]: {e}") from None
-        return proposal["value"]
-
-    default_resize_cost = Float(
-        6.0,
-        config=True,
-        help="Seconds a resize is assumed to cost until the job has measured its own.",
-    )
-    recent_jobs = Int(
-        50,
-        min=0,
-        config=True,
-        help="Finished jobs of each user that GET jobs (and the JupyterLab panel) still list, the "
-        "most recently finished first; older ones stay in the database and GET jobs/ID.",
-    )
-    job_retention_days = Float(
-        30.0,
-        min=0.0,
-        config=True,
-        help="Days a finished job (done, failed or cancelled) is kept after it ended; then its "
-        "record, progress, events and job directory (logs, checkpoints, the saved model) are "
-        "removed, unless its owner kept it (`jupyter elastic-gpu keep JOB`, POST jobs/ID/keep). "
-        "0 keeps every job forever.",
-    )
-    server_timeout = Float(
-        20.0,
-        config=True,
-        help="With a shared or JupyterHub scheduler (whose users' own Jupyter servers start "
-        "their jobs): seconds without a word from a user's server after which that user's queued "
-        "jobs wait for it ('waiting for your server') instead of being given GPUs nobody would "
-        "start. Running jobs keep running: their sidecars need no server.",
-    )
-    mechanism = Enum(
-        P.Mechanism.values(),
-        P.Mechanism.SIDECAR.value,
-        config=True,
-        help="How a job changes GPUs: 'sidecar' (checkpoint at the next step, no work lost) or "
-        "'termination' (kill, restart from the last periodic checkpoint: for comparisons).",
-    )
-
-    # -- budgets (budgets.py, estimates.py) -----------------------------------------------
-    max_open_jobs = Int(
-        200,
-        min=0,
-        config=True,
-        help="Most open (queued or running) jobs one user may have, admins included; a "
-        "submission past it is refused with 429 (0: no cap). Every open job costs each decision "
-        "and forecast a little; 200 is days of work for a box of a few GPUs.",
-    )
-    max_stored_bytes = Int(
-        256 * 2**20,
-        min=0,
-        config=True,
-        help="Most bytes one user's jobs may take in the scheduler's database (their scripts, "
-        "args, names and paths; finished jobs until they expire); a submission past it is "
-        "refused with 507 (0: no cap). 256 MB: 256 scripts of the largest size (1 MB), or "
-        "thousands of ordinary ones.",
-    )
-    forecast_budget = Float(
-        1.0,
-        config=True,
-        help="Seconds one forecast of the queue's estimated starts and ends may take (in a "
-        "worker thread): the forward run stops there, and the jobs it did not reach have no "
-        "estimate. Every reader (GET queue, status, gpus, the panel) shares one run and waits "
-        "for it briefly (a tenth of a second at most), then answers from the last forecast.",
-    )
-    forecast_jobs = Int(
-        200,
-        min=1,
-        config=True,
-        help="Most open jobs one forecast plays forward: every job that holds GPUs, then the "
-        "first in queue order; the others have no estimate.",
-    )
-
-    @default("job_root")
-    def _default_job_root(self) -> str:
-        from jupyter_core.paths import jupyter_data_dir
-
-        return str(jupyter_data_dir()) + "/elastic-gpu/jobs"
-
-    @validate("policy")
-    def _check_policy(self, proposal: Any) -> str:
-        known = policies.available()
-        if proposal["value"] not in known:
-            raise ValueError(
-                f"unknown policy {proposal['value']!r}: choose one of {', '.join(sorted(known))}"
-            )
-        return proposal["value"]
+class SchedulerService(SchedulerSettings):
+    """Decides and publishes leases; every setting is ``c.SchedulerService.<name>``
+    (``settings.py``)."""
 
     def __init__(
         self,
@@ -300,6 +106,8 @@ class SchedulerService(LoggingConfigurable):
         self.retention = Retention(self)  # finished jobs expire (job_retention_days)
         self.interactive = InteractiveLeases(self, parent=self)  # kernels' leases
         self.releases = ReleaseDeadlines(self)  # no holder keeps GPUs past a deadline
+        self.beats = SidecarHeartbeats(self)  # the sidecar protocol
+        self.launches = Launches(self)  # sidecars started, launches listed for servers
 
     @property
     def simulated(self) -> bool:
@@ -471,27 +279,10 @@ class SchedulerService(LoggingConfigurable):
             return self.version
 
     def pending_launches(self, who: Principal) -> list[LaunchRequest]:
-        """Shared mode: launches of ``who``'s jobs that their own server must carry out. Asking
-        is what tells the scheduler that the server is there to start them."""
-        self._servers_seen[who.user] = time.time()
-        if who.user in self._server_less:
-            self.poke()  # its jobs may be given GPUs again now
-        out = []
-        for job_id, secret in list(self._secrets.items()):
-            job = self.jobs.get(job_id)
-            if job and job.user == who.user and job.launch.get("via") == "agent":
-                out.append(self._launch_request(job, secret))
-        return out
+        return self.launches.pending(who)  # launches.py
 
     def voided_launches(self, who: Principal) -> list[str]:
-        """Shared mode: ``who``'s jobs whose claim was voided lately, whose processes their
-        server ends (listed for a while: ending what is already over changes nothing)."""
-        since = time.time() - releases.ENDED_LISTED_S
-        return [
-            job.id
-            for job in self.jobs.values()
-            if job.user == who.user and job.voided_at is not None and job.voided_at >= since
-        ]
+        return self.launches.voided(who)
 
     def holders(self) -> dict[str, str]:
         return leases.holders(self.jobs.values())
@@ -504,53 +295,7 @@ class SchedulerService(LoggingConfigurable):
 
     # -- the sidecar protocol ---------------------------------------------------------------
     async def heartbeat(self, job_id: str, secret: str, body: object) -> LeaseView:
-        job = self.jobs.get(job_id)
-        if job is None or not job.secret_hash or not secret_matches(secret, job.secret_hash):
-            raise Unauthorized(f"job {job_id}: unknown job or wrong secret")
-        beat: Heartbeat = parse(Heartbeat, body, "heartbeat")  # nothing changed before this
-        if is_lease(job):  # a kernel's provisioner, not a sidecar
-            return await self.interactive.heartbeat(job, beat)
-        now = time.time()
-        job.last_heartbeat = now
-        self._secrets.pop(job_id, None)  # the sidecar is up: nothing left to hand out
-        if job.state == JobState.QUEUED:
-            # A sidecar we had given up on: have it checkpoint and stop; the job starts again
-            # through the scheduler like any queued job. What it did meanwhile is kept.
-            await self.store.add_progress(job.id, beat.records())
-            top = max(job.desired.generation, beat.generation or 0) + 1
-            return LeaseView(generation=top, gpus=[], action=LeaseAction.STOP)
-        fresh = beat.progress is not None and beat.progress != job.progress
-        # All or nothing: when a write fails the job is left as it was (but alive), and the
-        async with atomically(self.store, job):  # sidecar sends it again, backlog included
-            await self.store.add_progress(job.id, beat.records())
-            changed = leases.absorb(job, beat, fresh, {g.id for g in self.gpu_infos()})
-            if beat.state in (SidecarState.DONE, SidecarState.FAILED, SidecarState.CANCELLED):
-                await self.lifecycle.finish(job, JobState(beat.state.value), beat, now)
-                changed = True
-            elif beat.state == SidecarState.SUSPENDED and not job.final:
-                await self.lifecycle.requeue(
-                    job,
-                    snapshot.held_reason(job, stopping=False)
-                    if job.held
-                    else "suspended: its GPUs went to jobs that need them more; it resumes from "
-                    "its checkpoint",
-                    now,
-                    kind=EventKind.SUSPENDED,
-                )
-                changed = True
-            elif (
-                job.state in (JobState.STARTING, JobState.RESIZING)
-                and beat.state == SidecarState.RUNNING
-                and beat.generation == job.desired.generation
-            ):
-                await self.lifecycle.confirm_running(job, now)
-                changed = True
-            if changed:
-                await self.lifecycle.save(job)
-        if changed or fresh:  # watchers of /updates and the websocket see it now; and what
-            await self._changed_now()  # the job shows is decided again with it
-            self.poke()
-        return leases.published(job, self.jobs.values())
+        return await self.beats.receive(job_id, secret, body)  # heartbeats.py
 
     # -- decisions --------------------------------------------------------------------------
     async def _decide(self, now: float) -> None:
@@ -653,54 +398,8 @@ class SchedulerService(LoggingConfigurable):
         return job.state == JobState.QUEUED and job.user in self._server_less
 
     # -- starting sidecars ----------------------------------------------------------------
-    def _launch_request(self, job: JobRecord, secret: str) -> LaunchRequest:
-        return LaunchRequest(
-            job_id=job.id,
-            job_dir=job.job_dir,
-            spec=job.spec,
-            gpus=list(job.desired.gpus),
-            generation=job.desired.generation,
-            simulated=bool(job.spec.simulated),
-            heartbeat_url=self.heartbeat_url(job.id),
-            heartbeat_interval=self.heartbeat_interval,
-            secret=secret,
-            mechanism=P.Mechanism(self.mechanism),
-            checkpoint_interval=self.checkpoint_interval,
-        )
-
     async def _launch_ready(self, now: float) -> None:
-        for job in list(self.jobs.values()):
-            if job.state != JobState.STARTING or job.launched_at is not None or is_lease(job):
-                continue  # a lease's kernel starts itself (interactive.py)
-            if not leases.busy_elsewhere(job, self.jobs.values()).isdisjoint(job.desired.gpus):
-                continue  # the previous holder is still checkpointing: next round
-            secret, digest = new_secret()
-            async with atomically(self.store, job):  # recorded before a sidecar exists
-                job.secret_hash = digest
-                job.launched_at = job.last_heartbeat = now
-                await self.lifecycle.save(job)
-            self._secrets[job.id] = secret
-            try:
-                job.launch = await self.launcher.launch(self._launch_request(job, secret))
-            except PlaceGone as e:  # its GPUs went away meanwhile: not the job's fault
-                self._secrets.pop(job.id, None)
-                self.log.warning("elastic-gpu: job %s: not started: %s", job.id, e)
-                reason = f"queued again: {e} before its sidecar started"
-                await self.lifecycle.requeue(job, reason, now, kind=EventKind.LOST)
-            except Exception as e:  # the launch itself failed: the job cannot run as sent
-                self.log.exception("elastic-gpu: job %s: launch failed", job.id)
-                self._secrets.pop(job.id, None)
-                error = ErrorInfo(
-                    type=type(e).__name__,
-                    message=str(e),
-                    hint="the sidecar could not be started; check LocalLauncher.python and "
-                    "the job dir",
-                )
-                await self.lifecycle.finish(job, JobState.FAILED, Heartbeat(error=error), now)
-            if job.launch.get("via") != "agent":
-                self._secrets.pop(job.id, None)
-            await self.lifecycle.save(job)
-            await self._changed_now()
+        await self.launches.start_ready(now)  # launches.py
 
     # -- losses and endings ---------------------------------------------------------------
     async def _find_lost(self, now: float) -> None:

@@ -7,39 +7,40 @@ to all routes; sidecars reach one route, the heartbeat, with their per-job secre
 Each handler asks its app for the backend and for the caller's principal, and answers a
 typed model or one error map (``errors.py``).
 
-Each route reads at most its own body limit, decided before the body arrives: the handlers
-stream their bodies (``stream_request_body``), so a Content-Length over the limit is refused
-from the headers, and a chunked body is cut off where it passes the limit. The submit route of
-a user's own server takes the passed variables; the shared scheduler's takes none.
+Each route reads at most its own body limit, decided before the body arrives
+(``bodies.py``). The submit route of a user's own server takes the passed variables; the
+shared scheduler's takes none. The websocket is ``updates_socket.py``.
 """
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import json
 import math
 from collections.abc import Awaitable
-from http.client import responses
 from typing import Any
 
 from elastic_gpu_sidecar.protocol import MAX_GPU_ID_CHARS
-from jupyter_server.auth.decorator import allow_unauthenticated, ws_authenticated
-from jupyter_server.base.handlers import APIHandler, JupyterHandler
-from jupyter_server.base.websocket import WebSocketMixin
-from jupyter_server.extension.handler import ExtensionHandlerMixin
+from jupyter_server.auth.decorator import allow_unauthenticated
+from jupyter_server.base.handlers import APIHandler
 from jupyter_server.utils import url_path_join
 from pydantic import BaseModel
 from tornado import web
 from tornado.web import stream_request_body
-from tornado.websocket import WebSocketClosedError, WebSocketHandler
 
 from ..errors import BadRequest, ElasticGPUError, NotFound, TooLarge, Unauthorized
 from ..models import JobFilter
 from ..models.base import load_json
 from ..scheduler.principal import Principal
-from . import admin_page, panel
-from .credentials import scrub_query
+from . import admin_page
+from .base import ElasticHandler, error_document
+from .bodies import (
+    MAX_BODY_BYTES,
+    MAX_FIELDS_BODY_BYTES,
+    MAX_SMALL_BODY_BYTES,
+    MAX_SUBMIT_BYTES,
+    StreamedBody,
+)
+from .updates_socket import UpdatesSocket
 
 #: Where the API lives under a server's base_url (the embedded and the shared scheduler alike).
 API_PREFIX = "elastic-gpu/api"
@@ -47,94 +48,17 @@ JOB_ID = r"(?P<job_id>[A-Za-z0-9_\-]{1,64})"
 #: A group name in a path (checked further by the backend).
 GROUP = r"(?P<group>[^/]{1,1024})"
 GPU_ID = rf"(?P<gpu_id>[A-Za-z0-9_\-:.]{{1,{MAX_GPU_ID_CHARS}}})"
-#: Largest body of a submission to a user's own server (personal mode, or the server that
-#: forwards to a shared scheduler): the variables passed with a job travel in it.
-MAX_BODY_BYTES = 256 * 1024 * 1024
-#: Largest body of a submission to the shared scheduler or the Hub service, which takes no
-#: passed variables: a 1 MB script even at its most escaped, with its args, name and paths.
-MAX_SUBMIT_BYTES = 8 * 1024 * 1024
-#: Largest body of a heartbeat (a backlog of progress records) or of a list of removed jobs.
-MAX_SMALL_BODY_BYTES = 1024 * 1024
-#: Largest body of a route that takes a few fields (priority, drain, keep, weight, a lease).
-MAX_FIELDS_BODY_BYTES = 64 * 1024
-#: Largest body of a route that reads none (every GET; cancel, suspend, resume).
-MAX_EMPTY_BODY_BYTES = 4 * 1024
-#: A refused body up to this size is read to its end and dropped before the 413 goes out: a
-#: client that reads its answer only once it has sent everything (urllib, requests) would
-#: otherwise see the connection reset instead. A larger one is answered at once, as is one
-#: whose client waits for ``100-continue``.
-DRAIN_BYTES = 512 * 1024 * 1024
 #: Longest a long poll of ``updates`` may wait.
 MAX_POLL_S = 60.0
-#: What the websocket ``ws`` sends (``?view=``): the status document, or the panel's channel.
-WS_VIEWS = ("status", "panel")
-#: The name of a websocket's pump task (one per open socket).
-WS_PUMP = "elastic-gpu-ws-pump"
-#: Seconds between two looks at the GPUs of a panel's socket while nothing else changes.
-PANEL_GPU_S = 5.0
-#: Fewest seconds between two messages of a panel's socket.
-PANEL_MIN_INTERVAL_S = 0.25
-
-
-class _ElasticHandler(ExtensionHandlerMixin):
-    """What every route needs from its app: the backend, and who is asking."""
-
-    @property
-    def backend(self) -> Any:
-        return self.extensionapp.backend
-
-    async def principal(self) -> Principal:
-        return self.extensionapp.principal_of(self.current_user)
-
-    def _request_summary(self) -> str:
-        """The request as tornado's warnings name it, without credentials: a refused request
-        may carry a real token with a typo, or one meant for another service."""
-        return f"{self.request.method} {scrub_query(self.request.uri or '')} ({self.request.remote_ip})"
-
-
-def error_document(error: BaseException | None, status: int) -> dict[str, Any]:
-    """What a client is told of an error, on every route and the websocket: the message that
-    says what to do and a machine-readable ``reason`` (``errors.py``). A fault of ours says
-    only where to look."""
-    if isinstance(error, ElasticGPUError):
-        return {"message": error.message, "reason": error.reason}
-    if isinstance(error, web.HTTPError):  # tornado's and Jupyter's own refusals
-        message = error.log_message % error.args if error.args else error.log_message
-        return {"message": message or responses.get(status, "error"), "reason": error.reason}
-    return {"message": f"internal error ({status}): see the server's log", "reason": "internal"}
-
-
-def _size(n: int) -> str:
-    return f"{n / 2**20:.3g} MB" if n >= 2**20 else f"{n / 2**10:.3g} kB"
 
 
 @stream_request_body
-class ElasticAPIHandler(_ElasticHandler, APIHandler):
+class ElasticAPIHandler(ElasticHandler, StreamedBody, APIHandler):
     #: Every route needs a Jupyter user, whatever ServerApp.allow_unauthenticated_access says.
     require_user = True
 
-    #: The largest body this route's POST or PUT reads; a larger one is refused unread.
-    body_limit = MAX_EMPTY_BODY_BYTES
-
-    def max_body_bytes(self) -> int:
-        if self.request.method in ("GET", "HEAD"):
-            return MAX_EMPTY_BODY_BYTES
-        return self.body_limit
-
-    def too_large(self, size: int | None) -> TooLarge:
-        """The refusal of a body of ``size`` bytes (None: a chunked one, cut off) over this
-        route's limit."""
-        limit = _size(self._limit)
-        if size is None:
-            return TooLarge(f"the body is larger than {limit}, the most this route takes")
-        return TooLarge(f"the body is {_size(size)}, more than the {limit} this route takes")
-
     async def prepare(self) -> None:
-        # The body arrives after this, chunk by chunk (``data_received``), into request.body.
-        self._body = bytearray()
-        self.request.body = self._body  # type: ignore[assignment]
-        self._refused: ElasticGPUError | web.HTTPError | None = None
-        self._unread = 0
+        self._start_body()
         try:
             try:
                 await super().prepare()  # the user, the host, XSRF
@@ -148,48 +72,7 @@ class ElasticAPIHandler(_ElasticHandler, APIHandler):
             return
         if self.require_user:
             self._who = await self.principal()
-        self._limit = self.max_body_bytes()
-        declared = self._declared()
-        if declared is None or declared <= self._limit:
-            return
-        refused = self.too_large(declared)
-        if not self.refuse(refused):
-            self.fail(refused)
-
-    def _declared(self) -> int | None:
-        """The body's Content-Length; None when there is none (chunked, or no body) or it is
-        malformed (tornado answers that)."""
-        try:
-            return int(self.request.headers.get("Content-Length", ""))
-        except ValueError:
-            return None
-
-    def refuse(self, error: ElasticGPUError | web.HTTPError) -> bool:
-        """Answer ``error`` once the body sent with the request has been read and dropped;
-        False when it should be answered at once (no body, a chunked one, one too large to
-        read, or a client waiting for ``100-continue``). Answered while the client still
-        sends, the connection is closed with the body unread, and the client sees a reset or
-        a broken pipe instead of the answer."""
-        declared = self._declared()
-        waits = self.request.headers.get("Expect", "").lower() == "100-continue"
-        if not declared or declared > DRAIN_BYTES or waits:
-            return False
-        self.request.connection.set_max_body_size(declared)  # read to its end, then answer
-        self._refused, self._unread = error, declared
-        return True
-
-    def data_received(self, chunk: bytes) -> None:
-        if self._finished:
-            return
-        if self._refused is not None:  # a refused request's body, read and dropped
-            self._unread -= len(chunk)
-            if self._unread <= 0:
-                self.fail(self._refused)
-            return
-        if len(self._body) + len(chunk) > self._limit:  # chunked, past the limit: cut off
-            self.fail(self.too_large(None))
-            return
-        self._body += chunk
+        self._check_declared()
 
     def check_xsrf_cookie(self) -> None:
         if hasattr(self, "_jupyter_current_user"):  # tornado asks once before prepare: skip it
@@ -411,95 +294,6 @@ class HeartbeatHandler(ElasticAPIHandler):
 
     def check_xsrf_cookie(self) -> None:
         return None
-
-
-class UpdatesSocket(_ElasticHandler, WebSocketMixin, WebSocketHandler, JupyterHandler):
-    """Pushes the status document on every change (``?view=status``, the default), or the
-    panel's GPUs, queue and jobs as a snapshot and then deltas (``?view=panel``)."""
-
-    def set_default_headers(self) -> None:
-        """No JupyterHandler headers on a websocket upgrade."""
-
-    async def prepare(self, *args: Any, **kwargs: Any) -> None:
-        """No credentials: 401 with the JSON message every route gives (Jupyter says 403)."""
-        try:
-            await super().prepare(*args, **kwargs)
-        except web.HTTPError as e:  # ServerApp.allow_unauthenticated_access=False
-            if e.status_code != 403 or self.current_user is not None or not self.check_host():
-                raise
-        if self.current_user is None:
-            raise web.HTTPError(401, self.extensionapp.how_to_authenticate)
-
-    def write_error(self, status_code: int, **kwargs: Any) -> None:
-        """Refusals before the upgrade are the map every other route answers."""
-        error = kwargs.get("exc_info", (None, None, None))[1]
-        self.set_header("Content-Type", "application/json")
-        self.finish(json.dumps(error_document(error, status_code)))
-
-    @ws_authenticated
-    async def get(self, *args: Any, **kwargs: Any) -> None:
-        self._view = self.get_query_argument("view", "status")
-        if self._view not in WS_VIEWS:
-            raise web.HTTPError(
-                400, f"unknown view {self._view[:40]!r}: choose {' or '.join(WS_VIEWS)}"
-            )
-        self._who = await self.principal()
-        await super().get(*args, **kwargs)
-
-    def open(self, *args: Any, **kwargs: Any) -> None:
-        super().open()
-        pump = self._pump_panel if self._view == "panel" else self._pump_status
-        self._pump_task = asyncio.create_task(self._guarded(pump()), name=WS_PUMP)
-
-    async def _guarded(self, pump: Awaitable[None]) -> None:
-        """Run a pump until the socket closes; a backend error is said, then the socket closes."""
-        try:
-            await pump
-        except (WebSocketClosedError, asyncio.CancelledError):
-            pass
-        except ElasticGPUError as e:
-            with contextlib.suppress(WebSocketClosedError):
-                self.write_message(json.dumps({"type": "error", **error_document(e, e.status)}))
-            self.close()
-
-    async def _pump_status(self) -> None:
-        version = -1
-        while True:
-            status = (await self.backend.status(self._who)).model_dump(mode="json")
-            self.write_message(json.dumps({"type": "update", "version": version, "status": status}))
-            version = (await self.backend.wait_updates(self._who, version, 25.0)).version
-
-    async def _pump_panel(self) -> None:
-        """A snapshot, then deltas (``panel.py``). The GPUs are looked at again every
-        ``PANEL_GPU_S`` without a change of state too: their utilisation moves by itself."""
-        who, clock = self._who, asyncio.get_running_loop().time
-        version = (await self.backend.wait_updates(who, -1, 0.0)).version
-        docs = await panel.documents(self.backend, who)
-        await self.write_message(json.dumps(panel.snapshot(version, docs)))
-        while True:
-            since, pushed = version, clock()
-            version = (await self.backend.wait_updates(who, version, PANEL_GPU_S)).version
-            # At most one push every PANEL_MIN_INTERVAL_S: changes that come together (500
-            # jobs' heartbeats) go out as one delta.
-            await asyncio.sleep(max(0.0, pushed + PANEL_MIN_INTERVAL_S - clock()))
-            if version != since:  # the documents read next are at least this new
-                version = (await self.backend.wait_updates(who, -1, 0.0)).version
-            keys = panel.DOCUMENTS if version != since else ("gpus",)
-            fresh = {**docs, **await panel.documents(self.backend, who, keys)}
-            message = panel.delta(version, docs, fresh)
-            if message is None and version != since:
-                message = {"type": "delta", "version": version}  # nothing new for this caller
-            if message:
-                await self.write_message(json.dumps(message))
-                docs = fresh
-
-    def on_message(self, message: Any) -> None:
-        """Clients only listen."""
-
-    def on_close(self) -> None:
-        task = getattr(self, "_pump_task", None)
-        if task:
-            task.cancel()
 
 
 class SharesHandler(ElasticAPIHandler):

@@ -228,7 +228,8 @@ def cmd_run(args, parser) -> int:
         from .procs import die_with_parent
 
         die_with_parent(args.die_with_parent)
-    from .supervisor import Options, Sidecar
+    from .options import Options
+    from .supervisor import Sidecar
 
     job = JobDir(args.job_dir)
     job.path.mkdir(parents=True, exist_ok=True)

@@ -13,15 +13,14 @@ import contextlib
 import os
 import signal
 import subprocess
-import sys
 import threading
 import time
-from dataclasses import dataclass, field
 
 from . import protocol as P
 from .heartbeat import HeartbeatClient
 from .jobdir import JobDir, ProgressTail, atomic_write_json, read_live
 from .measurements import Measurements
+from .options import Options
 from .procs import describe_exit, kill_group, reap_group
 from .report import result_document, trainer_error
 from .spawner import TrainerSpawner
@@ -33,26 +32,6 @@ FINAL_EXIT = {
     S.SUSPENDED: P.EXIT_SUSPENDED,
     S.CANCELLED: P.EXIT_CANCELLED,
 }
-
-
-@dataclass
-class Options:
-    job_dir: str
-    gpus: list[str] | None = None
-    generation: int | None = None
-    simulated: bool = False
-    command: dict = field(default_factory=dict)  # what runs: see job.json
-    mechanism: P.Mechanism = P.Mechanism.SIDECAR
-    max_restarts: int = 3
-    stop_timeout: float = 120.0
-    backoff: float = 1.0
-    standby: bool = True
-    scheduler_url: str | None = None
-    job_id: str | None = None
-    heartbeat: float = P.DEFAULT_HEARTBEAT_INTERVAL_S
-    final_linger: float = P.FINAL_HEARTBEAT_LINGER_S
-    python: str = sys.executable
-    echo: bool = True
 
 
 class _Stop:

@@ -14,7 +14,8 @@ from pathlib import Path
 from jupyter_elastic_gpu.models import SubmitRequest
 from jupyter_elastic_gpu.scheduler.jobs import JobRecord
 from jupyter_elastic_gpu.scheduler.storage.dbfile import DatabaseLock
-from jupyter_elastic_gpu.scheduler.storage.store import MIGRATIONS, Store
+from jupyter_elastic_gpu.scheduler.storage.schema import MIGRATIONS
+from jupyter_elastic_gpu.scheduler.storage.store import Store
 
 SPEC = SubmitRequest(kind="synthetic", synthetic={"work": 10, "throughput": {"1": 1}})
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from jupyter_elastic_gpu.commands import format_status
 from jupyter_elastic_gpu.notebook.text import describe_job, epoch_text
+from jupyter_elastic_gpu.status_table import format_status
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,8 @@ from jupyter_elastic_gpu.scheduler.jobs import JobRecord
 from jupyter_elastic_gpu.scheduler.port import views
 from jupyter_elastic_gpu.scheduler.principal import Principal
 from jupyter_elastic_gpu.scheduler.service import SchedulerService
-from jupyter_elastic_gpu.scheduler.storage.store import MIGRATIONS, Store, migration_scripts
+from jupyter_elastic_gpu.scheduler.storage.schema import MIGRATIONS, migration_scripts
+from jupyter_elastic_gpu.scheduler.storage.store import Store
 
 ANN, BOB = Principal("ann"), Principal("bob")
 

@@ -14,7 +14,7 @@ from openapi_check import validate
 from tornado.httpclient import HTTPClientError
 
 from jupyter_elastic_gpu.server import panel
-from jupyter_elastic_gpu.server.handlers import WS_PUMP
+from jupyter_elastic_gpu.server.updates_socket import WS_PUMP
 
 MESSAGE = "#/components/schemas/UpdateMessage"
 

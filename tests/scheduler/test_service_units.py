@@ -19,8 +19,10 @@ from jupyter_elastic_gpu.scheduler.execution.inventory import SimulatedInventory
 from jupyter_elastic_gpu.scheduler.jobs import hash_secret
 from jupyter_elastic_gpu.scheduler.port import views
 from jupyter_elastic_gpu.scheduler.principal import Principal
-from jupyter_elastic_gpu.scheduler.service import POSITIVE_SECONDS, SchedulerService
-from jupyter_elastic_gpu.scheduler.storage.store import MIGRATIONS, Store
+from jupyter_elastic_gpu.scheduler.service import SchedulerService
+from jupyter_elastic_gpu.scheduler.settings import POSITIVE_SECONDS
+from jupyter_elastic_gpu.scheduler.storage.schema import MIGRATIONS
+from jupyter_elastic_gpu.scheduler.storage.store import Store
 
 
 def submit_request(body):

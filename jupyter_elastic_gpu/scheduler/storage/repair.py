@@ -23,15 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from . import dbfile
-from .store import (
-    JOB_ROWS,
-    MIGRATIONS,
-    QUARANTINE,
-    QUARANTINED,
-    migration_scripts,
-    quarantine_message,
-    read_row,
-)
+from .quarantine import JOB_ROWS, QUARANTINE, QUARANTINED, quarantine_message, read_row
+from .schema import MIGRATIONS, migration_scripts
 
 #: The tables of the schema and the columns kept of each (rowid aside), in the oldest
 #: schema that has them; ``quarantine`` exists from version 3.

@@ -2,8 +2,8 @@
 
 One writer (the scheduler) in WAL mode, so readers never block it and a crash loses at most
 the transaction in flight. The schema only moves forward through numbered migrations
-(``PRAGMA user_version``); user data is never dropped and recreated: a job row that cannot be
-read any more is moved, untouched, to the ``quarantine`` table (``load_records``).
+(``schema.py``); user data is never dropped and recreated: a job row that cannot be read any
+more is moved, untouched, to the ``quarantine`` table (``quarantine.py``, ``load_records``).
 
 Every change is a transaction (``transaction``): writes of one request or one decision are
 committed together or not at all, one transaction at a time. A database that cannot be
@@ -30,136 +30,13 @@ from elastic_gpu_sidecar.protocol import FINAL_JOB_STATES
 
 from ...errors import StorageUnavailable
 from . import dbfile
+from .quarantine import JOB_ROWS, QUARANTINE, QUARANTINED, quarantine_message, read_row
+from .schema import MIGRATIONS, migration_scripts
 
 T = TypeVar("T")
 
-#: Each entry upgrades the schema by one version. Append; never edit a shipped entry.
-MIGRATIONS: tuple[str, ...] = (
-    """
-    CREATE TABLE jobs (
-        id TEXT PRIMARY KEY,
-        user TEXT NOT NULL,
-        state TEXT NOT NULL,
-        submitted_at REAL NOT NULL,
-        finished_at REAL,
-        data TEXT NOT NULL
-    );
-    CREATE INDEX jobs_state ON jobs(state);
-    CREATE INDEX jobs_user ON jobs(user);
-    CREATE TABLE progress (
-        job_id TEXT NOT NULL,
-        t REAL NOT NULL,
-        record TEXT NOT NULL
-    );
-    CREATE INDEX progress_job ON progress(job_id, t);
-    CREATE TABLE events (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT,
-        job_id TEXT,
-        t REAL NOT NULL,
-        kind TEXT NOT NULL,
-        message TEXT NOT NULL,
-        data TEXT
-    );
-    CREATE INDEX events_job ON events(job_id, seq);
-    """,
-    # 2: a job's requested count is spec.requested_gpus (it was spec.gpus, which means GPU ids
-    # everywhere else).
-    """
-    UPDATE jobs SET data = json_set(
-        json_remove(data, '$.spec.gpus'),
-        '$.spec.requested_gpus',
-        json_extract(data, '$.spec.gpus')
-    ) WHERE json_type(data, '$.spec.gpus') IS NOT NULL;
-    """,
-    # 3: job rows that cannot be read are moved here whole, their columns untouched (no type:
-    # any value is kept as it was), with when and why; never dropped.
-    """
-    CREATE TABLE quarantine (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT,
-        quarantined_at REAL NOT NULL,
-        error TEXT NOT NULL,
-        id, user, state, submitted_at, finished_at, data
-    );
-    """,
-    # 4: a job's spec may name the notebook that submitted it (spec.notebook, in the JSON of
-    # its row: no table changes). An older version would set every such row aside as
-    # unreadable (quarantine); at this schema version it refuses the database instead, and
-    # says to upgrade.
-    """
-    -- spec.notebook
-    """,
-    # 5: settings an admin changes while the scheduler runs (group weights, drained GPUs), as
-    # JSON per key; and each user's GPU usage for fair share, decayed, as of ``at``.
-    """
-    CREATE TABLE settings (
-        key TEXT PRIMARY KEY,
-        value TEXT NOT NULL,
-        updated_at REAL NOT NULL,
-        updated_by TEXT
-    );
-    CREATE TABLE usage (
-        user TEXT PRIMARY KEY,
-        gpu_s REAL NOT NULL,
-        at REAL NOT NULL
-    );
-    """,
-    # 6: jobs past the retention whose rows are gone and whose directories are still to be
-    # removed by their owner's side (``retention.py``); a row leaves once its directory has.
-    """
-    CREATE TABLE expired (
-        id TEXT PRIMARY KEY,
-        user TEXT NOT NULL,
-        job_dir TEXT NOT NULL,
-        expired_at REAL NOT NULL
-    );
-    CREATE INDEX expired_user ON expired(user);
-    """,
-)
 
 FINAL_STATES = tuple(sorted(s.value for s in FINAL_JOB_STATES))
-#: Every job row, raw: a row whose text is not UTF-8 is read too (and quarantined).
-JOB_ROWS = (
-    "SELECT rowid, CAST(id AS BLOB) AS id, CAST(data AS BLOB) AS data FROM jobs "
-    "ORDER BY submitted_at, id"
-)
-#: Move the job row ``rowid`` aside: (when, why, rowid), then (rowid,).
-QUARANTINE = (
-    "INSERT INTO quarantine (quarantined_at, error, id, user, state, submitted_at, finished_at, "
-    "data) SELECT ?, ?, id, user, state, submitted_at, finished_at, data FROM jobs WHERE rowid = ?",
-    "DELETE FROM jobs WHERE rowid = ?",
-)
-#: The event kind that says a job's row was quarantined (models.EventKind.QUARANTINED).
-QUARANTINED = "quarantined"
-
-
-def migration_scripts(version: int) -> list[str]:
-    """The scripts that bring a database at schema ``version`` to this version's, each a
-    transaction of its own."""
-    return [
-        f"BEGIN;\n{script}\nPRAGMA user_version = {number};\nCOMMIT;"
-        for number, script in enumerate(MIGRATIONS[version:], start=version + 1)
-    ]
-
-
-def read_row(raw_id: Any, raw_data: Any, parse: Callable[[dict], T]) -> tuple[str, T | None, str]:
-    """(job id as text, the parsed job or None, why it could not be read or "")."""
-    job_id = bytes(raw_id or b"").decode("utf-8", "replace") if raw_id is not None else "?"
-    try:
-        doc = json.loads(bytes(raw_data)) if raw_data is not None else None
-        if not isinstance(doc, dict):
-            raise ValueError("its document is not a JSON object")
-        if doc.get("id") != job_id:
-            raise ValueError(f"its document names another job ({str(doc.get('id'))[:80]!r})")
-        return job_id, parse(doc), ""
-    except Exception as e:  # whatever does not parse is quarantined, never fatal
-        return job_id, None, " ".join(f"{type(e).__name__}: {e}".split())[:1000]
-
-
-def quarantine_message(job_id: str, error: str) -> str:
-    return (
-        f"job {job_id} could not be read from the database ({error}); its row was moved, as it "
-        "was, to the quarantine table: `jupyter elastic-gpu doctor` lists it"
-    )
 
 
 def _reading(method: Callable[..., Any]) -> Callable[..., Any]:
