@@ -65,7 +65,12 @@ async def test_long_job_shrinks_for_a_short_one_and_grows_back(jp_fetch):
     # Every change has its reason in the event log.
     events = (await api(jp_fetch, f"jobs/{a['id']}/events"))["events"]
     resizes = [e for e in events if e["kind"] == "resize"]
-    assert [(len(e["data"]["from"]), len(e["data"]["to"])) for e in resizes][:2] == [(4, n), (n, 4)]
+    steps = [(len(e["data"]["from"]), len(e["data"]["to"])) for e in resizes]
+    assert steps[0] == (4, n), steps
+    # The same path as the trainer's: each change starts where the last one ended, up to 4 again.
+    assert all(a[1] == b[0] for a, b in zip(steps, steps[1:])), steps
+    up = next(i for i, step in enumerate(steps) if step[1] == 4)
+    assert [step[1] for step in steps[: up + 1]] == counts[1 : back + 1], (steps, counts)
     assert all(e["message"].count(":") >= 1 and len(e["message"]) > 30 for e in resizes)
     assert a_final["resizes"] >= 2 and a_final["history"]
     await api(jp_fetch, f"jobs/{a['id']}/cancel", "POST", {})
