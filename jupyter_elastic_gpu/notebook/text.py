@@ -25,6 +25,11 @@ def error_hint(error: Mapping[str, Any]) -> str | None:
     return error.get("hint")
 
 
+#: What the text says of a running job's end while the API says ``estimating`` (its pace has
+#: not settled: ``core/eta.py``); the card says the same.
+ESTIMATING = "ETA estimating…"
+
+
 def eta_text(seconds: float | None) -> str | None:
     if seconds is None:
         return None
@@ -68,7 +73,7 @@ def describe_job(job: dict[str, Any]) -> str:
     if p.get("samples_per_s") and job["state"] not in FINAL:
         parts.append(f"{p['samples_per_s']:,.0f} samples/s")
     eta = (
-        eta_text(job.get("eta_s"))
+        (ESTIMATING if job.get("estimating") else eta_text(job.get("eta_s")))
         if job["state"] in (JobState.RUNNING, JobState.RESIZING)
         else None
     )

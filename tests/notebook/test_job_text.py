@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from jupyter_elastic_gpu.notebook.text import describe_job, epoch_text
+from jupyter_elastic_gpu.notebook.text import ESTIMATING, describe_job, epoch_text
 from jupyter_elastic_gpu.status_table import format_status
 
 
@@ -76,3 +76,10 @@ def test_a_resized_job_says_its_gpu_counts():
         {"t": 3.0, "gpus": ["0", "1", "2", "3"], "why": "grown back"},
     ]
     assert "GPU counts so far: 4 → 2 → 4" in describe_job({**JOB, "history": history, "resizes": 2})
+
+
+def test_a_running_job_says_estimating_until_its_end_is_told():
+    estimating = describe_job({**JOB, "estimating": True, "eta_s": None})
+    assert ESTIMATING in estimating and "ETA " + "1" not in estimating
+    told = describe_job({**JOB, "estimating": False, "eta_s": 690.0})
+    assert "ETA 11 min 30 s" in told and ESTIMATING not in told
