@@ -72,7 +72,11 @@ class ElasticJob:
 
     @property
     def history(self) -> list[dict[str, Any]]:
-        """Progress samples (epoch, step, loss, samples/s, replicas ...) as plain dicts."""
+        """Progress samples (epoch, step, loss, samples/s, replicas ...) as plain dicts.
+
+        ``epoch`` is Keras' callback index, 0-based, of the epoch in progress: a sample with
+        ``epoch == 2`` is shown "epoch 3/20" by the card, the CLI, the text view and the log,
+        as Keras prints it (``protocol.epoch_shown``)."""
         return self.client.progress(self.id)["progress"]
 
     def events(self) -> list[dict[str, Any]]:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from elastic_gpu_sidecar.protocol import FINAL_JOB_STATES, JobState
+from elastic_gpu_sidecar.protocol import FINAL_JOB_STATES, JobState, epoch_shown
 
 FINAL = frozenset(s.value for s in FINAL_JOB_STATES)
 #: What a notebook says of an undefined name: the most common surprise of a cell run as a job.
@@ -45,13 +45,13 @@ def epoch_text(progress: Mapping[str, Any] | None, state: str | None = None) -> 
     """The only way an epoch is shown (the CLI, the text view; the card's ``epochText`` says
     the same): "epoch N/M", 1-based as Keras' own log counts, N never above M; "epoch N"
     while the total is unknown; None before anything is known. ``progress`` is a job's (``epoch``: the 0-based epoch in
-    progress; ``epochs``: the total)."""
+    progress; ``epochs``: the total). The count is ``protocol.epoch_shown``'s."""
     p = progress or {}
-    epoch, total = p.get("epoch"), p.get("epochs")
-    if total:
-        n = total if state == JobState.DONE else (epoch or 0) + 1
-        return f"epoch {min(max(n, 1), total)}/{total}"
-    return None if epoch is None else f"epoch {epoch + 1}"
+    total = p.get("epochs")
+    n = epoch_shown(p.get("epoch"), total, state == JobState.DONE)
+    if n is None:
+        return None
+    return f"epoch {n}/{total}" if total else f"epoch {n}"
 
 
 def describe_job(job: dict[str, Any]) -> str:
