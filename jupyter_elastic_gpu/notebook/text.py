@@ -54,6 +54,31 @@ def epoch_text(progress: Mapping[str, Any] | None, state: str | None = None) -> 
     return f"epoch {n}/{total}" if total else f"epoch {n}"
 
 
+def cancel_text(job: Mapping[str, Any]) -> str:
+    """What a cancel did, for the CLI and the job handle: a job cancelled before it started
+    never had GPUs, one that runs checkpoints first."""
+    state, started = job.get("state"), job.get("started_at") is not None
+    if state == JobState.CANCELLED:
+        if not started:
+            return f"cancelled {job['id']} before it started (it never had GPUs)"
+        return f"cancelled {job['id']}"
+    if state in FINAL:
+        return f"{job['id']} had already ended: {state}"
+    return f"cancelling {job['id']}: it saves a checkpoint at its next step and stops"
+
+
+def no_log_text(job: Mapping[str, Any]) -> str:
+    """Why a job's log is empty, for the CLI and the job handle."""
+    state = job.get("state")
+    if state == JobState.QUEUED and job.get("started_at") is None:
+        return "no log yet: the job is queued (it has not started)"
+    if state == JobState.STARTING:
+        return "no log yet: the job is starting (its trainer has not written anything)"
+    if state == JobState.CANCELLED and job.get("started_at") is None:
+        return "no log: the job was cancelled before it started"
+    return f"the log is empty (the job is {state})"
+
+
 def describe_job(job: dict[str, Any]) -> str:
     """A few lines: what the job is doing now, and the GPU counts it has had."""
     p = job.get("progress") or {}
