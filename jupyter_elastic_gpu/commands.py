@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from elastic_gpu_sidecar.protocol import JobKind, JobState
+from elastic_gpu_sidecar.protocol import JobKind
 
 from .errors import ExitCode, exit_codes_text
 from .listing import add_filter_options, hidden_line, job_filter
@@ -31,6 +31,7 @@ from .log_follow import follow_logs
 from .models import SubmitRequest
 from .notebook.client import SchedulerClient, SchedulerError
 from .notebook.discovery import discover
+from .notebook.text import cancel_text, no_log_text
 from .options import add_job_options, as_flags, job_request
 from .status_table import format_status
 
@@ -290,6 +291,8 @@ def run_logs(args: argparse.Namespace) -> int:
     if not args.follow:
         text = client.logs(args.id, tail=args.tail).get(key) or ""
         sys.stdout.write(text if not text or text.endswith("\n") else text + "\n")
+        if not text:
+            print(f"{args.id}: {no_log_text(client.job(args.id))}", file=sys.stderr)
         return ExitCode.OK
     job = follow_logs(client, args.id, key, args.tail)
     error = job.get("error")
@@ -303,13 +306,8 @@ def run_logs(args: argparse.Namespace) -> int:
 
 def run_cancel(args: argparse.Namespace) -> int:
     job = _client().cancel(args.id, force=args.force)
-    state = job.get("state")
-    print(state)
-    if not JobState(state).final:
-        print(
-            f"cancelling {args.id}: it saves a checkpoint at its next step and stops",
-            file=sys.stderr,
-        )
+    print(job.get("state"))
+    print(cancel_text(job), file=sys.stderr)
     return ExitCode.OK
 
 

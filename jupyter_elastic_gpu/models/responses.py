@@ -80,6 +80,15 @@ class LeaseChange(Strict):
     why: str
 
 
+#: What ``estimating`` says, in the job and in the queue.
+ESTIMATING = (
+    "true while the job's end is not told yet: its pace has not settled (too few progress "
+    "records, over too short a time, or their predicted ends still disagree; the rule is "
+    "core/eta.py), so eta_s and estimated_end are null and front ends say 'estimating...'; "
+    "false for finished jobs and kernels' leases"
+)
+
+
 class JobView(Strict):
     """A job as its owner (or an admin) sees it."""
 
@@ -100,6 +109,7 @@ class JobView(Strict):
     finished_at: float | None
     progress: JobProgress | None
     eta_s: float | None
+    estimating: bool = Field(False, description=ESTIMATING)
     throughput: dict[str, float]
     resize_cost_s: float | None
     resizes: int
@@ -191,8 +201,11 @@ class QueueEntry(Strict):
         "said (it can never fit, or its start lies past the forecast's horizon)",
     )
     estimated_end: float | None = Field(
-        None, description="when it finishes (epoch seconds), from the same forward run"
+        None,
+        description="when it finishes (epoch seconds), from the same forward run; null "
+        "while 'estimating'",
     )
+    estimating: bool = Field(False, description=ESTIMATING)
     estimate_limit: EstimateLimit | None = Field(
         None,
         description="why a job of the caller's lacks an estimate: the bound that stopped the "

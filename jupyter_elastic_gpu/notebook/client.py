@@ -192,12 +192,12 @@ class SchedulerClient:
                 raw = response.read()
                 status = response.status
         except urllib.error.HTTPError as e:
-            raise _http_error(e, url) from None
+            raise _http_error(e, shown(url)) from None
         except (urllib.error.URLError, OSError, http.client.HTTPException) as e:
             # refused, DNS, TLS, timeout, a connection dropped mid-answer
             why = getattr(e, "reason", None) or e
             raise SchedulerError(
-                f"cannot reach the scheduler at {url}: {why}; is JupyterLab "
+                f"cannot reach the scheduler at {shown(self.base_url)}: {why}; is JupyterLab "
                 "(or `jupyter elastic-gpu scheduler`) running?"
             ) from None
         if not raw.strip():
@@ -206,10 +206,19 @@ class SchedulerClient:
             return json.loads(raw)
         except ValueError:
             raise SchedulerError(
-                f"the server at {url} did not answer JSON (HTTP {status}): {_snippet(raw)}; is "
+                f"the server at {shown(url)} did not answer JSON (HTTP {status}): "
+                f"{_snippet(raw)}; is "
                 "this the elastic-gpu API root?",
                 status,
             ) from None
+
+
+def shown(url: str) -> str:
+    """A URL as an error may show it: without its query, fragment or user info (a query holds
+    the request's internal parameters, and a pasted URL may carry a token)."""
+    parts = urllib.parse.urlsplit(url)
+    host = parts.netloc.rpartition("@")[2]
+    return urllib.parse.urlunsplit((parts.scheme, host, parts.path, "", ""))
 
 
 def _quote(job_id: str) -> str:

@@ -20,7 +20,7 @@ from elastic_gpu_sidecar.protocol import JobState
 from elastic_gpu_sidecar.trainer.keras.tfquiet import startup_notices_hidden
 
 from .client import SchedulerClient, SchedulerError
-from .text import FINAL, describe_job, error_hint
+from .text import FINAL, cancel_text, describe_job, error_hint, no_log_text
 
 #: Longest a wait asks the server to hold one long poll.
 LONG_POLL_S = 25.0
@@ -33,10 +33,13 @@ class JobFailed(RuntimeError):
 
 
 class Logs(str):
-    """Log text that prints as itself in a notebook, not as a quoted string."""
+    """Log text that prints as itself in a notebook, not as a quoted string; an empty log
+    prints ``note``, why it is empty (the value stays the empty text)."""
+
+    note = ""
 
     def __repr__(self) -> str:
-        return str(self)
+        return str(self) or self.note
 
 
 def in_kernel() -> bool:
@@ -72,7 +75,11 @@ class ElasticJob:
 
     @property
     def history(self) -> list[dict[str, Any]]:
-        """Progress samples (epoch, step, loss, samples/s, replicas ...) as plain dicts."""
+        """Progress samples (epoch, step, loss, samples/s, replicas ...) as plain dicts.
+
+        ``epoch`` is Keras' callback index, 0-based, of the epoch in progress: a sample with
+        ``epoch == 2`` is shown "epoch 3/20" by the card, the CLI, the text view and the log,
+        as Keras prints it (``protocol.epoch_shown``)."""
         return self.client.progress(self.id)["progress"]
 
     def events(self) -> list[dict[str, Any]]:
@@ -82,12 +89,18 @@ class ElasticJob:
     def logs(self, tail: int = 200, sidecar: bool = False) -> Logs:
         """The last ``tail`` lines of the trainer's output (or of the sidecar's log)."""
         logs = self.client.logs(self.id, tail=tail)
-        return Logs(logs["sidecar" if sidecar else "trainer"])
+        text = Logs(logs["sidecar" if sidecar else "trainer"] or "")
+        if not text:
+            text.note = no_log_text(self.status())
+        return text
 
     # -- acting -------------------------------------------------------------------------------
     def cancel(self) -> dict[str, Any]:
-        """Checkpoint and stop the job for good."""
-        return self.client.cancel(self.id)
+        """Checkpoint and stop the job for good; says what happened (a job cancelled before
+        it started never had GPUs)."""
+        job = self.client.cancel(self.id)
+        print(cancel_text(job))
+        return job
 
     def suspend(self) -> dict[str, Any]:
         """Checkpoint and stop the job, and hold it (its GPUs go to others) until ``resume``."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from elastic_gpu_sidecar.protocol import FINAL_JOB_STATES, JobState
+from elastic_gpu_sidecar.protocol import FINAL_JOB_STATES, JobState, epoch_shown
 
 FINAL = frozenset(s.value for s in FINAL_JOB_STATES)
 #: What a notebook says of an undefined name: the most common surprise of a cell run as a job.
@@ -25,6 +25,11 @@ def error_hint(error: Mapping[str, Any]) -> str | None:
     return error.get("hint")
 
 
+#: What the text says of a running job's end while the API says ``estimating`` (its pace has
+#: not settled: ``core/eta.py``); the card says the same.
+ESTIMATING = "ETA estimating…"
+
+
 def eta_text(seconds: float | None) -> str | None:
     if seconds is None:
         return None
@@ -40,13 +45,38 @@ def epoch_text(progress: Mapping[str, Any] | None, state: str | None = None) -> 
     """The only way an epoch is shown (the CLI, the text view; the card's ``epochText`` says
     the same): "epoch N/M", 1-based as Keras' own log counts, N never above M; "epoch N"
     while the total is unknown; None before anything is known. ``progress`` is a job's (``epoch``: the 0-based epoch in
-    progress; ``epochs``: the total)."""
+    progress; ``epochs``: the total). The count is ``protocol.epoch_shown``'s."""
     p = progress or {}
-    epoch, total = p.get("epoch"), p.get("epochs")
-    if total:
-        n = total if state == JobState.DONE else (epoch or 0) + 1
-        return f"epoch {min(max(n, 1), total)}/{total}"
-    return None if epoch is None else f"epoch {epoch + 1}"
+    total = p.get("epochs")
+    n = epoch_shown(p.get("epoch"), total, state == JobState.DONE)
+    if n is None:
+        return None
+    return f"epoch {n}/{total}" if total else f"epoch {n}"
+
+
+def cancel_text(job: Mapping[str, Any]) -> str:
+    """What a cancel did, for the CLI and the job handle: a job cancelled before it started
+    never had GPUs, one that runs checkpoints first."""
+    state, started = job.get("state"), job.get("started_at") is not None
+    if state == JobState.CANCELLED:
+        if not started:
+            return f"cancelled {job['id']} before it started (it never had GPUs)"
+        return f"cancelled {job['id']}"
+    if state in FINAL:
+        return f"{job['id']} had already ended: {state}"
+    return f"cancelling {job['id']}: it saves a checkpoint at its next step and stops"
+
+
+def no_log_text(job: Mapping[str, Any]) -> str:
+    """Why a job's log is empty, for the CLI and the job handle."""
+    state = job.get("state")
+    if state == JobState.QUEUED and job.get("started_at") is None:
+        return "no log yet: the job is queued (it has not started)"
+    if state == JobState.STARTING:
+        return "no log yet: the job is starting (its trainer has not written anything)"
+    if state == JobState.CANCELLED and job.get("started_at") is None:
+        return "no log: the job was cancelled before it started"
+    return f"the log is empty (the job is {state})"
 
 
 def describe_job(job: dict[str, Any]) -> str:
@@ -68,7 +98,7 @@ def describe_job(job: dict[str, Any]) -> str:
     if p.get("samples_per_s") and job["state"] not in FINAL:
         parts.append(f"{p['samples_per_s']:,.0f} samples/s")
     eta = (
-        eta_text(job.get("eta_s"))
+        (ESTIMATING if job.get("estimating") else eta_text(job.get("eta_s")))
         if job["state"] in (JobState.RUNNING, JobState.RESIZING)
         else None
     )

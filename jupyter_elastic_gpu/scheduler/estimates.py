@@ -128,6 +128,7 @@ class Estimates:
                 tuple(j.held_gpus),
                 j.total_work is None,
                 tuple(sorted(j.throughput)),
+                j.estimating,  # a forecast made on an unsettled pace is not reused past it
             )
             for j in self.service.jobs.values()
             if not j.final

@@ -19,6 +19,7 @@ from typing import Any
 from elastic_gpu_sidecar.protocol import JobKind, JobState, Lease
 from pydantic import TypeAdapter, ValidationError
 
+from ..core import eta
 from ..core.model import gpu_counts
 from ..models import ErrorInfo, Heartbeat, ProgressRecord, SubmitRequest, describe
 
@@ -70,6 +71,8 @@ class JobRecord:
     reported: Heartbeat = field(default_factory=Heartbeat)  # without progress: kept below
     progress: ProgressRecord | None = None
     throughput: dict[int, float] = field(default_factory=dict)  # measured samples/s per count
+    # The ends its recent progress records predicted (``core/eta.py``: when one is trusted).
+    end_guesses: list[tuple[float, float]] = field(default_factory=list)
     resize_cost_s: float | None = None
     total_work: float | None = None
     work_done: float = 0.0
@@ -141,10 +144,28 @@ class JobRecord:
             return list(self.desired.gpus)
         return []
 
+    @property
+    def estimating(self) -> bool:
+        """Whether its end is still being estimated: an open job (not a kernel's lease, which
+        ends when its kernel does) whose pace has not settled by ``core/eta.py``'s rule. Its
+        ``eta_s`` and forecast end are not told meanwhile."""
+        if self.final or self.kind == JobKind.INTERACTIVE:
+            return False
+        return not eta.trusted(self.end_guesses)
+
+    def note_progress(self, records: list[ProgressRecord]) -> None:
+        """Remember the ends that new progress ``records`` (oldest first) predict."""
+        for r in records:
+            total = r.total_samples() if self.kind == JobKind.SCRIPT else self.total_work
+            end = eta.predicted_end(r.t, r.samples or 0.0, total, r.samples_per_s)
+            if end is not None:
+                self.end_guesses = eta.remember(self.end_guesses, (r.t, end))
+
     def eta_s(self) -> float | None:
         """Seconds to finish at the current speed, when total work and speed are known (None
-        too when a speed of almost nothing would put it past any finite number)."""
-        if self.total_work is None or self.progress is None:
+        too when a speed of almost nothing would put it past any finite number), and only once
+        the estimate is trusted (``estimating``)."""
+        if self.total_work is None or self.progress is None or self.estimating:
             return None
         rate = self.progress.samples_per_s
         if not rate:

@@ -116,6 +116,7 @@ def absorb(job: JobRecord, beat: Heartbeat, fresh: bool, known: Collection[str])
             if total is not None:
                 material = material or job.total_work is None
                 job.total_work = total
+        job.note_progress([*beat.backlog, record])
     return material
 
 

@@ -135,6 +135,42 @@ function short(v: number): string {
   return Math.abs(v) >= 1e4 ? COMPACT.format(v) : String(Number(v.toPrecision(3)));
 }
 
+/** The share of the steps, from the first, whose loss may lie above the chart. */
+export const EARLY_SHARE = 0.1;
+/** Clip only when the whole range is at least this many times the later part's range. */
+const CLIP_RATIO = 2;
+
+/** A loss axis' range, and the highest loss above it (null: nothing is clipped). */
+export interface ILossRange {
+  lo: number;
+  hi: number;
+  above: number | null;
+}
+
+/**
+ * The loss axis' range: robust to the first steps. A fresh model's first losses can be many
+ * times the rest, and a range that holds them flattens the curve that matters into a line
+ * along the bottom. So the range is that of the later part (the points past the first
+ * `EARLY_SHARE` of the steps), shown whole, spikes included; only points of the early part
+ * may lie above it, and only when holding them would need `CLIP_RATIO` times the height.
+ * The chart draws those at its top edge and says the highest (`above`).
+ */
+export function lossRange(pts: readonly { global_step: number; loss: number }[]): ILossRange {
+  const losses = pts.map(p => p.loss);
+  const lo = Math.min(...losses);
+  const hi = Math.max(...losses);
+  const x0 = pts[0].global_step;
+  const cut = x0 + EARLY_SHARE * (pts[pts.length - 1].global_step - x0);
+  const later = pts.filter(p => p.global_step > cut).map(p => p.loss);
+  if (later.length >= 2) {
+    const laterHi = Math.max(...later);
+    if (laterHi > lo && hi - lo >= CLIP_RATIO * (laterHi - lo)) {
+      return { lo, hi: laterHi, above: hi };
+    }
+  }
+  return { lo, hi, above: null };
+}
+
 /** The loss over global steps with axes and labelled resize marks; null without data. */
 export function lossChart(records: readonly IProgressRecord[]): SVGSVGElement | null {
   const pts = records.filter(
@@ -148,14 +184,17 @@ export function lossChart(records: readonly IProgressRecord[]): SVGSVGElement | 
   const m = { left: 44, right: 8, top: 14, bottom: 30 };
   const x0 = pts[0].global_step;
   const x1 = Math.max(pts[pts.length - 1].global_step, x0 + 1);
-  let y0 = Math.min(...pts.map(p => p.loss));
-  let y1 = Math.max(...pts.map(p => p.loss));
+  const range = lossRange(pts);
+  let y0 = range.lo;
+  let y1 = range.hi;
   if (y1 - y0 < 1e-12) {
     y0 -= 0.5;
     y1 += 0.5;
   }
   const sx = (v: number): number => m.left + ((v - x0) / (x1 - x0)) * (W - m.left - m.right);
-  const sy = (v: number): number => H - m.bottom - ((v - y0) / (y1 - y0)) * (H - m.top - m.bottom);
+  // A loss above the range (the first steps': lossRange) is drawn at the top edge.
+  const sy = (v: number): number =>
+    H - m.bottom - ((Math.min(v, y1) - y0) / (y1 - y0)) * (H - m.top - m.bottom);
 
   const root = svg('svg', {
     class: 'jp-ElasticGpu-lossChart',
@@ -195,6 +234,15 @@ export function lossChart(records: readonly IProgressRecord[]): SVGSVGElement | 
       'loss'
     )
   );
+  if (range.above !== null) {
+    axes.appendChild(
+      svg(
+        'text',
+        { class: 'jp-ElasticGpu-lossAbove', x: m.left + 4, y: m.top + 9 },
+        `\u2191 first steps up to ${short(range.above)}`
+      )
+    );
+  }
   root.appendChild(axes);
 
   for (const mark of resizeMarks(records)) {

@@ -312,6 +312,9 @@ function progressLine(job: IJob): Child {
   );
 }
 
+/** What the card says of the end of a running job while the API says `estimating`. */
+export const ESTIMATING_END = 'Ends: estimating\u2026';
+
 /** When the scheduler expects the job to start and to end (the API gives owners these). */
 function forecastLine(job: IJob, ctx: ICardContext, forecast: IStartSplit | null): Child {
   if (isFinal(job.state)) {
@@ -332,6 +335,8 @@ function forecastLine(job: IJob, ctx: ICardContext, forecast: IStartSplit | null
   // A lease ends when its kernel does (or idles): no forecast can say when.
   if (typeof job.estimated_end === 'number' && !isLease(job)) {
     parts.push(`Ends ${at(job.estimated_end)}.`);
+  } else if (job.estimating && job.state !== 'queued' && !isLease(job)) {
+    parts.push(ESTIMATING_END); // the scheduler does not trust its estimate yet
   }
   return parts.length ? h('div', { class: 'jp-ElasticGpu-start' }, parts.join(' ')) : null;
 }

@@ -101,6 +101,11 @@ export interface IJob {
   estimated_start?: number | null;
   /** Epoch seconds when the scheduler expects the job to finish (own jobs only). */
   estimated_end?: number | null;
+  /**
+   * True while the job's end is not told yet (its pace has not settled: core/eta.py):
+   * `eta_s` and `estimated_end` are null, and the card says "estimating…".
+   */
+  estimating?: boolean;
   submitted_at?: number;
   started_at?: number | null;
   finished_at?: number | null;

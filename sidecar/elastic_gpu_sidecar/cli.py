@@ -367,7 +367,8 @@ def format_status(st: dict, prog: dict | None) -> str:
         loss = prog.get("loss")
         rate = prog.get("samples_per_s")
         out.append(
-            f"progress    epoch {prog.get('epoch', 0) + 1}/{prog.get('epochs')}, step "
+            f"progress    epoch {P.epoch_shown(prog.get('epoch'), prog.get('epochs'))}/"
+            f"{prog.get('epochs')}, step "
             f"{prog.get('step_in_epoch')}/{spe}, global step {prog.get('global_step')}, "
             f"loss {'-' if loss is None else f'{loss:.4g}'}, "
             f"{'-' if rate is None else f'{rate:.1f}'} samples/s "

@@ -179,6 +179,17 @@ def parse_gpus(text: str) -> list[str]:
     return [check_gpu_id(g.strip()) for g in text.split(",") if g.strip()]
 
 
+def epoch_shown(epoch: int | None, epochs: int | None, done: bool = False) -> int | None:
+    """The one way an epoch is counted for people: the epoch *running*, 1-based, as Keras
+    prints it ("Epoch 3/20" while the third runs), never above the total; the total once the
+    job is done. The data (progress records, ``job.history``, checkpoints) keeps Keras'
+    callback index, ``epoch``: 0-based, of the epoch in progress. None when nothing is known."""
+    if epochs:
+        n = epochs if done else (epoch or 0) + 1
+        return min(max(n, 1), epochs)
+    return None if epoch is None else epoch + 1
+
+
 @dataclass
 class Lease:
     """The GPUs a job may run on, and what to do with them.

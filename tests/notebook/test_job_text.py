@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from jupyter_elastic_gpu.notebook.text import describe_job, epoch_text
+from jupyter_elastic_gpu.notebook.text import ESTIMATING, describe_job, epoch_text
 from jupyter_elastic_gpu.status_table import format_status
 
 
@@ -76,3 +76,28 @@ def test_a_resized_job_says_its_gpu_counts():
         {"t": 3.0, "gpus": ["0", "1", "2", "3"], "why": "grown back"},
     ]
     assert "GPU counts so far: 4 → 2 → 4" in describe_job({**JOB, "history": history, "resizes": 2})
+
+
+def test_a_running_job_says_estimating_until_its_end_is_told():
+    estimating = describe_job({**JOB, "estimating": True, "eta_s": None})
+    assert ESTIMATING in estimating and "ETA " + "1" not in estimating
+    told = describe_job({**JOB, "estimating": False, "eta_s": 690.0})
+    assert "ETA 11 min 30 s" in told and ESTIMATING not in told
+
+
+@pytest.mark.parametrize(
+    ("epoch", "epochs", "shown"),
+    [(0, 20, "epoch 1/20"), (2, 20, "epoch 3/20"), (20, 20, "epoch 20/20")],
+)
+def test_every_view_counts_an_epoch_as_keras_prints_it(epoch, epochs, shown):
+    """A record of ``job.history`` (``epoch``: Keras' 0-based index of the epoch running) is
+    "epoch N/M" alike in the text view, the CLI's table and the sidecar's status, never past
+    the total (a record after the last epoch ended says the last)."""
+    from elastic_gpu_sidecar.cli import format_status as sidecar_status
+
+    record = {"epoch": epoch, "epochs": epochs, "step_in_epoch": 0, "steps_per_epoch": 10}
+    job = {**JOB, "progress": {"epoch": epoch, "epochs": epochs}}
+    doc = {"gpus": [], "jobs": [{**job, "min_gpus": 1, "max_gpus": 4}]}
+    assert shown in describe_job(job)
+    assert shown in format_status(doc)
+    assert f"progress    {shown}, step" in sidecar_status({"gpus": []}, record)

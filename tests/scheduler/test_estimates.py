@@ -43,16 +43,22 @@ def synthetic(work: float, speed: float = 10.0) -> SubmitRequest:
 
 
 async def run(svc, job, done: float, speed: float = 10.0) -> None:
-    """Start ``job`` and have its sidecar report ``done`` samples at ``speed`` samples/s."""
+    """Start ``job`` and have its sidecar report ``done`` samples at ``speed`` samples/s, with
+    the records of the steady 20 s before (a settled pace: its end is told)."""
     await svc.step(time.time())
     assert job.state == JobState.STARTING
+    now = time.time()
+    backlog = [
+        {"t": now - ago, "samples": done - ago * speed, "samples_per_s": speed} for ago in (20, 10)
+    ]
     beat = {
         "generation": job.desired.generation,
         "gpus": job.desired.gpus,
         "state": "running",
         "throughput": {"1": speed},
         "resize_cost_s": 2.0,
-        "progress": {"t": time.time(), "samples": done, "samples_per_s": speed},
+        "backlog": backlog,
+        "progress": {"t": now, "samples": done, "samples_per_s": speed},
     }
     await svc.heartbeat(job.id, svc.launcher.secrets[job.id], beat)
     assert job.state == JobState.RUNNING
@@ -71,10 +77,9 @@ async def test_a_queued_job_is_expected_when_the_running_one_ends(tmp_path):
         assert by_id[first.id].estimated_start is None  # it holds its GPU
         assert before + 100 - 2 <= end <= time.time() + 100 + 2  # to the second
         assert start == end
-        # Its start pays the resize cost assumed until a job has measured its own.
-        assert by_id[second.id].estimated_end == pytest.approx(
-            start + svc.default_resize_cost + 5_000, abs=1
-        )
+        # A job that has not run has no pace to trust: its end is not told.
+        assert by_id[second.id].estimated_end is None and by_id[second.id].estimating
+        assert not by_id[first.id].estimating
         # Another user sees when nothing of ann's starts or ends.
         for entry in (await LocalBackend(svc).queue(BOB)).queue:
             assert entry.estimated_start is None and entry.estimated_end is None
@@ -104,3 +109,40 @@ async def test_one_forward_run_per_change_that_matters(tmp_path):
         await svc.submit(ANN, synthetic(work=50_000))
         await backend.queue(ANN)
         assert svc.estimates.runs == runs + 1  # a new job: forecast again
+
+
+async def test_no_end_is_told_until_the_pace_has_settled(tmp_path):
+    """A first record slowed by tracing (an end 179 h away) is never told: the job view and
+    the queue say ``estimating`` with no end, until its records agree over enough time."""
+    async with service(tmp_path) as svc:
+        job = await svc.submit(ANN, synthetic(work=72_000))
+        await svc.step(time.time())
+        backend = LocalBackend(svc)
+        t0 = time.time()
+
+        async def beat(t: float, done: float, speed: float, **more) -> None:
+            body = {
+                "generation": job.desired.generation,
+                "gpus": job.desired.gpus,
+                "state": "running",
+                "progress": {"t": t, "samples": done, "samples_per_s": speed},
+                **more,
+            }
+            await svc.heartbeat(job.id, svc.launcher.secrets[job.id], body)
+
+        await beat(t0, 1.0, 0.11, throughput={"1": 0.11})
+        view = (await backend.job(ANN, job.id)).model_dump()
+        entry = next(e for e in (await backend.queue(ANN)).queue if e.id == job.id)
+        assert view["estimating"] and view["eta_s"] is None
+        assert entry.estimating and entry.estimated_end is None
+        for t in range(1, 31):  # then 100 samples/s: settled once the first is out of reach
+            await beat(t0 + t, 100.0 * t, 100.0, throughput={"1": 100.0})
+        view = (await backend.job(ANN, job.id)).model_dump()
+        assert not view["estimating"] and view["eta_s"] == pytest.approx(690, abs=1)
+        # The forecast made on the first record is not reused: the end told is the settled one.
+        entry = next(e for e in (await backend.queue(ANN)).queue if e.id == job.id)
+        assert not entry.estimating
+        assert entry.estimated_end == pytest.approx(time.time() + 690, abs=5)
+        # Another user is not told whether ann's job is estimating.
+        other = next(e for e in (await backend.queue(BOB)).queue if e.id == job.id)
+        assert not other.estimating

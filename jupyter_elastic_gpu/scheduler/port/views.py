@@ -81,6 +81,7 @@ def job_view(job: JobRecord) -> JobView:
         finished_at=job.finished_at,
         progress=progress_view(job),
         eta_s=job.eta_s(),
+        estimating=job.estimating,
         throughput={str(k): v for k, v in sorted(job.throughput.items())},
         resize_cost_s=job.resize_cost_s,
         resizes=job.resizes,
@@ -225,7 +226,8 @@ def queue(
                 reason=_reason(j, forecast, now) if mine else _public_reason(j),
                 name=j.name if mine else None,
                 estimated_start=_when(guess.start) if guess else None,
-                estimated_end=_when(guess.end) if guess else None,
+                estimated_end=_when(guess.end) if guess and not j.estimating else None,
+                estimating=mine and j.estimating,
             )
         )
     return Queue(queue=entries)
