@@ -24,6 +24,8 @@ user go to other jobs in the same decision, by the policy's own rules:
    2 until no user is over.
 4. A job made to wait in an earlier round whose user has room for its minimum again (the
    user's other jobs got less since) competes again, once, bounded to that room: back to 3.
+5. GPUs still idle go to jobs the cap made wait whose user has room for them now, in the
+   policy's order, without moving any running job (the cap shares GPUs; it never idles them).
 
 Bounds only go down between two such second chances, a job is pinned by the cap at most once
 and let back at most once, so this ends: after one to a few more decisions in practice.
@@ -55,9 +57,9 @@ from dataclasses import replace
 
 from .fairshare import Entitlement, FairShare, entitlements, share_reason
 from .model import Decision, Job, Snapshot
-from .placement import place
+from .placement import PlacementError, place
 from .policies.base import Policy
-from .reasons import Cause, Idle, Limited, Reason, ResizeWouldNotPay, user_cap
+from .reasons import AtMaximum, Cause, Idle, Limited, Reason, ResizeWouldNotPay, user_cap
 
 
 def decide(policy: Policy, snapshot: Snapshot, now: float) -> Decision:
@@ -292,6 +294,7 @@ def _within_caps(
     allocations = {  # in the order of the policy's own decision
         job_id: () if job_id in waiting else final.get(job_id, ()) for job_id in first.allocations
     }
+    filled = _backfill(policy, snapshot, first.order, allocations, waiting, caps)
     held: dict[str, int] = {}
     for job in snapshot.jobs:
         held[job.user] = held.get(job.user, 0) + len(allocations.get(job.id, ()))
@@ -309,9 +312,61 @@ def _within_caps(
             reasons[job.id] = why(job, n, max(top, len(job.gpus)))
         elif n == asked.max_gpus < top:
             reasons[job.id] = why(job, n, top)
-    if decision is first and reasons == first.reasons:
+    for job_id, (n, top) in filled.items():
+        reasons[job_id] = why(seen[job_id], n, top) if n < top else AtMaximum(n)
+    if decision is first and reasons == first.reasons and not filled:
         return first
     return Decision(allocations, reasons, first.order)
+
+
+def _backfill(
+    policy: Policy,
+    snapshot: Snapshot,
+    order: tuple[str, ...],
+    allocations: dict[str, tuple[str, ...]],
+    waiting: set[str],
+    caps: Mapping[str, int],
+) -> dict[str, tuple[int, int]]:
+    """Step 5: GPUs the rounds leave idle go to jobs the cap made wait whose user has room for
+    them after all, in the policy's order, each at its top within the room and the free GPUs.
+
+    The rounds can end that way: a job let back once is held back again while another of its
+    user's jobs takes the room, and a later round gives that one's GPUs to someone else. The
+    cap exists to share GPUs, never to leave them idle. Updates ``allocations``; returns {job
+    id: (GPUs given, its top)}."""
+    filled: dict[str, tuple[int, int]] = {}
+    if not waiting:
+        return filled
+    jobs = {job.id: job for job in snapshot.jobs}
+    taken = {g for lease in allocations.values() for g in lease}
+    free = sum(1 for g in snapshot.usable_gpus if g.id not in taken)
+    held: dict[str, int] = {}
+    for job in snapshot.jobs:
+        held[job.user] = held.get(job.user, 0) + len(allocations.get(job.id, ()))
+    ids = [i for i in order if i in jobs] + [i for i in jobs if i not in order]
+    for job_id in ids:
+        job = jobs[job_id]
+        if job_id not in waiting or job.pinned or free <= 0:
+            continue
+        top = _top(policy, job)
+        fit = min(caps[job.user] - held[job.user], free)
+        size = min(top, fit) if policy.elastic else top
+        if size < job.min_gpus or size > fit:
+            continue
+        counts = {i: len(lease) for i, lease in allocations.items()}
+        counts[job_id] = size
+        try:
+            placed = place(snapshot.gpus, allocations, counts, order)
+        except PlacementError:
+            continue
+        if any(placed[i] != lease for i, lease in allocations.items() if lease):
+            continue  # it would move a running job: not worth an idle GPU
+        allocations[job_id] = placed[job_id]
+        waiting.discard(job_id)
+        held[job.user] += size
+        free -= size
+        filled[job_id] = (size, top)
+    return filled
 
 
 def _decide_bounded(

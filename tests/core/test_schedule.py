@@ -107,7 +107,10 @@ def test_no_gpu_idles_because_of_the_cap(name, snap):
     """Every policy here runs a waiting job that fits in the free GPUs (backfill); so when GPUs
     stay free, a job that waits needs more than are free or has no room under the cap."""
     policy = make_policy(name)
-    decision = decide(policy, snap, NOW)
+    check_no_idle_for_the_cap(policy, snap, decide(policy, snap, NOW))
+
+
+def check_no_idle_for_the_cap(policy, snap: Snapshot, decision: Decision) -> None:
     cap = snap.user_gpu_cap
     free = len(snap.usable_gpus) - sum(len(v) for v in decision.allocations.values())
     held = held_by_user(snap, decision)
@@ -309,3 +312,28 @@ def test_queue_positions_skip_running_jobs_and_those_not_asked_about():
     assert queue_positions(d, among={"b", "d"}) == {"b": 1, "d": 2}
     # A decision without an order (a policy outside core) numbers in allocation order.
     assert queue_positions(Decision(d.allocations, {})) == {"b": 1, "c": 2, "d": 3}
+
+
+@pytest.mark.parametrize("name", ALL)
+def test_a_job_the_cap_made_wait_takes_a_gpu_the_rounds_left_idle(name):
+    """A case hypothesis found: bob's long-waiting 3-GPU job takes bob's whole cap in one
+    round, ann's job takes its GPUs in the next, and bob's 1-GPU jobs, held back once already,
+    must still get the GPU left over (the cap shares GPUs, it never idles them)."""
+
+    def one(job_id, user, lo, hi, work, prior, queued_s=0.0):
+        speed = SpeedModel(measured={}, prior=prior)
+        return Job(job_id, 0.0, work, lo, hi, lo, user=user, speed=speed, queued_s=queued_s)
+
+    single = {1: 10.0}
+    jobs = (
+        one("j0", "ann", 2, 4, 7.0, {1: 10.0, 4: 10.0 * 4**0.75}),
+        *(one(f"j{i}", "bob", 1, 1, 1.0, single) for i in (1, 2, 3)),
+        one("j4", "bob", 3, 3, 1.0, {1: 10.0, 3: 30.0}, queued_s=1.0),
+        one("j5", "bob", 1, 1, 1.0, single),
+        one("j6", "ann", 2, 3, 1.0, {1: 10.0, 3: 10.0 * 3**0.5}),
+    )
+    snap = Snapshot(_gpus(4), jobs, user_gpu_cap=3)
+    policy = make_policy(name)
+    decision = decide(policy, snap, NOW)
+    check_under_caps(snap, decision)
+    check_no_idle_for_the_cap(policy, snap, decision)
