@@ -65,7 +65,9 @@ def whole(minimum: int = 1):
         except ValueError:
             value = None
         if value is None or value < minimum:
-            raise argparse.ArgumentTypeError(f"a whole number of at least {minimum}, not {text!r}")
+            raise argparse.ArgumentTypeError(
+                f"must be a whole number of at least {minimum}, got {text!r}"
+            )
         return value
 
     return parse
@@ -78,7 +80,7 @@ def positive(text: str) -> float:
     except ValueError:
         value = math.nan
     if not (math.isfinite(value) and value > 0):
-        raise argparse.ArgumentTypeError(f"a finite number above 0, not {text!r}")
+        raise argparse.ArgumentTypeError(f"must be a finite number above 0, got {text!r}")
     return value
 
 

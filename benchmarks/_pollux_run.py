@@ -29,6 +29,8 @@ import time
 
 import numpy as np
 
+from jupyter_elastic_gpu.options import Parser
+
 _EPS = 1e-8  # the artifact's rounding tolerance for ceil
 
 
@@ -98,7 +100,7 @@ def fix_batch_sizes(sim) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("artifact", help="the artifact's simulator/ folder")
     ap.add_argument("workload", help="a workload CSV in the artifact's format")
     ap.add_argument("nodes", type=int, help="nodes of 4 GPUs")

@@ -22,7 +22,6 @@ and each job's stored document holds that record and its final state.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import os
@@ -40,6 +39,8 @@ from pathlib import Path
 from _common import command_line, positive, whole
 from _servers import JupyterServer, finish
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
+
+from jupyter_elastic_gpu.options import Parser
 
 HERE = Path(__file__).resolve().parent
 TARGET_P99_MS = 100.0
@@ -281,7 +282,7 @@ def check_database(db: Path, sidecars: list[SyntheticSidecar]) -> tuple[list[str
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=whole(), default=200, help="synthetic sidecars (one job each)")
     ap.add_argument("--pollers", type=whole(), default=50, help="clients polling GET jobs")
     ap.add_argument("--duration", type=positive, default=60.0, help="seconds of load")

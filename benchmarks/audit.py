@@ -32,6 +32,8 @@ from pathlib import Path
 
 from _common import REPO, command_line, output_file, whole, write_json
 
+from jupyter_elastic_gpu.options import Parser
+
 #: Test name (without its parameters) -> the scenario it is, in the table's order.
 SCENARIOS = {
     "test_a_locked_database_answers_503_and_recovers": "database locked past the busy timeout",
@@ -151,12 +153,12 @@ def seed_list(text: str) -> str:
     """``--seeds``: whole numbers separated by commas, as the fault suite reads them."""
     parts = text.split(",")
     if not all(p.strip().lstrip("-").isdigit() for p in parts):
-        raise argparse.ArgumentTypeError(f"whole numbers separated by commas, not {text!r}")
+        raise argparse.ArgumentTypeError(f"must be whole numbers separated by commas, got {text!r}")
     return ",".join(p.strip() for p in parts)
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = Parser(description=__doc__.split("\n\n")[0])
     parser.add_argument(
         "--seeds", type=seed_list, default="1,2", help="seeds of the crash runs (default 1,2)"
     )

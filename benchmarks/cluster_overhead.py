@@ -14,7 +14,6 @@ and both finish. From the API's events and progress records:
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
@@ -24,6 +23,8 @@ from pathlib import Path
 
 from _common import command_line, output_file, whole, write_json
 from _servers import JupyterServer
+
+from jupyter_elastic_gpu.options import Parser
 
 BACKENDS = ("local", "ray")
 GPUS = 4
@@ -109,7 +110,7 @@ def start_ray(tmp: Path):
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = Parser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=whole(), default=3, help="runs of each backend")
     parser.add_argument("--json", help="write the measurements here")
     args = parser.parse_args()

@@ -13,7 +13,6 @@ asks the policy at every tick, and says whether the two runs are the same.
 
 from __future__ import annotations
 
-import argparse
 import random
 import statistics
 import time
@@ -24,6 +23,7 @@ from _common import adaptive_params, add_adaptive_option, command_line, trace_da
 from jupyter_elastic_gpu.core import Gpu, Job, Snapshot, SpeedModel
 from jupyter_elastic_gpu.core.mechanism import sidecar
 from jupyter_elastic_gpu.core.policies import make_policy
+from jupyter_elastic_gpu.options import Parser
 from jupyter_elastic_gpu.sim.data import philly_trace, pollux_traces
 from jupyter_elastic_gpu.sim.engine import SimConfig, SimResult, simulate
 from jupyter_elastic_gpu.sim.traces.philly import read_philly
@@ -68,7 +68,7 @@ def big_snapshot(jobs: int = 1000, gpus: int = 256, seed: int = 0) -> Snapshot:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument(
         "--data",
         help="use this folder's pollux/ and philly/ instead of the shipped traces "

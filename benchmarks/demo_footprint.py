@@ -15,7 +15,6 @@ its shrink and grow-back).
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import sys
@@ -28,6 +27,8 @@ import nbformat
 from _common import REPO, command_line
 from _servers import JupyterServer, finish
 from nbclient import NotebookClient
+
+from jupyter_elastic_gpu.options import Parser
 
 DEMO = REPO / "examples" / "elastic-training.ipynb"
 BINDER_LIMIT = 2 * 1024**3
@@ -91,7 +92,7 @@ class Peak(threading.Thread):
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("--keep", action="store_true", help="keep the run's folder")
     args = ap.parse_args()
     if not os.path.exists(f"/proc/{os.getpid()}/smaps_rollup"):

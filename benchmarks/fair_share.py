@@ -18,7 +18,6 @@ sidecar mechanism (6 s per resize), decisions at every event and every 60 s:
 
 from __future__ import annotations
 
-import argparse
 import itertools
 import random
 import statistics
@@ -32,6 +31,7 @@ from jupyter_elastic_gpu.core.fairshare import FairShare
 from jupyter_elastic_gpu.core.mechanism import sidecar
 from jupyter_elastic_gpu.core.policies import make_policy
 from jupyter_elastic_gpu.core.schedule import decide
+from jupyter_elastic_gpu.options import Parser
 from jupyter_elastic_gpu.sim.engine import SimConfig, SimResult, simulate
 from jupyter_elastic_gpu.sim.generate import generate_workload
 from jupyter_elastic_gpu.sim.report import _grid
@@ -97,7 +97,7 @@ def per_user_jct(result: SimResult) -> dict[str, float]:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("--repeat", type=whole(), default=10, help="decisions timed per setting")
     args = ap.parse_args()
     print(f"$ {command_line()}\n")

@@ -16,12 +16,11 @@ sc20-like, 1 run on workload-6).
 
 from __future__ import annotations
 
-import argparse
-
 from _common import adaptive_params, add_adaptive_option, command_line, trace_data
 
 from jupyter_elastic_gpu.core.mechanism import Mechanism
 from jupyter_elastic_gpu.core.policies import make_policy
+from jupyter_elastic_gpu.options import Parser
 from jupyter_elastic_gpu.sim.data import pollux_traces, pollux_workload
 from jupyter_elastic_gpu.sim.engine import SimConfig, simulate
 from jupyter_elastic_gpu.sim.traces.pollux import read_pollux
@@ -46,7 +45,7 @@ REFERENCE = {
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument(
         "--data",
         help="use this folder's pollux/ instead of the shipped traces (see benchmarks/README.md)",

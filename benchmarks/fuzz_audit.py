@@ -14,7 +14,6 @@ audits together.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -23,6 +22,8 @@ import tempfile
 import time
 from collections import Counter
 from pathlib import Path
+
+from jupyter_elastic_gpu.options import Parser
 
 REPO = Path(__file__).resolve().parents[1]
 #: The fuzz tests, each run with ``examples`` examples (the suite's own run uses fewer).
@@ -109,7 +110,7 @@ def main() -> None:
     sys.path.insert(0, str(REPO / "benchmarks"))
     from _common import command_line, output_file, whole, write_json
 
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = Parser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--examples", type=whole(), default=2000, help="examples per fuzz test")
     parser.add_argument("--json", help="also write the figures to this file")
     args = parser.parse_args()

@@ -15,7 +15,6 @@ On a machine without an NVIDIA GPU (no driver, no nvidia-ml-py) it says why and 
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import sys
@@ -31,6 +30,7 @@ from _servers import JupyterServer, finish
 
 from jupyter_elastic_gpu.kernels import PROVISIONER_NAME
 from jupyter_elastic_gpu.kernels.specs import kernel_json, spec_name
+from jupyter_elastic_gpu.options import Parser
 from jupyter_elastic_gpu.scheduler.execution.inventory import NvmlInventory, NvmlUnavailable
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -112,7 +112,7 @@ def gpus_of(pid: int) -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = Parser(description=__doc__.splitlines()[0])
     parser.add_argument("--keep", action="store_true", help="keep the run's folder")
     args = parser.parse_args(argv)
     try:

@@ -13,7 +13,6 @@ why and exits 0.
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -21,6 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from jupyter_elastic_gpu.options import Parser
 from jupyter_elastic_gpu.scheduler.execution.inventory import (
     NvmlInventory,
     NvmlUnavailable,
@@ -38,11 +38,11 @@ def fmt(value: float | None, unit: str = "", digits: int = 0) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = Parser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=50, help="snapshots to time (default 50)")
     args = parser.parse_args(argv)
     if args.repeat < 1:
-        parser.error(f"argument --repeat: a whole number of at least 1, not {args.repeat}")
+        parser.error(f"--repeat: must be a whole number of at least 1, got {args.repeat}")
 
     t0 = time.perf_counter()
     try:

@@ -11,7 +11,6 @@ sends it). Prints the daemon's resident memory idle and its peak (``VmRSS``, ``V
 
 from __future__ import annotations
 
-import argparse
 import json
 import shutil
 import subprocess
@@ -26,6 +25,8 @@ from pathlib import Path
 
 from _common import command_line, whole
 from _servers import free_port
+
+from jupyter_elastic_gpu.options import Parser
 
 
 def memory_mb(pid: int, field: str) -> float:
@@ -43,7 +44,7 @@ def cli(*args: str, **kwargs) -> subprocess.CompletedProcess:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("--posts", type=whole(), default=4, help="concurrent large submissions")
     ap.add_argument("--mb", type=whole(), default=181, help="size of each body (MB)")
     args = ap.parse_args()

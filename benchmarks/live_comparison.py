@@ -37,6 +37,7 @@ from pathlib import Path
 from _common import command_line, output_file, positive, whole, write_json
 from _servers import JupyterServer
 
+from jupyter_elastic_gpu.options import Parser
 from jupyter_elastic_gpu.sim.compare import Costs, compare
 from jupyter_elastic_gpu.sim.engine import SimConfig
 from jupyter_elastic_gpu.sim.workload import JobSpec, Workload, profile_throughput
@@ -336,7 +337,7 @@ def print_comparison(live: dict, naive: dict, predicted: dict) -> list[str]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("--seed", type=int, default=7)
     ap.add_argument("--jobs", type=whole(), default=16)
     ap.add_argument(

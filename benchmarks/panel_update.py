@@ -35,7 +35,6 @@ change can show.
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import random
@@ -54,6 +53,8 @@ from api_load import Launch, SyntheticSidecar, quantile
 from playwright.sync_api import Error as PlaywrightError
 from playwright.sync_api import sync_playwright
 from tqdm import tqdm
+
+from jupyter_elastic_gpu.options import Parser
 
 HERE = Path(__file__).resolve().parent
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
@@ -335,7 +336,7 @@ def report(args, updates: list[Update], first: tuple[float, int, int], snapshot_
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("--gpus", type=whole(), default=64, help="simulated GPUs")
     ap.add_argument("--jobs", type=whole(), default=500, help="synthetic jobs (most wait)")
     ap.add_argument("--updates", type=whole(), default=60, help="changes measured, one at a time")

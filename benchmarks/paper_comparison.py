@@ -12,7 +12,6 @@ makespan -20%, mean JCT -37%).
 
 from __future__ import annotations
 
-import argparse
 import math
 from pathlib import Path
 
@@ -26,6 +25,7 @@ from _common import (
     write_json,
 )
 
+from jupyter_elastic_gpu.options import Parser
 from jupyter_elastic_gpu.sim.compare import Costs, compare
 from jupyter_elastic_gpu.sim.data import philly_trace, pollux_traces, pollux_workload
 from jupyter_elastic_gpu.sim.engine import SimConfig
@@ -76,7 +76,7 @@ def geomean(values):
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument(
         "--data",
         help="use this folder's pollux/ and philly/ instead of the shipped traces "

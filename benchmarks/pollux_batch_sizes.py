@@ -21,7 +21,6 @@ one core:
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import subprocess
@@ -34,6 +33,7 @@ from tqdm import tqdm
 
 from jupyter_elastic_gpu.core.mechanism import Mechanism
 from jupyter_elastic_gpu.core.policies import make_policy
+from jupyter_elastic_gpu.options import Parser
 from jupyter_elastic_gpu.sim.data import pollux_traces, pollux_workload
 from jupyter_elastic_gpu.sim.engine import SimConfig, simulate
 from jupyter_elastic_gpu.sim.traces.pollux import read_pollux
@@ -88,7 +88,7 @@ def _span(values: list[float]) -> str:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("--artifact", required=True, help="the artifact's simulator/ folder")
     ap.add_argument("--python", required=True, help="an interpreter with the artifact's needs")
     ap.add_argument("--runs", type=whole(), default=1, help="runs per workload and mode")

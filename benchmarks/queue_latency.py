@@ -21,7 +21,6 @@ decisions and limits: what the budget leaves out, and what it saves.
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import json
 import random
@@ -35,6 +34,8 @@ from _common import command_line, positive, whole
 from _servers import JupyterServer, finish
 from api_load import quantile
 from tornado.httpclient import AsyncHTTPClient, HTTPRequest
+
+from jupyter_elastic_gpu.options import Parser
 
 HERE = Path(__file__).resolve().parent
 TARGET_P95_MS = 200.0
@@ -134,7 +135,7 @@ def in_process(jobs: int, gpus: int, budget: float, max_jobs: int) -> list[tuple
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("--jobs", type=whole(), default=800, help="queued synthetic jobs")
     ap.add_argument("--gpus", type=whole(), default=4, help="simulated GPUs")
     ap.add_argument("--readers", type=whole(), default=4, help="clients reading GET queue")

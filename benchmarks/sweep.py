@@ -16,7 +16,6 @@ against makespan / bound, with each policy's median as a large marker.
 
 from __future__ import annotations
 
-import argparse
 import os
 import random
 import statistics
@@ -35,6 +34,7 @@ from tqdm import tqdm
 
 from jupyter_elastic_gpu.core.mechanism import sidecar
 from jupyter_elastic_gpu.core.policies import POLICIES, make_policy
+from jupyter_elastic_gpu.options import Parser
 from jupyter_elastic_gpu.sim.bounds import lower_bounds
 from jupyter_elastic_gpu.sim.engine import SimConfig, SimulationStalled, simulate
 from jupyter_elastic_gpu.sim.generate import generate_workload
@@ -257,7 +257,7 @@ def scatter(results: dict, policies: list[str], path: str) -> None:
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap = Parser(description=__doc__.splitlines()[0])
     ap.add_argument("--seeds", type=whole(), default=8, help="seeds per kind (default 8)")
     ap.add_argument("--first-seed", type=int, default=1)
     ap.add_argument("--kinds", default=",".join(KINDS), help=f"of {', '.join(KINDS)}")

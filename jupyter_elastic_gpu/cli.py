@@ -17,6 +17,7 @@ from .doctor import add_doctor
 from .errors import ExitCode, exit_codes_text
 from .hub.demo import add_hub_demo
 from .kernels.specs import add_kernelspec
+from .options import Parser
 from .sim.commands import add_simulate, add_workload
 
 #: The sub-command that runs the shared scheduler: a Jupyter application with its own options.
@@ -26,7 +27,7 @@ HUB_SERVICE = "hub-service"
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="jupyter-elastic-gpu",
         description="Elastic, adaptive GPU scheduling for shared Jupyter GPU servers.",
         epilog=exit_codes_text(),

@@ -109,3 +109,38 @@ def as_flags(text: str) -> str:
     if text in _FLAGS:
         return _FLAGS[text]
     return _IN_TEXT.sub(lambda m: _FLAGS[m.group(1)], text)
+
+
+#: argparse's own words for a refused option value, and the same in the project's voice (the
+#: request model's: ``--max-gpus: must be a whole number, got 'x'``).
+_ARGPARSE_SAYS = [
+    (
+        re.compile(r"^argument ([^:]+): invalid int value: (.*)$"),
+        r"\1: must be a whole number, got \2",
+    ),
+    (re.compile(r"^argument ([^:]+): invalid float value: (.*)$"), r"\1: must be a number, got \2"),
+    (
+        re.compile(r"^argument ([^:]+): invalid choice: (.*) \(choose from (.*)\)$"),
+        r"\1: must be one of \3, got \2",
+    ),
+    (re.compile(r"^argument ([^:]+): expected one argument$"), r"\1: a value is required"),
+    (re.compile(r"^argument ([^:]+): (.*)$"), r"\1: \2"),
+    (re.compile(r"^the following arguments are required: (.*)$"), r"\1: a value is required"),
+]
+
+
+def in_our_voice(message: str) -> str:
+    """An argparse error message said as the request model says a refused value, so that a bad
+    flag reads the same whether argparse or the model refuses it."""
+    for pattern, says in _ARGPARSE_SAYS:
+        if pattern.match(message):
+            return pattern.sub(says, message)
+    return message
+
+
+class Parser(argparse.ArgumentParser):
+    """An argparse parser whose errors are in the project's voice (``in_our_voice``); its
+    sub-command parsers are of this class too."""
+
+    def error(self, message: str):  # type: ignore[override]
+        super().error(in_our_voice(message))

@@ -149,11 +149,11 @@ SYN = ["submit", "--synthetic", "--work", "100", "--throughput", "1:100"]
         (["--min-gpus", "3", "--max-gpus", "2"], "--min-gpus (3) is above --max-gpus (2)"),
         (
             ["--min-gpus", "0", "--max-gpus", "2"],
-            "--min-gpus: Input should be greater than or equal to 1, got 0",
+            "--min-gpus: must be at least 1, got 0",
         ),
         (
             ["--min-gpus", "1", "--max-gpus", "-1"],
-            "--max-gpus: Input should be greater than or equal to 1, got -1",
+            "--max-gpus: must be at least 1, got -1",
         ),
         (
             ["--max-gpus", "2", "--requested-gpus", "3"],
@@ -161,14 +161,14 @@ SYN = ["submit", "--synthetic", "--work", "100", "--throughput", "1:100"]
         ),
         (
             ["--min-gpus", "1", "--max-gpus", "2", "--priority", "0"],
-            "--priority: Input should be greater than 0, got 0.0",
+            "--priority: must be above 0, got 0.0",
         ),
         (["--min-gpus", "1", "--max-gpus", "1", "--name", " "], "name must be 1-80 letters"),
         (["--min-gpus", "1", "--max-gpus", "1", "--epochs", "2"], "--epochs is for script jobs"),
         (["--min-gpus", "1", "--max-gpus", "1", "--simulated"], "--simulated is for script jobs"),
         (
             ["--min-gpus", "1", "--max-gpus", "1", "--time-scale", "0"],
-            "synthetic.time_scale: Input should be greater than 0, got 0.0",
+            "synthetic.time_scale: must be above 0, got 0.0",
         ),
     ],
 )
@@ -193,7 +193,7 @@ def test_bad_synthetic_submissions_exit_2_with_one_line_and_send_nothing(
         (["--work", "100"], "--synthetic needs --work W and --throughput"),
         (
             ["--work", "0", "--throughput", "1:100"],
-            "synthetic.work: Input should be greater than 0",
+            "synthetic.work: must be above 0",
         ),
     ],
 )
@@ -220,7 +220,7 @@ def test_bad_script_submissions(tmp_path, script, unreachable, capsys):
         ([str(script), "--throughput", "1:10"], "--throughput is for --synthetic jobs"),
         (
             [str(script), "--epochs", "0"],
-            "--epochs: Input should be greater than or equal to 1, got 0",
+            "--epochs: must be at least 1, got 0",
         ),
     ]
     for argv, message in cases:

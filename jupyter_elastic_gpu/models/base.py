@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Annotated, Any
 
 from elastic_gpu_sidecar.protocol import MAX_GPU_ID_CHARS, check_gpu_id
@@ -90,16 +90,64 @@ def parse(model: type[BaseModel], body: object, what: str) -> Any:
         raise BadRequest(f"{what}: {describe(e)}") from None
 
 
+#: What a refused value must be, in the project's voice ("max_gpus: must be at most 4096, got
+#: 10000"), by pydantic's error type; its context fills the braces. A type not listed keeps
+#: pydantic's own words.
+MUST = {
+    "greater_than_equal": "must be at least {ge}",
+    "greater_than": "must be above {gt}",
+    "less_than_equal": "must be at most {le}",
+    "less_than": "must be below {lt}",
+    "int_parsing": "must be a whole number",
+    "int_type": "must be a whole number",
+    "int_from_float": "must be a whole number",
+    "float_parsing": "must be a number",
+    "float_type": "must be a number",
+    "finite_number": "must be a finite number",
+    "bool_parsing": "must be true or false",
+    "bool_type": "must be true or false",
+    "string_type": "must be text",
+    "string_too_short": "must be at least {min_length} characters",
+    "string_too_long": "must be at most {max_length} characters",
+    "too_short": "must have at least {min_length} items",
+    "too_long": "must have at most {max_length} items",
+    "list_type": "must be a list",
+    "dict_type": "must be an object",
+    "model_type": "must be an object",
+    "enum": "must be one of {expected}",
+    "literal_error": "must be one of {expected}",
+    "missing": "is required",
+    "extra_forbidden": "unknown field (docs/api.md lists the fields)",
+}
+
+
+def must(item: Mapping[str, Any]) -> str:
+    """One pydantic error item's message in the project's voice (``MUST``)."""
+    says = MUST.get(item["type"])
+    if says is None:
+        return str(item["msg"]).removeprefix("Value error, ")
+    ctx = {  # 0.0 said as 0
+        k: int(v) if isinstance(v, float) and v.is_integer() else v
+        for k, v in (item.get("ctx") or {}).items()
+    }
+    try:
+        return says.format(**ctx)
+    except (KeyError, IndexError, ValueError):
+        return str(item["msg"])
+
+
 def describe(error: ValidationError, rename: Callable[[str], str] = str) -> str:
-    """A pydantic error as one sentence: ``field: what is wrong, got X; ...``; ``rename`` turns
-    field names into what the user typed (a CLI flag)."""
+    """A pydantic error as one sentence: ``field: what it must be, got X; ...``; ``rename``
+    turns field names into what the user typed (a CLI flag)."""
     parts = []
     for item in error.errors()[:5]:
         where = ".".join(str(p)[:80] for p in item["loc"])[:300]
-        msg = rename(item["msg"].removeprefix("Value error, "))[:500]
-        if item["type"] == "extra_forbidden":
-            msg = "unknown field (docs/api.md lists the fields)"
-        elif isinstance(item.get("input"), (int, float, str)) and item["loc"]:
+        msg = rename(must(item))[:500]
+        if (
+            item["type"] != "extra_forbidden"
+            and isinstance(item.get("input"), (int, float, str))
+            and item["loc"]
+        ):
             value = item["input"]
             if isinstance(value, str):
                 msg += f", got {value[:40]!r}"

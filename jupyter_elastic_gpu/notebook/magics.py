@@ -8,10 +8,11 @@ handle, whose output is the job's card in JupyterLab and its text view elsewhere
 
 from __future__ import annotations
 
+import argparse
 import os
 import posixpath
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from elastic_gpu_sidecar.protocol import JobKind
@@ -22,7 +23,7 @@ from IPython.core.magic_arguments import argument, magic_arguments, parse_argstr
 from ..errors import BadRequest
 from ..listing import hidden_line, job_filter, magic_filter_options
 from ..models.requests import check_notebook_path
-from ..options import as_flags, job_request, magic_job_options
+from ..options import as_flags, in_our_voice, job_request, magic_job_options
 from .client import SchedulerClient, SchedulerError
 from .discovery import discover, server_root
 from .job import ElasticJob, in_kernel
@@ -54,6 +55,19 @@ def submitting_notebook(
         return check_notebook_path(posixpath.normpath(session))
     except ValueError:  # not one the API takes: the job goes without it
         return None
+
+
+#: The magics as a user types them; every usage error starts with the one it is about.
+TRAIN, JOBS, GPU_LEASE, CANCEL = "%%elastic_train", "%elastic_jobs", "%gpu_lease", "%elastic_cancel"
+
+
+def parsed(magic: Callable, line: str, name: str) -> argparse.Namespace:
+    """``line`` parsed by ``magic``'s options; a usage error names the magic as typed, as the
+    command line's errors name the command."""
+    try:
+        return parse_argstring(magic, line)
+    except UsageError as e:
+        raise UsageError(f"{name}: {in_our_voice(str(e))}") from None
 
 
 @magics_class
@@ -100,9 +114,9 @@ class ElasticMagics(Magics):
         keeps a handle: job.status(), job.wait(), job.logs(), job.cancel(), job.load_model(),
         job.history. The options are those of `jupyter elastic-gpu submit`.
         """
-        args = parse_argstring(self.elastic_train, line)
+        args = parsed(self.elastic_train, line, TRAIN)
         if not cell.strip():
-            raise UsageError("the cell is empty: put the training code below %%elastic_train")
+            raise UsageError(f"{TRAIN}: the cell is empty: put the training code below it")
         passed = [n.strip() for n in args.pass_vars.split(",") if n.strip()]
         user_ns = self.shell.user_ns
         try:
@@ -116,7 +130,7 @@ class ElasticMagics(Magics):
                 notebook=submitting_notebook(user_ns),
             )
         except (CellError, BadRequest) as e:
-            raise UsageError(str(e)) from None
+            raise UsageError(f"{TRAIN}: {e}") from None
         job = self._call(self.client.submit, request.model_dump(mode="json", exclude_none=True))
         for note in job.get("notes") or []:
             print(f"note: {as_flags(note)}")
@@ -145,11 +159,11 @@ class ElasticMagics(Magics):
         """Print my jobs (open ones and those finished in the last 24 h, unless --all or
         --since says otherwise) and the queue (others' jobs as owner, size and state). The
         options are those of `jupyter elastic-gpu status`."""
-        args = parse_argstring(self.elastic_jobs, line)
+        args = parsed(self.elastic_jobs, line, JOBS)
         try:
             query = job_filter(args, time.time())
         except ValueError as e:
-            raise UsageError(str(e)) from None
+            raise UsageError(f"{JOBS}: {e}") from None
         me = self._call(self.client.whoami)["user"]
         user = query.user or me
         listed = self._call(self.client.jobs, query.model_copy(update={"user": user}).as_query())
@@ -174,16 +188,20 @@ class ElasticMagics(Magics):
 
     # -- interactive GPU leases (docs/interactive-gpus.md) -------------------------------------
     @magic_arguments()
-    @argument("gpus", type=int, help="GPUs this kernel should have (0: give them back)")
+    @argument(
+        "gpus", type=int, metavar="N", help="GPUs this kernel should have (0: give them back)"
+    )
     @argument("-y", "--yes", action="store_true", help="do not ask before restarting")
     @line_magic
     def gpu_lease(self, line: str) -> None:
         """%gpu_lease N: restart this kernel with a lease of N GPUs (asks first)."""
         from .lease import gpu_lease
 
-        args = parse_argstring(self.gpu_lease, line)
+        args = parsed(self.gpu_lease, line, GPU_LEASE)
         if args.gpus < 0:
-            raise UsageError("usage: %gpu_lease N (N GPUs, 0 for none)")
+            raise UsageError(
+                f"{GPU_LEASE}: N must be at least 0, got {args.gpus}; usage: {GPU_LEASE} N"
+            )
         print(self._call(gpu_lease, self.client, args.gpus, args.yes))
 
     # -- end of interactive GPU leases ----------------------------------------------------------
@@ -193,6 +211,6 @@ class ElasticMagics(Magics):
         """%elastic_cancel JOB_ID: checkpoint and stop the job."""
         job_id = line.strip()
         if not job_id:
-            raise UsageError("usage: %elastic_cancel JOB_ID (see %elastic_jobs)")
+            raise UsageError(f"{CANCEL}: a job id is required; usage: {CANCEL} JOB_ID (see {JOBS})")
         job = self._call(self.client.cancel, job_id)
         print(f"{job['id']} ({job['name']}): {job['state']}")

@@ -118,7 +118,7 @@ def test_filters_and_rights_through_the_api_and_the_cli(daemon):
         ({"user": "alice"}, "bob", 403, "only admins may list the jobs of another user"),
         ({"state": "finished"}, "alice", 400, "state: unknown state 'finished'"),
         ({"since": "yesterday"}, "alice", 400, "since: expected a time in epoch seconds"),
-        ({"since": "-5"}, "alice", 400, "since: Input should be greater than or equal to 0"),
+        ({"since": "-5"}, "alice", 400, "since: must be at least 0"),
         ({"all": "true", "since": "5"}, "alice", 400, "do not go together"),
         ({"all": "maybe"}, "alice", 400, "all: expected true or false"),
     ]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
@@ -68,7 +69,7 @@ async def test_long_job_shrinks_for_a_short_one_and_grows_back(jp_fetch):
     steps = [(len(e["data"]["from"]), len(e["data"]["to"])) for e in resizes]
     assert steps[0] == (4, n), steps
     # The same path as the trainer's: each change starts where the last one ended, up to 4 again.
-    assert all(a[1] == b[0] for a, b in zip(steps, steps[1:])), steps
+    assert all(a[1] == b[0] for a, b in itertools.pairwise(steps)), steps
     up = next(i for i, step in enumerate(steps) if step[1] == 4)
     assert [step[1] for step in steps[: up + 1]] == counts[1 : back + 1], (steps, counts)
     assert all(e["message"].count(":") >= 1 and len(e["message"]) > 30 for e in resizes)
