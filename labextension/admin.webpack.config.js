@@ -1,7 +1,7 @@
 /**
  * The admin page's script (src/admin/, compiled by tsc into lib/admin/) as one file, where
  * the server inlines it into the page (jupyter_elastic_gpu/server/admin_page.py): one
- * document, no other route to authenticate. webpack comes with @jupyterlab/builder.
+ * document, no other route to authenticate.
  */
 const path = require('path');
 
