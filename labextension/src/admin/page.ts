@@ -56,49 +56,48 @@ export class AdminPage implements IAdminSteering {
   }
 
   // -- steering (IAdminSteering) ------------------------------------------------------------
-  drain(gpu: IGpu, drained: boolean): void {
+  drain(gpu: IGpu, drained: boolean): Promise<void> {
     if (!drained) {
-      void this.act(`GPU ${gpu.id} is back in service`, () => this.client.drain(gpu.id, false));
-      return;
+      return this.act(`GPU ${gpu.id} is back in service`, () => this.client.drain(gpu.id, false));
     }
     const moves = gpu.holder ? ` Job ${gpu.holder} (${gpu.holder_user}) moves to other GPUs.` : '';
-    void this.act(
+    return this.act(
       `GPU ${gpu.id} drained`,
       () => this.client.drain(gpu.id, true),
       `Drain GPU ${gpu.id} for maintenance? No job will get it.${moves}`
     );
   }
 
-  suspend(job: IJob): void {
+  suspend(job: IJob): Promise<void> {
     const who = whoOf(job);
-    void this.act(
+    return this.act(
       `Suspended ${who}`,
       () => this.client.steer(job.id, 'suspend'),
       `Suspend ${who}? It checkpoints, stops and gets no GPUs until resumed.`
     );
   }
 
-  resume(job: IJob): void {
-    void this.act(`Resumed ${whoOf(job)}`, () => this.client.steer(job.id, 'resume'));
+  resume(job: IJob): Promise<void> {
+    return this.act(`Resumed ${whoOf(job)}`, () => this.client.steer(job.id, 'resume'));
   }
 
-  cancel(job: IJob): void {
+  cancel(job: IJob): Promise<void> {
     const who = whoOf(job);
-    void this.act(
+    return this.act(
       `Cancelled ${who}`,
       () => this.client.steer(job.id, 'cancel'),
       `Cancel ${who}? It stops for good.`
     );
   }
 
-  setPriority(job: IJob, priority: number): void {
-    void this.act(`Priority of job ${job.id} set to ${priority}`, () =>
+  setPriority(job: IJob, priority: number): Promise<void> {
+    return this.act(`Priority of job ${job.id} set to ${priority}`, () =>
       this.client.setPriority(job.id, priority)
     );
   }
 
-  setWeight(group: string, weight: number): void {
-    void this.act(`Weight of group ${group} set to ${weight}`, () =>
+  setWeight(group: string, weight: number): Promise<void> {
+    return this.act(`Weight of group ${group} set to ${weight}`, () =>
       this.client.setWeight(group, weight)
     );
   }

@@ -20,22 +20,22 @@ import { IGpu, IJob, isFinal, IShareGroup, IShares, IShareUser } from '../types'
 /** What a cell shows when there is nothing to show. */
 export const NONE = '\u2013';
 
-/** What the page's buttons and fields ask for. */
+/** What the page's buttons and fields ask for; each settles once the page is drawn again. */
 export interface IAdminSteering {
-  drain(gpu: IGpu, drained: boolean): void;
-  suspend(job: IJob): void;
-  resume(job: IJob): void;
-  cancel(job: IJob): void;
-  setPriority(job: IJob, priority: number): void;
-  setWeight(group: string, weight: number): void;
+  drain(gpu: IGpu, drained: boolean): Promise<void>;
+  suspend(job: IJob): Promise<void>;
+  resume(job: IJob): Promise<void>;
+  cancel(job: IJob): Promise<void>;
+  setPriority(job: IJob, priority: number): Promise<void>;
+  setWeight(group: string, weight: number): Promise<void>;
 }
 
 const maybe = (x: number | null | undefined, show: (x: number) => string): string =>
   x === null || x === undefined ? NONE : show(x);
 
-function button(action: string, label: string, onClick: () => void, danger = false) {
+function button(action: string, label: string, onClick: () => Promise<void>, danger = false) {
   const el = h('button', { 'data-action': action, class: danger ? 'danger' : undefined }, label);
-  el.addEventListener('click', onClick);
+  el.addEventListener('click', () => void onClick());
   return el;
 }
 
@@ -48,7 +48,7 @@ function numberField(
   of: string,
   value: number | undefined,
   max: number,
-  set: (value: number) => void
+  set: (value: number) => Promise<void>
 ): Child[] {
   const input = h('input', {
     type: 'number',
@@ -62,7 +62,7 @@ function numberField(
   const send = () => set(Number(input.value));
   input.addEventListener('keydown', e => {
     if (e.key === 'Enter') {
-      send();
+      void send();
     }
   });
   return [input, ' ', button(action, 'Set', send)];
