@@ -48,7 +48,10 @@ def test_the_page_inlines_its_built_script_and_its_config():
     page = admin_page.admin_document({"api": "/x/", "user": "o'hara"})
     assert page is not None, admin_page.NOT_BUILT
     assert admin_page.asset(admin_page.SCRIPT) in page
-    assert 'data-config="{&quot;api&quot;: &quot;/x/&quot;, &quot;user&quot;: &quot;o&#x27;hara' in page
+    assert (
+        'data-config="{&quot;api&quot;: &quot;/x/&quot;, &quot;user&quot;: &quot;o&#x27;hara'
+        in page
+    )
 
 
 def test_a_checkout_that_has_not_built_the_script_is_told_how(monkeypatch):
