@@ -84,7 +84,8 @@ def message_page(title: str, message: str) -> str:
 
 
 class AdminPageHandler(ExtensionHandlerMixin, JupyterHandler):
-    """The page for admins; 401/403/503 pages that say why for everyone else."""
+    """The page for admins; pages that say why for everyone else (401, 403, 404 where the
+    page is not built, the scheduler's own status where it cannot answer)."""
 
     def initialize(self, name: str, api_prefix: str, *args: Any, **kwargs: Any) -> None:
         self.api_prefix = api_prefix
@@ -122,8 +123,9 @@ class AdminPageHandler(ExtensionHandlerMixin, JupyterHandler):
             {"api": api, "user": me.user, "mode": me.mode, "xsrf": self.xsrf_token.decode()}
         )
         if page is None:
+            # Not a fault of the server: this install has no page to show (a 404, never a 5xx).
             self._refuse(
-                503, "The admin page is not built", f"The admin page is missing: {NOT_BUILT}."
+                404, "The admin page is not built", f"The admin page is missing: {NOT_BUILT}."
             )
             return
         self.set_header("Content-Type", "text/html; charset=utf-8")
