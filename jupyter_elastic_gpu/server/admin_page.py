@@ -2,7 +2,9 @@
 and the admin actions, for the scheduler's admins only.
 
 One HTML document, its style and script inlined from the package's ``static/admin/`` files,
-so that it works under every front door without another route to authenticate: a Jupyter
+so that it works under every front door without another route to authenticate. The script
+is TypeScript (``labextension/src/admin/``) that the JupyterLab extension's build bundles into
+``static/admin/admin.js``, git-ignored, so a checkout builds it. It works behind a Jupyter
 server (cookie; the script sends Jupyter's XSRF header), the shared scheduler (``?token=``,
 which the script sends on as its token) and the JupyterHub service. The page itself holds no
 data: its script reads the API (``gpus``, ``jobs``, ``admin/shares``) and calls the admin
@@ -35,6 +37,13 @@ from .credentials import without_credentials
 PAGE_PATH = "elastic-gpu/admin"
 #: The package folder of the page's files.
 STATIC = ("static", "admin")
+#: The page's script, built with the JupyterLab extension (labextension/admin.webpack.config.js).
+SCRIPT = "admin.js"
+#: What to do when a checkout has not built the script yet.
+NOT_BUILT = (
+    "its script is built with the JupyterLab extension: `pip install -e .` from a checkout "
+    "(Node.js needed), or `jlpm build` in labextension/"
+)
 #: Query arguments by which a login URL knows where to return already (an OAuth authorize
 #: URL, e.g. the Hub's, keeps it with its ``state``).
 RETURNS_BY = frozenset({"next", "state"})
@@ -56,6 +65,17 @@ def asset(name: str) -> str:
     return (files(__package__).joinpath(*STATIC) / name).read_text(encoding="utf-8")
 
 
+def admin_document(config: dict[str, Any]) -> str | None:
+    """The page, ``config`` in its body for the script; None while the script is not built."""
+    try:
+        script = asset(SCRIPT)
+    except FileNotFoundError:
+        return None
+    return Template(asset("admin.html")).substitute(
+        style=asset("admin.css"), script=script, config=html.escape(json.dumps(config))
+    )
+
+
 def message_page(title: str, message: str) -> str:
     """A small page that says why the admin page is not shown, and what to do."""
     return Template(asset("message.html")).substitute(
@@ -64,7 +84,8 @@ def message_page(title: str, message: str) -> str:
 
 
 class AdminPageHandler(ExtensionHandlerMixin, JupyterHandler):
-    """The page for admins; 401/403/503 pages that say why for everyone else."""
+    """The page for admins; pages that say why for everyone else (401, 403, 404 where the
+    page is not built, the scheduler's own status where it cannot answer)."""
 
     def initialize(self, name: str, api_prefix: str, *args: Any, **kwargs: Any) -> None:
         self.api_prefix = api_prefix
@@ -98,15 +119,15 @@ class AdminPageHandler(ExtensionHandlerMixin, JupyterHandler):
             )
             return
         api = url_path_join(self.base_url, self.api_prefix) + "/"
-        page = Template(asset("admin.html")).substitute(
-            style=asset("admin.css"),
-            script=asset("admin.js"),
-            config=html.escape(
-                json.dumps(
-                    {"api": api, "user": me.user, "mode": me.mode, "xsrf": self.xsrf_token.decode()}
-                )
-            ),
+        page = admin_document(
+            {"api": api, "user": me.user, "mode": me.mode, "xsrf": self.xsrf_token.decode()}
         )
+        if page is None:
+            # Not a fault of the server: this install has no page to show (a 404, never a 5xx).
+            self._refuse(
+                404, "The admin page is not built", f"The admin page is missing: {NOT_BUILT}."
+            )
+            return
         self.set_header("Content-Type", "text/html; charset=utf-8")
         self.set_header("Cache-Control", "no-store")
         self.finish(page)

@@ -6,49 +6,13 @@
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
-import {
-  IGpuInventory,
-  IJob,
-  ILogs,
-  IProgressRecord,
-  IQueueEntry,
-  IWhoami,
-  PanelProblem
-} from './types';
+import { answerError, ApiError, bodyOf } from './apierror';
+import { IGpuInventory, IJob, ILogs, IProgressRecord, IQueueEntry, IWhoami } from './types';
+
+export { ApiError, problemOf } from './apierror';
 
 /** Where the API lives under the server's base URL. */
 export const API_PATH = 'elastic-gpu/api';
-
-/** An answer other than 2xx, or no answer at all, with what the panel should say. */
-export class ApiError extends Error {
-  constructor(
-    message: string,
-    readonly status: number,
-    readonly reason: string | null = null
-  ) {
-    super(message);
-    this.name = 'ApiError';
-  }
-
-  /** The panel-wide message this error stands for, or null for a per-request failure. */
-  get problem(): PanelProblem | null {
-    return problemOf(this.status);
-  }
-}
-
-/** 404 on a collection route: the server extension is not enabled on this server. */
-export function problemOf(status: number): PanelProblem | null {
-  if (status === 404) {
-    return 'not-enabled';
-  }
-  if (status === 401 || status === 403) {
-    return 'unauthorized';
-  }
-  if (status === 0 || status === 502 || status === 503 || status === 504) {
-    return 'unavailable';
-  }
-  return null;
-}
 
 export class ElasticGpuApi {
   constructor(readonly settings: ServerConnection.ISettings = ServerConnection.makeSettings()) {}
@@ -137,19 +101,9 @@ export class ElasticGpuApi {
     } catch (error) {
       throw new ApiError('The Jupyter server cannot be reached: check that it still runs.', 0);
     }
-    const text = await response.text();
-    let body: any = null;
-    try {
-      body = text ? JSON.parse(text) : null;
-    } catch {
-      body = null; // an HTML error page: the route does not exist on this server
-    }
+    const body = bodyOf(await response.text());
     if (!response.ok) {
-      const message =
-        body && typeof body.message === 'string' && body.message
-          ? body.message
-          : `${response.status} ${response.statusText}`.trim();
-      throw new ApiError(message, response.status, body?.reason ?? null);
+      throw answerError(response.status, response.statusText, body);
     }
     return body as T;
   }

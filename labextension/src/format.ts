@@ -8,7 +8,7 @@ export function plural(n: number, one: string, many = `${one}s`): string {
   return `${n} ${n === 1 ? one : many}`;
 }
 
-/** "45 s", "7 min", "1 h 12 min". */
+/** "45 s", "7 min", "1 h 12 min", "36 h", "7 days", "2 days 6 h". */
 export function duration(seconds: number): string {
   const s = Math.max(0, Math.round(seconds));
   if (s < 60) {
@@ -20,6 +20,11 @@ export function duration(seconds: number): string {
   }
   const h = Math.floor(minutes / 60);
   const m = minutes % 60;
+  if (h >= 48) {
+    const hours = Math.round(minutes / 60);
+    const rest = hours % 24;
+    return `${Math.floor(hours / 24)} days${rest ? ` ${rest} h` : ''}`;
+  }
   return m ? `${h} h ${m} min` : `${h} h`;
 }
 
@@ -52,6 +57,11 @@ export function memory(mb: number): string {
 
 export function percent(fraction: number): string {
   return `${Math.round(fraction * 100)} %`;
+}
+
+/** A weight or a ratio: at most two decimals ("1.5", "0.33"). */
+export function figure(x: number): string {
+  return String(Math.round(x * 100) / 100);
 }
 
 /**

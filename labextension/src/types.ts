@@ -42,6 +42,8 @@ export interface IGpu {
   holder_name?: string | null;
   external_processes?: IGpuProcess[];
   healthy?: boolean;
+  /** Drained by an admin for maintenance: no job gets it, jobs on it move off. */
+  drained?: boolean;
 }
 
 export type GpuSource = 'nvml' | 'simulated';
@@ -122,6 +124,8 @@ export interface IJob {
   notebook?: string | null;
   /** Suspended and held: it gets no GPUs until resumed. */
   held?: boolean;
+  /** Its weight in the policy's order (own jobs, or an admin's view). */
+  priority?: number;
 }
 
 export interface IQueueEntry extends IJob {
@@ -145,6 +149,35 @@ export interface IProgressRecord {
 export interface ILogs {
   trainer: string;
   sidecar: string;
+}
+
+/** One user's fair share (`ShareUser` of `GET admin/shares`). */
+export interface IShareUser {
+  user: string;
+  groups: string[];
+  weight: number;
+  share: number;
+  entitled_gpus: number;
+  gpus: number;
+  usage_gpu_s: number;
+  usage_fraction: number;
+  ratio: number;
+}
+
+export interface IShareGroup {
+  group: string;
+  weight: number;
+  users: string[];
+  gpus: number;
+  usage_fraction: number;
+}
+
+/** Fair share between users and groups, for admins (`Shares`). */
+export interface IShares {
+  half_life_s: number;
+  gpus: number;
+  users: IShareUser[];
+  groups: IShareGroup[];
 }
 
 /** Why the panel shows a message instead of data (`data-panel-message`). */

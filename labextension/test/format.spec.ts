@@ -24,5 +24,10 @@ describe('words', () => {
 
   it('says durations as people do', () => {
     expect([duration(45), duration(420), duration(4320)]).toEqual(['45 s', '7 min', '1 h 12 min']);
+    expect([36 * 3600, 7 * 86400, 54 * 3600].map(duration)).toEqual([
+      '36 h',
+      '7 days',
+      '2 days 6 h'
+    ]);
   });
 });

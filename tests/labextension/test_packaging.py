@@ -130,7 +130,11 @@ def test_the_model_jest_tests_pass():
 
 
 def test_the_wheel_carries_the_admin_page(wheel):
+    """Its script too, which the build makes from labextension/src/admin/ (git-ignored)."""
+    folder = "jupyter_elastic_gpu/server/static/admin/"
     with zipfile.ZipFile(wheel) as z:
         names = set(z.namelist())
-    for name in ("admin.html", "admin.css", "admin.js", "message.html"):
-        assert f"jupyter_elastic_gpu/server/static/admin/{name}" in names, name
+        for name in ("admin.html", "admin.css", "admin.js", "message.html"):
+            assert folder + name in names, name
+        script = z.read(folder + "admin.js").decode()
+    assert "Fair share is not available on this scheduler." in script

@@ -24,6 +24,7 @@ from jupyter_elastic_gpu.core.schedule import decide
 from jupyter_elastic_gpu.models import SubmitRequest
 from jupyter_elastic_gpu.scheduler import snapshot
 from jupyter_elastic_gpu.scheduler.jobs import JobRecord
+from jupyter_elastic_gpu.server import admin_page
 
 GPUS = ["0", "1", "2", "3"]
 #: This test's user as the server's admin (``c.ElasticGPUApp.admin_users``).
@@ -38,6 +39,25 @@ def synthetic(name: str, min_gpus: int, max_gpus: int, work: float = 1e9) -> dic
         "max_gpus": max_gpus,
         "synthetic": {"work": work, "throughput": {"1": 100, "2": 190, "4": 360}, "batch": 10},
     }
+
+
+# -- the page's document, without a server -----------------------------------------------------
+
+
+def test_the_page_inlines_its_built_script_and_its_config():
+    page = admin_page.admin_document({"api": "/x/", "user": "o'hara"})
+    assert page is not None, admin_page.NOT_BUILT
+    assert admin_page.asset(admin_page.SCRIPT) in page
+    assert (
+        'data-config="{&quot;api&quot;: &quot;/x/&quot;, &quot;user&quot;: &quot;o&#x27;hara'
+        in page
+    )
+
+
+def test_a_checkout_that_has_not_built_the_script_is_told_how(monkeypatch):
+    monkeypatch.setattr(admin_page, "SCRIPT", "never-built.js")
+    assert admin_page.admin_document({"api": "/x/"}) is None
+    assert "jlpm build" in admin_page.NOT_BUILT
 
 
 # -- the record and the snapshot, without a server ---------------------------------------------
