@@ -68,6 +68,7 @@ FAST_TIER = (
     "tests/scheduler/test_panel.py",
     "tests/scheduler/test_reasons.py",
     "tests/scheduler/test_reasons_figures.py",
+    "tests/scheduler/test_routes.py",
     "tests/scheduler/test_release_clock.py",
     "tests/scheduler/test_service_units.py",
     "tests/scheduler/test_waits.py",

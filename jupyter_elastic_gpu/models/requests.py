@@ -369,10 +369,24 @@ class JobFilter(Strict):
     state.
     """
 
-    all: bool = False
-    state: Annotated[list[JobState], Field(min_length=1, max_length=len(JobState))] | None = None
-    user: Annotated[str, Field(min_length=1, max_length=200)] | None = None
-    since: Seconds | None = Field(None, description="epoch seconds")
+    all: bool = Field(
+        False,
+        description="true: every job the scheduler keeps, however long ago it finished (not "
+        "with `since`).",
+    )
+    state: Annotated[list[JobState], Field(min_length=1, max_length=len(JobState))] | None = Field(
+        None, description="Only jobs in these states, comma-separated (e.g. `running,queued`)."
+    )
+    user: Annotated[str, Field(min_length=1, max_length=200)] | None = Field(
+        None,
+        description="Only this user's jobs. Another user's: admins and readers of every job "
+        "only (403 otherwise); everyone sees others' open jobs in the queue.",
+    )
+    since: Seconds | None = Field(
+        None,
+        description="Finished jobs that ended at or after this time (epoch seconds); open jobs "
+        "are always listed.",
+    )
 
     @model_validator(mode="after")
     def _one_window(self) -> JobFilter:

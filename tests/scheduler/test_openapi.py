@@ -25,7 +25,8 @@ from servers import (
 )
 
 from jupyter_elastic_gpu import models as M
-from jupyter_elastic_gpu.server.handlers import GPU_ID, JOB_ID, KERNEL_ID, ROUTES, handlers
+from jupyter_elastic_gpu.scheduler.port.routes import PATH_PARAMETERS as PATTERNS
+from jupyter_elastic_gpu.server.handlers import ROUTES, handlers
 
 GROUP = re.compile(r"\(\?P<(\w+)>(?:[^()]|\([^()]*\))*\)")
 
@@ -57,9 +58,8 @@ def test_the_document_lists_exactly_the_implemented_routes():
 
 #: Path parameter -> (its pattern in the routes, its name among the document's parameters).
 PATH_PARAMETERS = {
-    "job_id": (JOB_ID, "JobId"),
-    "gpu_id": (GPU_ID, "GpuId"),
-    "kernel_id": (KERNEL_ID, "KernelId"),
+    name: (f"(?P<{name}>{PATTERNS[name].pattern})", param)
+    for name, param in (("job_id", "JobId"), ("gpu_id", "GpuId"), ("kernel_id", "KernelId"))
 }
 
 
