@@ -64,6 +64,7 @@ FAST_TIER = (
     "tests/scheduler/test_api.py",
     "tests/scheduler/test_backend_seam.py",
     "tests/scheduler/test_estimates.py",
+    "tests/scheduler/test_generated.py",
     "tests/scheduler/test_job_history.py",
     "tests/scheduler/test_panel.py",
     "tests/scheduler/test_reasons.py",

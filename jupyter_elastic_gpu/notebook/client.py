@@ -197,7 +197,6 @@ class SchedulerClient:
             body = {}
         return self._request(spec.method, spec.url(**params), body, query, timeout)
 
-
     def _request(
         self,
         method: str,
