@@ -1,4 +1,5 @@
-"""The REST routes and the websocket, as Jupyter handlers (docs/api.md, ``openapi.yaml``).
+"""The REST routes and the websocket, as Jupyter handlers (docs/api.md, ``openapi.yaml``):
+one handler per path of the route table (``scheduler/port/routes.py``), with its methods.
 
 One set of handlers serves every deployment: the personal server, a user's server that
 forwards to a shared scheduler, and the shared scheduler itself (``server/daemon.py``), which

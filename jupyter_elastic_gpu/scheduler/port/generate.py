@@ -52,8 +52,12 @@ def types_text() -> str:
 
 
 def outputs() -> dict[Path, str]:
-    """Each generated file and what it must hold."""
-    return {OPENAPI_FILE: openapi_text(), TYPES_FILE: types_text()}
+    """Each generated file and what it must hold (the types only in a checkout: a wheel has
+    no labextension sources)."""
+    out = {OPENAPI_FILE: openapi_text()}
+    if TYPES_FILE.parent.is_dir():
+        out[TYPES_FILE] = types_text()
+    return out
 
 
 def stale() -> list[Path]:
@@ -75,9 +79,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"stale: {path} (run `{COMMAND}`)", file=sys.stderr)
         return 1 if old else 0
     for path, text in outputs().items():
-        if path.parent.is_dir():  # (a wheel has no labextension sources)
-            path.write_text(text, encoding="utf-8")
-            print(f"wrote {path}")
+        path.write_text(text, encoding="utf-8")
+        print(f"wrote {path}")
     return 0
 
 
