@@ -12,6 +12,7 @@ export type BatchPolicy = 'keep-global' | 'keep-per-replica';
  * asking its sidecar to checkpoint and stop (its owner or an admin).
  */
 export interface CancelRequest {
+  /** End its processes at once instead of asking for a checkpoint. */
   force?: boolean;
 }
 
@@ -21,28 +22,36 @@ export interface CancelRequest {
  */
 export interface DrainChange {
   drained: boolean;
+  /** End the jobs on it at once instead of asking them to move off. */
   force?: boolean;
 }
 
 export interface ErrorBody {
+  /** One sentence saying what was wrong and what to do. */
   message: string;
   reason?: string | null;
 }
 
 /** Why a job failed: the exception, its traceback, and what to do. */
 export interface ErrorInfo {
+  /** Exception type, or e.g. `TrainerCrashed`, `SidecarLost`. */
   type: string;
   message?: string;
   traceback?: string | null;
+  /** What to do about it. */
   hint?: string | null;
 }
 
 export interface Event {
   seq: number;
+  /** Null for scheduler-wide events. */
   job_id: string | null;
+  /** Epoch seconds. */
   t: number;
   kind: EventKind;
+  /** The change and its reason */
   message: string;
+  /** Details, e.g. `{"gpus", "generation"}` or `{"from", "to", "generation"}`. */
   data: Record<string, unknown> | null;
 }
 
@@ -91,6 +100,7 @@ export interface Forgotten {
 export interface GpuProcessView {
   pid: number;
   user: string | null;
+  /** MiB */
   memory_mb: number | null;
   command: string | null;
 }
@@ -98,16 +108,24 @@ export interface GpuProcessView {
 export interface GpuView {
   id: string;
   index: number;
+  /** Host name. */
   node: string;
+  /** Model name (`Simulated GPU` for simulated ones). */
   name: string;
   uuid: string | null;
   memory_total_mb: number | null;
   memory_used_mb: number | null;
   utilization: number | null;
+  /** Id of the job holding the GPU. */
   holder: string | null;
   holder_user: string | null;
+  /** Name of the holding job; null when it belongs to another user. */
   holder_name: string | null;
+  /** Processes on this GPU that the scheduler did not start. */
   external_processes: GpuProcessView[];
+  /**
+   * False while processes outside the scheduler use the GPU; the scheduler then leaves it alone.
+   */
   healthy: boolean;
   /** drained by an admin for maintenance: no job gets it, jobs on it move off */
   drained?: boolean;
@@ -125,25 +143,30 @@ export interface Gpus {
 
 /** `PUT admin/groups/{group}/weight`: a group's fair-share weight (default 1). */
 export interface GroupWeightRequest {
+  /** The group's fair-share weight (groups never set weigh 1). */
   weight: number;
 }
 
 /** What a sidecar posts every few seconds (docs/sidecar.md, "Heartbeat protocol"). */
 export interface Heartbeat {
   job_id?: string | null;
+  /** Generation of the lease the current (or last) trainer runs on. */
   generation?: number | null;
   gpus?: string[];
   state?: SidecarState | null;
   progress?: ProgressRecord | null;
   /** records before `progress` not acknowledged yet, oldest first */
   backlog?: ProgressRecord[];
+  /** Samples/s per replica count, the median of the last 10 measurements. */
   throughput?: Record<string, number>;
+  /** Mean measured resize pause. */
   resize_cost_s?: number | null;
   sidecar_pid?: number | null;
   trainer_pid?: number | null;
   restarts?: number;
   error?: ErrorInfo | null;
   exit_code?: number | null;
+  /** The saved model */
   model_path?: string | null;
   /**
    * interactive leases: seconds since the kernel last ran code (null: not known, never reclaimed
@@ -165,8 +188,10 @@ export interface JobList {
 
 /** The job's last progress record, condensed. */
 export interface JobProgress {
+  /** 0-based epoch in progress. */
   epoch?: number | null;
   epochs?: number | null;
+  /** Batches done in this epoch. */
   step?: number | null;
   steps_per_epoch?: number | null;
   global_step?: number | null;
@@ -175,6 +200,7 @@ export interface JobProgress {
   loss?: number | null;
   metrics?: Record<string, number | null>;
   samples_per_s?: number | null;
+  /** Share of the total work done, where the total is known. */
   fraction?: number | null;
 }
 
@@ -189,17 +215,23 @@ export interface JobView {
   user: string;
   state: JobState;
   kind: JobKind;
+  /** GPUs the job holds now. */
   gpus: string[];
+  /** Generation of the desired lease. */
   generation: number;
   min_gpus: number;
   max_gpus: number;
   requested_gpus: number;
   reason: string;
+  /** Place in the queue while queued. */
   position: number | null;
+  /** Epoch seconds. */
   submitted_at: number;
+  /** First time its trainer ran. */
   started_at: number | null;
   finished_at: number | null;
   progress: JobProgress | null;
+  /** Seconds to finish at the current speed; null while `estimating`. */
   eta_s: number | null;
   /**
    * true while the job's end is not told yet: its pace has not settled (too few progress records,
@@ -208,9 +240,12 @@ export interface JobView {
    * and kernels' leases
    */
   estimating?: boolean;
+  /** Measured samples/s per GPU count (keys are counts as strings). */
   throughput: Record<string, number>;
+  /** Mean measured resize pause. */
   resize_cost_s: number | null;
   resizes: number;
+  /** The last 50 lease changes. */
   history: LeaseChange[];
   restarts: number;
   error: ErrorInfo | null;
@@ -265,6 +300,7 @@ export interface KernelLease {
  * give its lease back).
  */
 export interface KernelLeaseRequest {
+  /** GPUs the kernel should have (0: give its lease back). */
   gpus: number;
 }
 
@@ -272,14 +308,18 @@ export interface KernelLeaseRequest {
 export interface LaunchRequest {
   job_id: string;
   job_dir: string;
+  /** The submitted request as stored, defaults filled in. */
   spec: SubmitRequest;
   gpus: string[];
   generation: number;
   simulated: boolean;
   heartbeat_url: string;
+  /** Seconds between heartbeats. */
   heartbeat_interval: number;
+  /** The job's secret, for `ELASTIC_GPU_JOB_SECRET`. */
   secret: string;
   mechanism?: Mechanism;
+  /** Seconds between periodic checkpoints. */
   checkpoint_interval: number;
 }
 
@@ -300,6 +340,7 @@ export interface Launches {
 export type LeaseAction = 'run' | 'stop' | 'cancel';
 
 export interface LeaseChange {
+  /** Epoch seconds. */
   t: number;
   gpus: string[];
   why: string;
@@ -311,8 +352,11 @@ export interface LeaseChange {
  */
 export interface LeaseGrant {
   job: JobView;
+  /** The lease's heartbeat secret (`Authorization: Bearer`), shown this once. */
   secret: string;
+  /** Where the provisioner heartbeats. */
   heartbeat_url: string;
+  /** Seconds between heartbeats. */
   heartbeat_interval: number;
 }
 
@@ -322,13 +366,17 @@ export interface LeaseGrant {
  * never resized or checkpointed, held while its kernel lives.
  */
 export interface LeaseRequest {
+  /** The GPUs the kernel gets. */
   gpus: number;
+  /** 1-80 letters, digits, spaces, '.', '_' or '-'. */
   name?: string | null;
+  /** The notebook the kernel runs */
   notebook?: string | null;
 }
 
 /** The lease a sidecar is told to run on (its answer to a heartbeat). */
 export interface LeaseView {
+  /** Increases with every new lease. */
   generation: number;
   gpus: string[];
   action: LeaseAction;
@@ -382,25 +430,34 @@ export interface ProgressList {
 
 /** One line of a job's `progress.jsonl`, written by its trainer (docs/sidecar.md). */
 export interface ProgressRecord {
+  /** Epoch seconds. */
   t: number;
   generation?: number | null;
   replicas?: number | null;
+  /** 0-based epoch in progress. */
   epoch?: number | null;
   epochs?: number | null;
   step_in_epoch?: number | null;
   steps_per_epoch?: number | null;
   global_step?: number | null;
+  /** Cumulative over the job. */
   samples?: number | null;
   loss?: number | null;
   metrics?: Record<string, number | null>;
   samples_per_s?: number | null;
+  /** The global batch. */
   batch_size?: number | null;
+  /** First step of a trainer process. */
   first?: boolean | null;
   pid?: number | null;
+  /** Global step restored. */
   resumed_from?: number | null;
+  /** Steps replayed because the input cannot be skipped. */
   replayed?: number | null;
+  /** Unix time the trainer process had TensorFlow imported (first step only). */
   ready_at?: number | null;
   epoch_end?: boolean | null;
+  /** Written just before a stop. */
   stopped?: boolean | null;
 }
 
@@ -487,19 +544,29 @@ export interface ShareGroup {
  */
 export interface ShareUser {
   user: string;
+  /** The user's groups at their latest submission. */
   groups: string[];
+  /** The largest weight of the user's groups (1 without any). */
   weight: number;
+  /** Fraction (0 to 1) of the GPUs due to this user now. */
   share: number;
+  /** Whole GPUs due to this user now. */
   entitled_gpus: number;
+  /** GPUs the user's jobs hold now. */
   gpus: number;
+  /** GPU-seconds used */
   usage_gpu_s: number;
+  /** The user's part of everyone's decayed usage. */
   usage_fraction: number;
+  /** usage_fraction over the weight's fraction: 3.0 is three times the share. */
   ratio: number;
 }
 
 /** Fair share between users and groups, for admins (docs/policies.md, Fair share). */
 export interface Shares {
+  /** Seconds after which usage counts half. */
   half_life_s: number;
+  /** Usable GPUs. */
   gpus: number;
   users: ShareUser[];
   groups: ShareGroup[];
@@ -584,17 +651,27 @@ export interface StatusUpdate {
 export interface SubmitRequest {
   name?: string | null;
   kind?: JobKind;
+  /** The training code (cell or file source). */
   script?: string | null;
+  /** Command-line arguments for the script. */
   args?: string[];
+  /** Folder relative paths of the script resolve from. */
   cwd?: string | null;
   min_gpus?: number;
+  /**
+   * Default: every GPU of the server. Above the server's GPUs: lowered to them (see the job's
+   * `notes`).
+   */
   max_gpus?: number | null;
   /** the count asked for */
   requested_gpus?: number | null;
+  /** Overrides `epochs` of every fit() call. */
   epochs?: number | null;
   priority?: number;
   batch_policy?: BatchPolicy;
+  /** Simulated GPUs (logical CPU devices); default: whatever the box has. */
   simulated?: boolean | null;
+  /** Pickled variables handed to the script, base64, by Python identifier. */
   inputs?: Record<string, string>;
   synthetic?: SyntheticSpec | null;
   /**
@@ -633,5 +710,9 @@ export interface Updates {
 export interface Whoami {
   user: string;
   admin: boolean;
+  /**
+   * `embedded`: the scheduler runs in this server; `daemon`: a shared scheduler answers; `hub`: the
+   * JupyterHub service answers.
+   */
   mode: 'embedded' | 'daemon' | 'hub';
 }
