@@ -10,7 +10,7 @@ PORT ?= 8888
 # pytest-xdist workers for `make test` (files that must not overlap share one: tests/conftest.py)
 TEST_WORKERS ?= 2
 
-.PHONY: start test test-fast simulate lint node
+.PHONY: start test test-fast simulate lint node generate
 
 ## Install and start JupyterLab with the scheduler embedded (this machine's GPUs, or simulated
 ## GPUs where there are none; SQLite in the Jupyter data dir), on the demo notebook: the URL
@@ -59,3 +59,10 @@ simulate:
 
 lint:
 	ruff check . && ruff format --check .
+
+## Write the files made from the route table and the models: the OpenAPI document
+## (jupyter_elastic_gpu/server/openapi.yaml) and the front end's API types
+## (labextension/src/api-types.ts). Run it after changing a model or a route; a test fails
+## while either is stale.
+generate:
+	$(PYTHON) -m jupyter_elastic_gpu.scheduler.port.generate

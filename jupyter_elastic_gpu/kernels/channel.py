@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Callable
 from typing import Any
 
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
@@ -101,19 +102,19 @@ class OverHttp(Channel):
 
         self.client = discover().client(timeout=30)
 
-    async def _call(self, method: str, *args: Any) -> dict:
+    async def _call(self, method: Callable[..., dict], *args: Any) -> dict:
         from ..notebook.client import SchedulerError
 
         try:
-            return await asyncio.to_thread(getattr(self.client, method), *args)
+            return await asyncio.to_thread(method, *args)
         except SchedulerError as e:
             raise Relayed(e.status or 503, e.message, e.reason) from None
 
     async def open(self, body: dict) -> dict:
-        return await self._call("_request", "POST", "leases", body)
+        return await self._call(self.client.open_lease, body)
 
     async def queue(self) -> dict:
-        return await self._call("queue")
+        return await self._call(self.client.queue)
 
 
 def channel() -> Channel:

@@ -1,8 +1,8 @@
 """Every request and response of the scheduler's API, typed and validated once.
 
 The routes (``server/handlers.py``), the service, the CLI, the magic and the tests all use these
-models, and ``server/openapi.yaml`` describes them (``tests/scheduler/test_openapi.py`` checks
-that the two agree). States, actions, policies and kinds are the protocol's enums
+models, and ``server/openapi.yaml`` and the front end's types are generated from them
+(``scheduler/port/generate.py``). States, actions, policies and kinds are the protocol's enums
 (``elastic_gpu_sidecar.protocol``), shared with the sidecar.
 
 Validation happens here, at the edge: a request that passes can be honoured as sent, and one

@@ -99,20 +99,31 @@ class SubmitRequest(Strict):
 
     name: str | None = None
     kind: JobKind = JobKind.SCRIPT
-    script: str | None = None
+    script: str | None = Field(None, description="The training code (cell or file source).")
     args: Annotated[list[Annotated[str, Field(max_length=10_000)]], Field(max_length=1000)] = Field(
-        default_factory=list
+        default_factory=list, description="Command-line arguments for the script."
     )
-    cwd: Annotated[str | None, Field(max_length=4096)] = None
+    cwd: Annotated[str | None, Field(max_length=4096)] = Field(
+        None, description="Folder relative paths of the script resolve from."
+    )
     min_gpus: GpuCount = DEFAULT_MIN_GPUS
-    max_gpus: GpuCount | None = None
+    max_gpus: GpuCount | None = Field(
+        None,
+        description="Default: every GPU of the server. Above the server's GPUs: lowered to them "
+        "(see the job's `notes`).",
+    )
     requested_gpus: GpuCount | None = Field(None, description="the count asked for")
-    epochs: Annotated[int | None, Field(ge=1, le=10**6)] = None
+    epochs: Annotated[int | None, Field(ge=1, le=10**6)] = Field(
+        None, description="Overrides `epochs` of every fit() call."
+    )
     priority: Priority = 1.0
     batch_policy: BatchPolicy = BatchPolicy.KEEP_GLOBAL
-    simulated: bool | None = None
+    simulated: bool | None = Field(
+        None, description="Simulated GPUs (logical CPU devices); default: whatever the box has."
+    )
     inputs: Annotated[dict[str, str], Field(max_length=100), at_most(100)] = Field(
-        default_factory=dict
+        default_factory=dict,
+        description="Pickled variables handed to the script, base64, by Python identifier.",
     )
     synthetic: SyntheticSpec | None = None
     notebook: Annotated[str | None, Field(max_length=MAX_NOTEBOOK_CHARS)] = Field(
@@ -194,24 +205,28 @@ class SubmitRequest(Strict):
 class ErrorInfo(Lenient):
     """Why a job failed: the exception, its traceback, and what to do."""
 
-    type: Annotated[str, Field(max_length=200)]
+    type: Annotated[str, Field(max_length=200)] = Field(
+        description="Exception type, or e.g. `TrainerCrashed`, `SidecarLost`."
+    )
     message: Text = ""
     traceback: Text | None = None
-    hint: Annotated[str | None, Field(max_length=2000)] = None
+    hint: Annotated[str | None, Field(max_length=2000)] = Field(
+        None, description="What to do about it."
+    )
 
 
 class ProgressRecord(Lenient):
     """One line of a job's ``progress.jsonl``, written by its trainer (docs/sidecar.md)."""
 
-    t: Seconds
+    t: Seconds = Field(description="Epoch seconds.")
     generation: Count | None = None
     replicas: GpuCount | None = None
-    epoch: Count | None = None
+    epoch: Count | None = Field(None, description="0-based epoch in progress.")
     epochs: Count | None = None
     step_in_epoch: Count | None = None
     steps_per_epoch: Count | None = None
     global_step: Count | None = None
-    samples: Amount | None = None
+    samples: Amount | None = Field(None, description="Cumulative over the job.")
     loss: Value | None = None
     metrics: Annotated[
         dict[Annotated[str, Field(max_length=200)], Value | None],
@@ -219,14 +234,18 @@ class ProgressRecord(Lenient):
         at_most(100),
     ] = Field(default_factory=dict)
     samples_per_s: Amount | None = None
-    batch_size: Count | None = None
-    first: bool | None = None
+    batch_size: Count | None = Field(None, description="The global batch.")
+    first: bool | None = Field(None, description="First step of a trainer process.")
     pid: Pid | None = None
-    resumed_from: Count | None = None
-    replayed: Count | None = None
-    ready_at: Seconds | None = None
+    resumed_from: Count | None = Field(None, description="Global step restored.")
+    replayed: Count | None = Field(
+        None, description="Steps replayed because the input cannot be skipped."
+    )
+    ready_at: Seconds | None = Field(
+        None, description="Unix time the trainer process had TensorFlow imported (first step only)."
+    )
     epoch_end: bool | None = None
-    stopped: bool | None = None
+    stopped: bool | None = Field(None, description="Written just before a stop.")
 
     def total_samples(self) -> float | None:
         """Samples the whole training needs (None until epochs, steps and batch are known)."""
@@ -239,7 +258,9 @@ class Heartbeat(Lenient):
     """What a sidecar posts every few seconds (docs/sidecar.md, "Heartbeat protocol")."""
 
     job_id: Annotated[str | None, Field(max_length=64)] = None
-    generation: Generation | None = None
+    generation: Generation | None = Field(
+        None, description="Generation of the lease the current (or last) trainer runs on."
+    )
     gpus: GpuIds = Field(default_factory=list)
     state: SidecarState | None = None
     progress: ProgressRecord | None = None
@@ -251,14 +272,19 @@ class Heartbeat(Lenient):
         default_factory=list,
         description="records before ``progress`` not acknowledged yet, oldest first",
     )
-    throughput: Speeds = Field(default_factory=dict)
-    resize_cost_s: Seconds | None = None
+    throughput: Speeds = Field(
+        default_factory=dict,
+        description="Samples/s per replica count, the median of the last 10 measurements.",
+    )
+    resize_cost_s: Seconds | None = Field(None, description="Mean measured resize pause.")
     sidecar_pid: Pid | None = None
     trainer_pid: Pid | None = None
     restarts: Count = 0
     error: ErrorInfo | None = None
     exit_code: Annotated[int | None, Field(ge=-256, le=256)] = None
-    model_path: Annotated[str | None, Field(max_length=4096)] = None
+    model_path: Annotated[str | None, Field(max_length=4096)] = Field(
+        None, description="The saved model"
+    )
     idle_s: Seconds | None = Field(
         None,
         description="interactive leases: seconds since the kernel last ran code (null: not "
@@ -276,15 +302,15 @@ class LaunchRequest(Strict):
 
     job_id: str
     job_dir: str
-    spec: SubmitRequest
+    spec: SubmitRequest = Field(description="The submitted request as stored, defaults filled in.")
     gpus: GpuIds
     generation: Count
     simulated: bool
     heartbeat_url: str
-    heartbeat_interval: Seconds
-    secret: str
+    heartbeat_interval: Seconds = Field(description="Seconds between heartbeats.")
+    secret: str = Field(description="The job's secret, for `ELASTIC_GPU_JOB_SECRET`.")
     mechanism: Mechanism = Mechanism.SIDECAR
-    checkpoint_interval: Seconds
+    checkpoint_interval: Seconds = Field(description="Seconds between periodic checkpoints.")
 
 
 class LeaseRequest(Strict):
@@ -294,9 +320,11 @@ class LeaseRequest(Strict):
     non-elastic job of that size, never resized or checkpointed, held while its kernel lives.
     """
 
-    gpus: GpuCount
-    name: str | None = None
-    notebook: Annotated[str | None, Field(max_length=MAX_NOTEBOOK_CHARS)] = None
+    gpus: GpuCount = Field(description="The GPUs the kernel gets.")
+    name: str | None = Field(None, description="1-80 letters, digits, spaces, '.', '_' or '-'.")
+    notebook: Annotated[str | None, Field(max_length=MAX_NOTEBOOK_CHARS)] = Field(
+        None, description="The notebook the kernel runs"
+    )
 
     @field_validator("notebook")
     @classmethod
@@ -327,13 +355,17 @@ class KernelLeaseRequest(Strict):
     """The body of ``POST kernels/ID/lease`` (``%gpu_lease``): the GPUs the running kernel
     should have (0: give its lease back)."""
 
-    gpus: Annotated[int, Field(ge=0, le=MAX_GPUS, strict=True)]
+    gpus: Annotated[int, Field(ge=0, le=MAX_GPUS, strict=True)] = Field(
+        description="GPUs the kernel should have (0: give its lease back)."
+    )
 
 
 class GroupWeightRequest(Strict):
     """``PUT admin/groups/{group}/weight``: a group's fair-share weight (default 1)."""
 
-    weight: Annotated[float, Field(gt=0, le=1000, allow_inf_nan=False, strict=True)]
+    weight: Annotated[float, Field(gt=0, le=1000, allow_inf_nan=False, strict=True)] = Field(
+        description="The group's fair-share weight (groups never set weigh 1)."
+    )
 
 
 class PriorityChange(Strict):
@@ -348,14 +380,18 @@ class DrainChange(Strict):
     ``force`` ends the jobs on it at once instead of asking them to move off."""
 
     drained: Annotated[bool, Field(strict=True)]
-    force: Annotated[bool, Field(strict=True)] = False
+    force: Annotated[bool, Field(strict=True)] = Field(
+        False, description="End the jobs on it at once instead of asking them to move off."
+    )
 
 
 class CancelRequest(Strict):
     """The body of ``POST jobs/ID/cancel`` (optional): ``force`` ends the job's processes at
     once instead of asking its sidecar to checkpoint and stop (its owner or an admin)."""
 
-    force: Annotated[bool, Field(strict=True)] = False
+    force: Annotated[bool, Field(strict=True)] = Field(
+        False, description="End its processes at once instead of asking for a checkpoint."
+    )
 
 
 class JobFilter(Strict):
@@ -369,10 +405,24 @@ class JobFilter(Strict):
     state.
     """
 
-    all: bool = False
-    state: Annotated[list[JobState], Field(min_length=1, max_length=len(JobState))] | None = None
-    user: Annotated[str, Field(min_length=1, max_length=200)] | None = None
-    since: Seconds | None = Field(None, description="epoch seconds")
+    all: bool = Field(
+        False,
+        description="true: every job the scheduler keeps, however long ago it finished (not "
+        "with `since`).",
+    )
+    state: Annotated[list[JobState], Field(min_length=1, max_length=len(JobState))] | None = Field(
+        None, description="Only jobs in these states, comma-separated (e.g. `running,queued`)."
+    )
+    user: Annotated[str, Field(min_length=1, max_length=200)] | None = Field(
+        None,
+        description="Only this user's jobs. Another user's: admins and readers of every job "
+        "only (403 otherwise); everyone sees others' open jobs in the queue.",
+    )
+    since: Seconds | None = Field(
+        None,
+        description="Finished jobs that ended at or after this time (epoch seconds); open jobs "
+        "are always listed.",
+    )
 
     @model_validator(mode="after")
     def _one_window(self) -> JobFilter:

@@ -40,20 +40,23 @@ class EventKind(Vocabulary):
 
 
 class ErrorBody(Strict):
-    message: str
+    message: str = Field(description="One sentence saying what was wrong and what to do.")
     reason: str | None = None
 
 
 class Whoami(Strict):
     user: str
     admin: bool
-    mode: Literal["embedded", "daemon", "hub"]
+    mode: Literal["embedded", "daemon", "hub"] = Field(
+        description="`embedded`: the scheduler runs in this server; `daemon`: a shared scheduler "
+        "answers; `hub`: the JupyterHub service answers."
+    )
 
 
 class LeaseView(Strict):
     """The lease a sidecar is told to run on (its answer to a heartbeat)."""
 
-    generation: Count
+    generation: Count = Field(description="Increases with every new lease.")
     gpus: list[str]
     action: LeaseAction
 
@@ -61,9 +64,9 @@ class LeaseView(Strict):
 class JobProgress(Strict):
     """The job's last progress record, condensed."""
 
-    epoch: int | None = None
+    epoch: int | None = Field(None, description="0-based epoch in progress.")
     epochs: int | None = None
-    step: int | None = None
+    step: int | None = Field(None, description="Batches done in this epoch.")
     steps_per_epoch: int | None = None
     global_step: int | None = None
     samples: float | None = None
@@ -71,11 +74,13 @@ class JobProgress(Strict):
     loss: float | None = None
     metrics: dict[str, float | None] = Field(default_factory=dict)
     samples_per_s: float | None = None
-    fraction: float | None = None
+    fraction: float | None = Field(
+        None, description="Share of the total work done, where the total is known."
+    )
 
 
 class LeaseChange(Strict):
-    t: float
+    t: float = Field(description="Epoch seconds.")
     gpus: list[str]
     why: str
 
@@ -97,23 +102,27 @@ class JobView(Strict):
     user: str
     state: JobState
     kind: JobKind
-    gpus: list[str]
-    generation: int
+    gpus: list[str] = Field(description="GPUs the job holds now.")
+    generation: int = Field(description="Generation of the desired lease.")
     min_gpus: int
     max_gpus: int
     requested_gpus: int
     reason: str
-    position: int | None
-    submitted_at: float
-    started_at: float | None
+    position: int | None = Field(description="Place in the queue while queued.")
+    submitted_at: float = Field(description="Epoch seconds.")
+    started_at: float | None = Field(description="First time its trainer ran.")
     finished_at: float | None
     progress: JobProgress | None
-    eta_s: float | None
+    eta_s: float | None = Field(
+        description="Seconds to finish at the current speed; null while `estimating`."
+    )
     estimating: bool = Field(False, description=ESTIMATING)
-    throughput: dict[str, float]
-    resize_cost_s: float | None
+    throughput: dict[str, float] = Field(
+        description="Measured samples/s per GPU count (keys are counts as strings)."
+    )
+    resize_cost_s: float | None = Field(description="Mean measured resize pause.")
     resizes: int
-    history: list[LeaseChange]
+    history: list[LeaseChange] = Field(description="The last 50 lease changes.")
     restarts: int
     error: ErrorInfo | None
     exit_code: int | None
@@ -144,9 +153,11 @@ class LeaseGrant(Strict):
     kernel's provisioner heartbeats with. The secret is shown this once."""
 
     job: JobView
-    secret: str
-    heartbeat_url: str
-    heartbeat_interval: float
+    secret: str = Field(
+        description="The lease's heartbeat secret (`Authorization: Bearer`), shown this once."
+    )
+    heartbeat_url: str = Field(description="Where the provisioner heartbeats.")
+    heartbeat_interval: float = Field(description="Seconds between heartbeats.")
 
 
 class KernelLease(Strict):
@@ -261,24 +272,31 @@ class Status(Strict):
 class GpuProcessView(Strict):
     pid: int
     user: str | None
-    memory_mb: float | None
+    memory_mb: float | None = Field(description="MiB")
     command: str | None
 
 
 class GpuView(Strict):
     id: str
     index: int
-    node: str
-    name: str
+    node: str = Field(description="Host name.")
+    name: str = Field(description="Model name (`Simulated GPU` for simulated ones).")
     uuid: str | None
     memory_total_mb: float | None
     memory_used_mb: float | None
     utilization: float | None
-    holder: str | None
+    holder: str | None = Field(description="Id of the job holding the GPU.")
     holder_user: str | None
-    holder_name: str | None
-    external_processes: list[GpuProcessView]
-    healthy: bool
+    holder_name: str | None = Field(
+        description="Name of the holding job; null when it belongs to another user."
+    )
+    external_processes: list[GpuProcessView] = Field(
+        description="Processes on this GPU that the scheduler did not start."
+    )
+    healthy: bool = Field(
+        description="False while processes outside the scheduler use the GPU; the scheduler then "
+        "leaves it alone."
+    )
     drained: bool = Field(
         False,
         description="drained by an admin for maintenance: no job gets it, jobs on it move off",
@@ -297,11 +315,13 @@ class Gpus(Strict):
 
 class Event(Strict):
     seq: int
-    job_id: str | None
-    t: float
+    job_id: str | None = Field(description="Null for scheduler-wide events.")
+    t: float = Field(description="Epoch seconds.")
     kind: EventKind
-    message: str
-    data: dict[str, Any] | None
+    message: str = Field(description="The change and its reason")
+    data: dict[str, Any] | None = Field(
+        description='Details, e.g. `{"gpus", "generation"}` or `{"from", "to", "generation"}`.',
+    )
 
 
 class Events(Strict):
@@ -355,14 +375,16 @@ class ShareUser(Strict):
     used three times their share)."""
 
     user: str
-    groups: list[str]
-    weight: float
-    share: float
-    entitled_gpus: int
-    gpus: int
-    usage_gpu_s: float
-    usage_fraction: float
-    ratio: float
+    groups: list[str] = Field(description="The user's groups at their latest submission.")
+    weight: float = Field(description="The largest weight of the user's groups (1 without any).")
+    share: float = Field(description="Fraction (0 to 1) of the GPUs due to this user now.")
+    entitled_gpus: int = Field(description="Whole GPUs due to this user now.")
+    gpus: int = Field(description="GPUs the user's jobs hold now.")
+    usage_gpu_s: float = Field(description="GPU-seconds used")
+    usage_fraction: float = Field(description="The user's part of everyone's decayed usage.")
+    ratio: float = Field(
+        description="usage_fraction over the weight's fraction: 3.0 is three times the share."
+    )
 
 
 class ShareGroup(Strict):
@@ -376,7 +398,7 @@ class ShareGroup(Strict):
 class Shares(Strict):
     """Fair share between users and groups, for admins (docs/policies.md, Fair share)."""
 
-    half_life_s: float
-    gpus: int
+    half_life_s: float = Field(description="Seconds after which usage counts half.")
+    gpus: int = Field(description="Usable GPUs.")
     users: list[ShareUser]
     groups: list[ShareGroup]

@@ -1,9 +1,10 @@
 """The REST client every front end uses (CLI, the ``%%elastic_train`` magic, tests); how a
 process finds its scheduler without being told is ``discovery.py``.
 
-Standard library only and synchronous: it runs inside notebook kernels and short CLI calls,
-where an extra dependency or an event loop costs more than it gives. The routes are those of
-docs/api.md; every method returns the server's JSON document as is.
+Synchronous, on the standard library's HTTP: it runs inside notebook kernels and short CLI
+calls, where an event loop costs more than it gives. Each method calls one route of the route
+table (``scheduler/port/routes.py``: its method and path) and returns the server's JSON
+document as is.
 """
 
 from __future__ import annotations
@@ -17,8 +18,10 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from ..scheduler.port.routes import API_PREFIX, route
+
 #: The API root under a server's base_url (``server/handlers.py`` serves it there).
-API_SUFFIX = "elastic-gpu/api/"
+API_SUFFIX = API_PREFIX + "/"
 #: A scheduler to use: its Jupyter server's URL or its API root; the token to send.
 ENV_URL = "ELASTIC_GPU_URL"
 ENV_TOKEN = "ELASTIC_GPU_TOKEN"
@@ -72,42 +75,42 @@ class SchedulerClient:
     # -- routes -------------------------------------------------------------------------------
 
     def whoami(self) -> dict:
-        return self._request("GET", "whoami")
+        return self._call("whoami")
 
     def gpus(self) -> dict:
-        return self._request("GET", "gpus")
+        return self._call("gpus")
 
     def jobs(self, query: Mapping[str, str] | None = None) -> dict:
         """The jobs ``query`` selects (``models.JobFilter.as_query``; none: the open jobs and
         the most recent finished ones)."""
-        return self._request("GET", "jobs", query=query)
+        return self._call("jobs", query=query)
 
     def submit(self, body: dict) -> dict:
-        return self._request("POST", "jobs", body=body)
+        return self._call("submit", body)
 
     def job(self, job_id: str) -> dict:
-        return self._request("GET", f"jobs/{_quote(job_id)}")
+        return self._call("job", job_id=job_id)
 
     def cancel(self, job_id: str, force: bool = False) -> dict:
         """Checkpoint, then stop; ``force``: end its processes at once."""
         body = {"force": True} if force else {}
-        return self._request("POST", f"jobs/{_quote(job_id)}/cancel", body=body)
+        return self._call("cancel", body, job_id=job_id)
 
     def suspend(self, job_id: str) -> dict:
-        return self._request("POST", f"jobs/{_quote(job_id)}/suspend", body={})
+        return self._call("suspend", job_id=job_id)
 
     def resume(self, job_id: str) -> dict:
-        return self._request("POST", f"jobs/{_quote(job_id)}/resume", body={})
+        return self._call("resume", job_id=job_id)
 
     def keep(self, job_id: str, kept: bool = True) -> dict:
-        return self._request("POST", f"jobs/{_quote(job_id)}/keep", body={"kept": kept})
+        return self._call("keep", {"kept": kept}, job_id=job_id)
 
     def logs(self, job_id: str, tail: int = 200) -> dict:
         """The ends of the job's logs. A shared scheduler reads no job files (it answers
         ``read-by-owner``): then this process, which runs as the job's owner, reads them from
         the job dir the scheduler names, never through a link."""
         try:
-            return self._request("GET", f"jobs/{_quote(job_id)}/logs", query={"tail": tail})
+            return self._call("logs", query={"tail": tail}, job_id=job_id)
         except SchedulerError as e:
             if e.reason != READ_BY_OWNER:
                 raise
@@ -129,30 +132,26 @@ class SchedulerClient:
             ) from None
 
     def events(self, job_id: str) -> dict:
-        return self._request("GET", f"jobs/{_quote(job_id)}/events")
+        return self._call("events", job_id=job_id)
 
     def progress(self, job_id: str, since: float | None = None) -> dict:
         query = {} if since is None else {"since": since}
-        return self._request("GET", f"jobs/{_quote(job_id)}/progress", query=query)
+        return self._call("progress", query=query, job_id=job_id)
 
     def queue(self) -> dict:
-        return self._request("GET", "queue")
+        return self._call("queue")
 
     def status(self, query: Mapping[str, str] | None = None) -> dict:
-        return self._request("GET", "status", query=query)
+        return self._call("status", query=query)
 
     def launches(self) -> dict:
-        return self._request("GET", "launches")
+        return self._call("launches")
 
     def wait_updates(self, since: int, timeout: float) -> int:
         """Long poll: the state version once it passes ``since`` (or when the server's wait of
         ``timeout`` seconds ends, the current one)."""
-        doc = self._request(
-            "GET",
-            "updates",
-            query={"since": since, "timeout": timeout},
-            timeout=timeout + self.timeout,
-        )
+        query = {"since": since, "timeout": timeout}
+        doc = self._call("wait_updates", query=query, timeout=timeout + self.timeout)
         try:
             return int(doc["version"])
         except (KeyError, TypeError, ValueError):
@@ -161,7 +160,42 @@ class SchedulerClient:
                 f"{_snippet(json.dumps(doc))}"
             ) from None
 
+    def open_lease(self, body: dict) -> dict:
+        """GPUs for a kernel (``models.LeaseRequest``): the lease and its heartbeat secret."""
+        return self._call("open_lease", body)
+
+    def lease_kernel(self, kernel_id: str, gpus: int, timeout: float) -> dict:
+        """Restart this server's kernel ``kernel_id`` with a lease of ``gpus`` GPUs, once
+        held (waiting up to ``timeout`` seconds for it)."""
+        return self._call("lease_kernel", {"gpus": gpus}, timeout=timeout, kernel_id=kernel_id)
+
+    def set_priority(self, job_id: str, priority: float) -> dict:
+        return self._call("set_priority", {"priority": priority}, job_id=job_id)
+
+    def drain(self, gpu_id: str, drained: bool = True, force: bool = False) -> dict:
+        return self._call("drain", {"drained": drained, "force": force}, gpu_id=gpu_id)
+
+    def shares(self) -> dict:
+        return self._call("shares")
+
+    def set_group_weight(self, group: str, weight: float) -> dict:
+        return self._call("set_group_weight", {"weight": weight}, group=group)
+
     # -- HTTP ---------------------------------------------------------------------------------
+
+    def _call(
+        self,
+        name: str,
+        body: Any = None,
+        query: Mapping[str, Any] | None = None,
+        timeout: float | None = None,
+        **params: str,
+    ) -> Any:
+        """Route ``name`` of the route table, with the path parameters ``params``."""
+        spec = route(name)
+        if body is None and spec.method != "GET":
+            body = {}
+        return self._request(spec.method, spec.url(**params), body, query, timeout)
 
     def _request(
         self,
@@ -219,10 +253,6 @@ def shown(url: str) -> str:
     parts = urllib.parse.urlsplit(url)
     host = parts.netloc.rpartition("@")[2]
     return urllib.parse.urlunsplit((parts.scheme, host, parts.path, "", ""))
-
-
-def _quote(job_id: str) -> str:
-    return urllib.parse.quote(str(job_id), safe="")
 
 
 def _snippet(raw: bytes | str, limit: int = 200) -> str:

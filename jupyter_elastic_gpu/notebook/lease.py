@@ -49,6 +49,6 @@ def gpu_lease(
         )
         if answer.strip().lower() not in ("y", "yes"):
             return "nothing changed"
-    doc = client._request("POST", f"kernels/{kernel_id}/lease", {"gpus": gpus}, timeout=600)
+    doc = client.lease_kernel(kernel_id, gpus, timeout=600)
     gpu_list = ",".join(doc.get("gpus") or [])
     return f"{doc.get('message', 'restarting')}" + (f" ({gpu_list})" if gpu_list else "")

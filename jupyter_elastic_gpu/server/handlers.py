@@ -1,4 +1,5 @@
-"""The REST routes and the websocket, as Jupyter handlers (docs/api.md, ``openapi.yaml``).
+"""The REST routes and the websocket, as Jupyter handlers (docs/api.md, ``openapi.yaml``):
+one handler per path of the route table (``scheduler/port/routes.py``), with its methods.
 
 One set of handlers serves every deployment: the personal server, a user's server that
 forwards to a shared scheduler, and the shared scheduler itself (``server/daemon.py``), which
@@ -19,7 +20,6 @@ import math
 from collections.abc import Awaitable
 from typing import Any
 
-from elastic_gpu_sidecar.protocol import MAX_GPU_ID_CHARS
 from jupyter_server.auth.decorator import allow_unauthenticated
 from jupyter_server.base.handlers import APIHandler
 from jupyter_server.utils import url_path_join
@@ -30,6 +30,8 @@ from tornado.web import stream_request_body
 from ..errors import BadRequest, ElasticGPUError, NotFound, TooLarge, Unauthorized
 from ..models import JobFilter
 from ..models.base import load_json
+from ..models.queries import LogsQuery, ProgressQuery, UpdatesQuery
+from ..scheduler.port.routes import API_PREFIX, SOCKET_PATH, paths
 from ..scheduler.principal import Principal
 from . import admin_page
 from .base import ElasticHandler, error_document
@@ -42,12 +44,6 @@ from .bodies import (
 )
 from .updates_socket import UpdatesSocket
 
-#: Where the API lives under a server's base_url (the embedded and the shared scheduler alike).
-API_PREFIX = "elastic-gpu/api"
-JOB_ID = r"(?P<job_id>[A-Za-z0-9_\-]{1,64})"
-#: A group name in a path (checked further by the backend).
-GROUP = r"(?P<group>[^/]{1,1024})"
-GPU_ID = rf"(?P<gpu_id>[A-Za-z0-9_\-:.]{{1,{MAX_GPU_ID_CHARS}}})"
 #: Longest a long poll of ``updates`` may wait.
 MAX_POLL_S = 60.0
 
@@ -224,7 +220,7 @@ class DrainHandler(ElasticAPIHandler):
 
 class LogsHandler(ElasticAPIHandler):
     async def get(self, job_id: str) -> None:
-        tail = int(min(max(self.number("tail", 200) or 0, 0), 100_000))
+        tail = int(min(max(self.number("tail", LogsQuery.default("tail")) or 0, 0), 100_000))
         await self.answer(self.backend.logs(self.who, job_id, tail))
 
 
@@ -235,7 +231,7 @@ class EventsHandler(ElasticAPIHandler):
 
 class ProgressHandler(ElasticAPIHandler):
     async def get(self, job_id: str) -> None:
-        since = self.number("since", None)
+        since = self.number("since", ProgressQuery.default("since"))
         await self.answer(self.backend.progress(self.who, job_id, since))
 
 
@@ -265,8 +261,10 @@ class RemovedHandler(ElasticAPIHandler):
 
 class UpdatesHandler(ElasticAPIHandler):
     async def get(self) -> None:
-        since = int(min(max(self.number("since", 0) or 0, -1), 2**62))
-        timeout = min(max(self.number("timeout", 25.0) or 0.0, 0.0), MAX_POLL_S)
+        since = int(min(max(self.number("since", UpdatesQuery.default("since")) or 0, -1), 2**62))
+        timeout = min(
+            max(self.number("timeout", UpdatesQuery.default("timeout")) or 0.0, 0.0), MAX_POLL_S
+        )
         await self.answer(self.backend.wait_updates(self.who, since, timeout))
 
 
@@ -309,7 +307,6 @@ class GroupWeightHandler(ElasticAPIHandler):
 
 
 # -- interactive GPU leases (docs/interactive-gpus.md) ----------------------------------------
-KERNEL_ID = r"(?P<kernel_id>[A-Za-z0-9\-]{1,64})"
 
 
 class LeasesHandler(ElasticAPIHandler):
@@ -355,32 +352,40 @@ class NoRouteHandler(ElasticAPIHandler):
         return None
 
 
-#: (route under the API root, handler). Longer patterns first.
+#: The handler of each route of the table (``routes.ROUTE_TABLE``), by the route's name: the
+#: routes of one path share one handler, which defines exactly their methods (a test checks).
+HANDLERS: dict[str, type] = {
+    "whoami": WhoamiHandler,
+    "gpus": GpusHandler,
+    "jobs": JobsHandler,
+    "submit": JobsHandler,
+    "open_lease": LeasesHandler,
+    "lease_kernel": KernelLeaseHandler,
+    "job": JobHandler,
+    "cancel": CancelHandler,
+    "logs": LogsHandler,
+    "events": EventsHandler,
+    "progress": ProgressHandler,
+    "queue": QueueHandler,
+    "status": StatusHandler,
+    "wait_updates": UpdatesHandler,
+    "launches": LaunchesHandler,
+    "removed": RemovedHandler,
+    "heartbeat": HeartbeatHandler,
+    "suspend": SuspendHandler,
+    "resume": ResumeHandler,
+    "set_priority": PriorityHandler,
+    "keep": KeepHandler,
+    "drain": DrainHandler,
+    "shares": SharesHandler,
+    "set_group_weight": GroupWeightHandler,
+}
+
+#: (route under the API root as a pattern, handler): one per path of the table, and the
+#: websocket.
 ROUTES: list[tuple[str, type]] = [
-    ("whoami", WhoamiHandler),
-    ("gpus", GpusHandler),
-    (f"jobs/{JOB_ID}/cancel", CancelHandler),
-    (f"jobs/{JOB_ID}/logs", LogsHandler),
-    (f"jobs/{JOB_ID}/events", EventsHandler),
-    (f"jobs/{JOB_ID}/progress", ProgressHandler),
-    (f"jobs/{JOB_ID}", JobHandler),
-    ("jobs", JobsHandler),
-    ("leases", LeasesHandler),
-    (f"kernels/{KERNEL_ID}/lease", KernelLeaseHandler),
-    ("queue", QueueHandler),
-    ("status", StatusHandler),
-    ("updates", UpdatesHandler),
-    ("launches", LaunchesHandler),
-    (f"sidecar/{JOB_ID}/heartbeat", HeartbeatHandler),
-    ("ws", UpdatesSocket),
-    ("admin/shares", SharesHandler),
-    (f"admin/groups/{GROUP}/weight", GroupWeightHandler),
-    (f"jobs/{JOB_ID}/suspend", SuspendHandler),
-    (f"jobs/{JOB_ID}/resume", ResumeHandler),
-    (f"jobs/{JOB_ID}/priority", PriorityHandler),
-    (f"jobs/{JOB_ID}/keep", KeepHandler),
-    ("launches/removed", RemovedHandler),
-    (f"gpus/{GPU_ID}/drain", DrainHandler),
+    *((same[0].pattern(), HANDLERS[same[0].name]) for same in paths().values()),
+    (SOCKET_PATH, UpdatesSocket),
 ]
 
 

@@ -1,11 +1,12 @@
 /**
- * The typed client of the REST API (docs/api.md). Every URL is built from the page's
+ * The typed client of the REST API (docs/api.md), typed by the scheduler's models (`api-types.ts`). Every URL is built from the page's
  * `ServerConnection` settings, so the panel works under any base URL (`/user/alice/`,
  * `/a%40b/`) and sends the page's token and XSRF cookie like JupyterLab's own requests.
  */
 import { URLExt } from '@jupyterlab/coreutils';
 import { ServerConnection } from '@jupyterlab/services';
 
+import { JobList, ProgressList, Queue, Updates } from './api-types';
 import { answerError, ApiError, bodyOf } from './apierror';
 import { IGpuInventory, IJob, ILogs, IProgressRecord, IQueueEntry, IWhoami } from './types';
 
@@ -41,16 +42,16 @@ export class ElasticGpuApi {
   }
 
   /** The scheduler's state version now (a long poll that answers at once). */
-  updates(): Promise<{ version: number }> {
+  updates(): Promise<Updates> {
     return this.request('GET', ['updates'], { since: '-1', timeout: '0' });
   }
 
   async queue(): Promise<IQueueEntry[]> {
-    return (await this.request<{ queue: IQueueEntry[] }>('GET', ['queue'])).queue;
+    return (await this.request<Queue>('GET', ['queue'])).queue;
   }
 
   async jobs(): Promise<IJob[]> {
-    return (await this.request<{ jobs: IJob[] }>('GET', ['jobs'])).jobs;
+    return (await this.request<JobList>('GET', ['jobs'])).jobs;
   }
 
   job(id: string): Promise<IJob> {
@@ -76,11 +77,7 @@ export class ElasticGpuApi {
 
   async progress(id: string, since?: number): Promise<IProgressRecord[]> {
     const query: Record<string, string> = since === undefined ? {} : { since: String(since) };
-    const answer = await this.request<{ progress: IProgressRecord[] }>(
-      'GET',
-      ['jobs', id, 'progress'],
-      query
-    );
+    const answer = await this.request<ProgressList>('GET', ['jobs', id, 'progress'], query);
     return answer.progress;
   }
 

@@ -1,43 +1,48 @@
 /** The admin page's documents as the API answers them, typed as the page reads them. */
 import { IGpu, IGpuInventory, IJob, IShares } from '../src/types';
 
+/** A GPU as the API sends it: every field, those a case leaves out at their empty value. */
+function gpu(fields: Partial<IGpu> & Pick<IGpu, 'id' | 'index'>): IGpu {
+  return {
+    node: 'box',
+    name: 'Simulated GPU',
+    uuid: null,
+    memory_total_mb: null,
+    memory_used_mb: null,
+    utilization: null,
+    holder: null,
+    holder_user: null,
+    holder_name: null,
+    external_processes: [],
+    healthy: true,
+    drained: false,
+    ...fields
+  };
+}
+
 export const GPUS: IGpu[] = [
-  {
+  gpu({
     id: '0',
     index: 0,
-    name: 'Simulated GPU',
     memory_total_mb: 16384,
     memory_used_mb: 512,
     utilization: 0.5,
     holder: 'j-run',
     holder_user: 'ann',
-    holder_name: 'bert',
-    external_processes: [],
-    healthy: true,
-    drained: false
-  },
-  { id: '1', index: 1, name: 'Simulated GPU', utilization: null, healthy: true, drained: false },
-  {
-    id: '2',
-    index: 2,
-    name: 'Simulated GPU',
-    holder: 'j-run',
-    holder_user: 'ann',
-    healthy: true,
-    drained: true
-  },
-  { id: '3', index: 3, name: 'Simulated GPU', healthy: true, drained: true },
-  {
+    holder_name: 'bert'
+  }),
+  gpu({ id: '1', index: 1 }),
+  gpu({ id: '2', index: 2, holder: 'j-run', holder_user: 'ann', drained: true }),
+  gpu({ id: '3', index: 3, drained: true }),
+  gpu({
     id: '4',
     index: 4,
-    name: 'Simulated GPU',
     external_processes: [
-      { pid: 7, user: 'eve' },
-      { pid: 8, user: null }
+      { pid: 7, user: 'eve', memory_mb: 300, command: 'python' },
+      { pid: 8, user: null, memory_mb: null, command: null }
     ],
-    healthy: false,
-    drained: false
-  }
+    healthy: false
+  })
 ];
 
 export const INVENTORY: IGpuInventory = { source: 'simulated', gpus: GPUS };

@@ -1,6 +1,8 @@
-/** Documents as the API answers them, for the tests. */
+/** Documents as the API answers them, for the tests (typed by the API's generated types). */
+import { GpuView } from '../src/api-types';
+import { IJob } from '../src/types';
 
-export const GPU = (index: number, extra: Record<string, unknown> = {}) => ({
+export const GPU = (index: number, extra: Partial<GpuView> = {}): GpuView => ({
   id: String(index),
   index,
   node: 'box',
@@ -17,7 +19,7 @@ export const GPU = (index: number, extra: Record<string, unknown> = {}) => ({
   ...extra
 });
 
-export const JOB = (id: string, extra: Record<string, unknown> = {}) => ({
+export const JOB = (id: string, extra: Partial<IJob> = {}): IJob => ({
   id,
   name: id,
   user: 'ann',

@@ -10,7 +10,7 @@ import { JOB } from './fakes-data';
 
 jest.mock('../src/icon', () => ({ gpuIcon: undefined }));
 
-const me = { user: 'ann', admin: false };
+const me = { user: 'ann', admin: false, mode: 'embedded' as const };
 
 const records = (n: number) =>
   Array.from({ length: n }, (_, i) => ({
@@ -73,7 +73,12 @@ describe('the actions of an open job', () => {
 
   it('mark an interactive lease and offer Release, never Suspend nor a log', () => {
     const card = new JobCard({ detail: 'compact', onAction: jest.fn() });
-    const lease = { state: 'running', kind: 'interactive', gpus: ['1'], estimated_end: 100 };
+    const lease = {
+      state: 'running' as const,
+      kind: 'interactive' as const,
+      gpus: ['1'],
+      estimated_end: 100
+    };
     card.update(JOB('j-3', lease) as any, ctx);
     expect(card.node.dataset.jobKind).toBe('interactive');
     expect(card.node.querySelector('.jp-ElasticGpu-lease')!.textContent).toBe('interactive lease');

@@ -26,8 +26,8 @@ const start = (t: number, n: number, why = `running on ${n} GPUs (its maximum)`)
 });
 const stop = (t: number) => ({ t, gpus: [], why: 'queued: suspended by ann' });
 
-function job(extra: Record<string, unknown> = {}): IJob {
-  return JOB('j-1', { name: 'mnist', ...extra }) as IJob;
+function job(extra: Partial<IJob> = {}): IJob {
+  return JOB('j-1', { name: 'mnist', ...extra });
 }
 
 describe('milestone', () => {
@@ -44,7 +44,7 @@ describe('milestone', () => {
 
   it('tells a resize from the lease history, with the reason of the new lease', () => {
     const why = 'running on 2 of up to 4 GPUs: the others help other jobs more';
-    for (const state of ['resizing', 'running']) {
+    for (const state of ['resizing', 'running'] as const) {
       const e = milestone(
         job({ state, history: [start(1, 4), start(2, 2, why)], generation: 2, gpus: ['0', '1'] })
       );
@@ -206,7 +206,7 @@ describe('noticeFor', () => {
 class FakeModel implements INotifierModel {
   changed = new Signal<this, void>(this);
   data: IPanelData = EMPTY;
-  whoami: IWhoami | null = { user: 'ann', admin: false };
+  whoami: IWhoami | null = { user: 'ann', admin: false, mode: 'embedded' as const };
   problem: IProblem | null = null;
   leases = 0;
   /** As the page's model does, it tells its views at once that one more wants it, or one less. */
@@ -254,7 +254,7 @@ class MapMemory implements IMemory {
 
 describe('JobNotifier', () => {
   const running = job({ state: 'running', history: [start(1, 2)], generation: 1, gpus: ['0'] });
-  const done = { ...running, state: 'done' };
+  const done: IJob = { ...running, state: 'done' };
 
   function setup(memory = new MapMemory()) {
     const model = new FakeModel();

@@ -124,7 +124,7 @@ describe('the panel', () => {
     expect(gpus[2].textContent).toContain('bob');
     expect(root.querySelector('[data-badge="simulated"]')).not.toBeNull();
 
-    const queue = [...root.querySelectorAll<HTMLElement>('.jp-ElasticGpu-jobs')[0].children];
+    const queue = [...root.querySelectorAll('.jp-ElasticGpu-jobs')[0].children] as HTMLElement[];
     expect(queue.map(j => [j.dataset.jobId, j.dataset.jobState])).toEqual([
       ['j-1', 'running'],
       ['j-2', 'queued'],
@@ -289,7 +289,12 @@ describe('the job card', () => {
         ],
         resizes: 1
       }) as any,
-      { me: { user: 'ann', admin: false }, canOpenNotebook: false, progress: records, now: 3000 }
+      {
+        me: { user: 'ann', admin: false, mode: 'embedded' as const },
+        canOpenNotebook: false,
+        progress: records,
+        now: 3000
+      }
     );
     expect(card.node.dataset.jobId).toBe('j-9');
     expect(card.node.textContent).toContain('epoch 5/20');
@@ -302,7 +307,7 @@ describe('the job card', () => {
 
   it('never shows an epoch above the total', () => {
     const card = new JobCard({ detail: 'compact', onAction: jest.fn() });
-    const me = { user: 'ann', admin: false };
+    const me = { user: 'ann', admin: false, mode: 'embedded' as const };
     card.update(JOB('j', { state: 'done', progress: { epoch: 398, epochs: 128 } }) as any, {
       me,
       canOpenNotebook: false,

@@ -15,7 +15,7 @@ const gpus = [
   GPU(0, { holder: 'j-1', holder_user: 'ann' }),
   GPU(1, { holder: 'j-1', holder_user: 'ann' }),
   GPU(2, { holder: 'j-2', holder_user: 'bob' }),
-  GPU(3, { external_processes: [{ pid: 7, user: 'carl' }] }),
+  GPU(3, { external_processes: [{ pid: 7, user: 'carl', memory_mb: null, command: null }] }),
   GPU(4)
 ] as IGpu[];
 const queue = [
@@ -43,7 +43,7 @@ describe('the status-bar item', () => {
     const model = {
       changed: new Signal<any, void>({}),
       data,
-      whoami: { user: 'ann', admin: false },
+      whoami: { user: 'ann', admin: false, mode: 'embedded' as const },
       problem: null as any,
       acquire: () => {
         leases++;

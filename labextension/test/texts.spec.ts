@@ -9,7 +9,7 @@ import { JOB } from './fakes-data';
 
 jest.mock('../src/icon', () => ({ gpuIcon: undefined }));
 
-const me = { user: 'ann', admin: false };
+const me = { user: 'ann', admin: false, mode: 'embedded' as const };
 const ctx = { me, canOpenNotebook: false, progress: [], now: 0 };
 
 describe('the end of a running job', () => {

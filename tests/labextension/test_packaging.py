@@ -129,6 +129,16 @@ def test_the_model_jest_tests_pass():
     assert re.search(r"Tests:\s+\d+ passed, \d+ total", run.stderr), run.stderr
 
 
+def test_the_sources_and_the_tests_type_check():
+    """The front end and its fixtures against the API's generated types (``api-types.ts``): a
+    model that changes what the server sends fails here (jest only transpiles)."""
+    need_node()
+    if not (LABEXTENSION / "node_modules" / ".bin" / "tsc").exists():
+        subprocess.run([*jlpm(), "install"], cwd=LABEXTENSION, check=True)
+    run = subprocess.run([*jlpm(), "typecheck"], cwd=LABEXTENSION, capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+
+
 def test_the_wheel_carries_the_admin_page(wheel):
     """Its script too, which the build makes from labextension/src/admin/ (git-ignored)."""
     folder = "jupyter_elastic_gpu/server/static/admin/"

@@ -1,8 +1,9 @@
 """The OpenAPI document against the code, so that neither can drift from the other.
 
-The document must list exactly the routes the handlers implement, and every answer a real
-server gives (and every heartbeat a real sidecar sends) must be valid under the schema the
-document declares for that route and status.
+The document is generated from the route table and the models (``make generate``); it must
+list exactly the routes the handlers implement, and every answer a real server gives (and
+every heartbeat a real sidecar sends) must be valid under the schema the document declares
+for that route and status.
 """
 
 from __future__ import annotations
@@ -25,7 +26,10 @@ from servers import (
 )
 
 from jupyter_elastic_gpu import models as M
-from jupyter_elastic_gpu.server.handlers import GPU_ID, JOB_ID, KERNEL_ID, ROUTES, handlers
+from jupyter_elastic_gpu.models import push
+from jupyter_elastic_gpu.scheduler.port import openapi
+from jupyter_elastic_gpu.scheduler.port.routes import PATH_PARAMETERS as PATTERNS
+from jupyter_elastic_gpu.server.handlers import ROUTES, handlers
 
 GROUP = re.compile(r"\(\?P<(\w+)>(?:[^()]|\([^()]*\))*\)")
 
@@ -57,9 +61,8 @@ def test_the_document_lists_exactly_the_implemented_routes():
 
 #: Path parameter -> (its pattern in the routes, its name among the document's parameters).
 PATH_PARAMETERS = {
-    "job_id": (JOB_ID, "JobId"),
-    "gpu_id": (GPU_ID, "GpuId"),
-    "kernel_id": (KERNEL_ID, "KernelId"),
+    name: (f"(?P<{name}>{PATTERNS[name].pattern})", param)
+    for name, param in (("job_id", "JobId"), ("gpu_id", "GpuId"), ("kernel_id", "KernelId"))
 }
 
 
@@ -81,45 +84,8 @@ def test_path_parameters_match_the_route_patterns():
         assert declared == {params[n] for n in names}, path
 
 
-#: Schema in the document -> the model that makes or checks it.
-MODELS = {
-    "Error": M.ErrorBody,
-    "Whoami": M.Whoami,
-    "GpuProcess": M.GpuProcessView,
-    "Gpu": M.GpuView,
-    "GpuInventory": M.Gpus,
-    "JobProgress": M.JobProgress,
-    "JobError": M.ErrorInfo,
-    "LeaseChange": M.LeaseChange,
-    "Job": M.JobView,
-    "PublicJob": M.PublicJob,
-    "JobList": M.JobList,
-    "QueueEntry": M.QueueEntry,
-    "Queue": M.Queue,
-    "StatusJob": M.StatusJob,
-    "StatusDocument": M.Status,
-    "Event": M.Event,
-    "Logs": M.Logs,
-    "ProgressRecord": M.ProgressRecord,
-    "SyntheticSpec": M.SyntheticSpec,
-    "SubmitRequest": M.SubmitRequest,
-    "PriorityChange": M.PriorityChange,
-    "DrainChange": M.DrainChange,
-    "KeepChange": M.KeepChange,
-    "Removed": M.Removed,
-    "Expired": M.Expired,
-    "Lease": M.LeaseView,
-    "Heartbeat": M.Heartbeat,
-    "LaunchRequest": M.LaunchRequest,
-    "GroupWeight": M.GroupWeightRequest,
-    "LeaseRequest": M.LeaseRequest,
-    "LeaseGrant": M.LeaseGrant,
-    "KernelLeaseRequest": M.KernelLeaseRequest,
-    "KernelLease": M.KernelLease,
-    "ShareUser": M.ShareUser,
-    "ShareGroup": M.ShareGroup,
-    "Shares": M.Shares,
-}
+#: Schema in the document -> the model that makes it (every model the routes name).
+MODELS = {model.__name__: model for model in openapi.models() if model is not push.UpdateMessage}
 #: Enum schema in the document -> the vocabulary it must equal.
 ENUMS = {
     "JobState": P.JobState,

@@ -9,10 +9,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from typing import Any, TypeVar
-from urllib.parse import quote, urlencode
+from typing import Any
+from urllib.parse import urlencode
 
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
 from tornado.httpclient import AsyncHTTPClient, HTTPClientError, HTTPRequest
 
 from ...errors import Relayed, Unavailable
@@ -43,9 +43,8 @@ from ...models import (
 from ..principal import Principal
 from ..shares import check_group
 from ..storage import jobdirs
+from .routes import route
 from .views import NO_FILTER
-
-M = TypeVar("M", bound=BaseModel)
 
 
 class RemoteBackend:
@@ -61,17 +60,22 @@ class RemoteBackend:
 
     async def _call(
         self,
-        model: type[M],
-        method: str,
-        path: str,
+        name: str,
         body: Any = None,
         query: dict | None = None,
         timeout: float | None = None,
-    ) -> M:
+        **params: str,
+    ) -> Any:
+        """Route ``name`` of the table (its method, path and answer's model), with the path
+        parameters ``params``."""
+        spec = route(name)
+        path = spec.url(**params)
+        if body is None and spec.method != "GET":
+            body = {}
         url = self.api_url + path + (f"?{urlencode(query)}" if query else "")
         request = HTTPRequest(
             url,
-            method=method,
+            method=spec.method,
             body=json.dumps(body) if body is not None else None,
             headers={"Authorization": f"token {self.token}", "Content-Type": "application/json"},
             request_timeout=timeout or self.timeout,
@@ -92,7 +96,7 @@ class RemoteBackend:
                 "`jupyter elastic-gpu scheduler` running?"
             ) from None
         try:
-            return model.model_validate_json(response.body or b"{}")
+            return spec.response.model_validate_json(response.body or b"{}")
         except ValidationError as e:
             raise Unavailable(
                 f"the shared scheduler at {self.api_url} answered {path} with a document this "
@@ -101,18 +105,18 @@ class RemoteBackend:
             ) from None
 
     async def whoami(self, who: Principal) -> Whoami:
-        return await self._call(Whoami, "GET", "whoami")
+        return await self._call("whoami")
 
     async def gpus(self, who: Principal) -> Gpus:
-        return await self._call(Gpus, "GET", "gpus")
+        return await self._call("gpus")
 
     async def jobs(self, who: Principal, query: JobFilter = NO_FILTER) -> JobList:
-        return await self._call(JobList, "GET", "jobs", query=query.as_query() or None)
+        return await self._call("jobs", query=query.as_query() or None)
 
     async def submit(self, who: Principal, body: Any) -> JobView:
         request = parse(SubmitRequest, body, "job")  # refuse a bad body here, with the same words
         sent = request.model_dump(mode="json", exclude={"inputs"}, exclude_none=True)
-        job = await self._call(JobView, "POST", "jobs", sent)
+        job = await self._call("submit", sent)
         if request.inputs:  # this server runs as the user: it writes them where the trainer reads
             try:
                 jobdirs.write_inputs(job.job_dir, request.inputs)
@@ -123,25 +127,25 @@ class RemoteBackend:
         return job
 
     async def job(self, who: Principal, job_id: str) -> JobView:
-        return await self._call(JobView, "GET", f"jobs/{job_id}")
+        return await self._call("job", job_id=job_id)
 
     async def open_lease(self, who: Principal, body: Any) -> LeaseGrant:
-        return await self._call(LeaseGrant, "POST", "leases", body)
+        return await self._call("open_lease", body)
 
     async def cancel(self, who: Principal, job_id: str, body: Any = None) -> JobView:
-        return await self._call(JobView, "POST", f"jobs/{job_id}/cancel", body or {})
+        return await self._call("cancel", body, job_id=job_id)
 
     async def suspend(self, who: Principal, job_id: str) -> JobView:
-        return await self._call(JobView, "POST", f"jobs/{job_id}/suspend", {})
+        return await self._call("suspend", job_id=job_id)
 
     async def resume(self, who: Principal, job_id: str) -> JobView:
-        return await self._call(JobView, "POST", f"jobs/{job_id}/resume", {})
+        return await self._call("resume", job_id=job_id)
 
     async def set_priority(self, who: Principal, job_id: str, body: Any) -> JobView:
-        return await self._call(JobView, "POST", f"jobs/{job_id}/priority", body)
+        return await self._call("set_priority", body, job_id=job_id)
 
     async def drain(self, who: Principal, gpu_id: str, body: Any) -> GpuView:
-        return await self._call(GpuView, "POST", f"gpus/{gpu_id}/drain", body)
+        return await self._call("drain", body, gpu_id=gpu_id)
 
     async def logs(self, who: Principal, job_id: str, tail: int) -> Logs:
         """Read here, as this server's user: the shared scheduler authorises the caller and
@@ -150,41 +154,40 @@ class RemoteBackend:
         return Logs(**await asyncio.to_thread(jobdirs.logs, job.job_dir, tail))
 
     async def events(self, who: Principal, job_id: str) -> Events:
-        return await self._call(Events, "GET", f"jobs/{job_id}/events")
+        return await self._call("events", job_id=job_id)
 
     async def progress(self, who: Principal, job_id: str, since: float | None) -> ProgressList:
         query = {"since": since} if since is not None else None
-        return await self._call(ProgressList, "GET", f"jobs/{job_id}/progress", query=query)
+        return await self._call("progress", query=query, job_id=job_id)
 
     async def queue(self, who: Principal) -> Queue:
-        return await self._call(Queue, "GET", "queue")
+        return await self._call("queue")
 
     async def status(self, who: Principal, query: JobFilter = NO_FILTER) -> Status:
-        return await self._call(Status, "GET", "status", query=query.as_query() or None)
+        return await self._call("status", query=query.as_query() or None)
 
     async def wait_updates(self, who: Principal, since: int, timeout: float) -> Updates:
         query = {"since": since, "timeout": timeout}
-        return await self._call(Updates, "GET", "updates", query=query, timeout=timeout + 10)
+        return await self._call("wait_updates", query=query, timeout=timeout + 10)
 
     async def launches(self, who: Principal) -> Launches:
-        return await self._call(Launches, "GET", "launches")
+        return await self._call("launches")
 
     async def removed(self, who: Principal, body: Any) -> Forgotten:
         sent = parse(Removed, body, "removed jobs").model_dump(mode="json")
-        return await self._call(Forgotten, "POST", "launches/removed", sent)
+        return await self._call("removed", sent)
 
     async def keep(self, who: Principal, job_id: str, body: Any) -> JobView:
         kept = parse(KeepChange, body, "keep").kept
-        return await self._call(JobView, "POST", f"jobs/{job_id}/keep", {"kept": kept})
+        return await self._call("keep", {"kept": kept}, job_id=job_id)
 
     async def heartbeat(self, job_id: str, secret: str, body: Any) -> LeaseView:
         raise Relayed(404, "sidecars of a shared scheduler heartbeat to the scheduler itself")
 
     async def shares(self, who: Principal) -> Shares:
-        return await self._call(Shares, "GET", "admin/shares")
+        return await self._call("shares")
 
     async def set_group_weight(self, who: Principal, group: str, body: Any) -> Shares:
         check_group(group)
         weight = parse(GroupWeightRequest, body, "group weight").weight
-        path = f"admin/groups/{quote(group, safe='')}/weight"
-        return await self._call(Shares, "PUT", path, {"weight": weight})
+        return await self._call("set_group_weight", {"weight": weight}, group=group)

@@ -1,0 +1,718 @@
+/**
+ * The REST API's types, generated from the scheduler's models (the schemas of
+ * jupyter_elastic_gpu/server/openapi.yaml) by `make generate`: do not edit; change
+ * the models (jupyter_elastic_gpu/models/) and run it again.
+ */
+
+/** What a resize keeps constant (docs/sidecar.md). */
+export type BatchPolicy = 'keep-global' | 'keep-per-replica';
+
+/**
+ * The body of `POST jobs/ID/cancel` (optional): `force` ends the job's processes at once instead of
+ * asking its sidecar to checkpoint and stop (its owner or an admin).
+ */
+export interface CancelRequest {
+  /** End its processes at once instead of asking for a checkpoint. */
+  force?: boolean;
+}
+
+/**
+ * The body of `POST gpus/ID/drain` (admins): true drains the GPU, false puts it back; `force` ends
+ * the jobs on it at once instead of asking them to move off.
+ */
+export interface DrainChange {
+  drained: boolean;
+  /** End the jobs on it at once instead of asking them to move off. */
+  force?: boolean;
+}
+
+export interface ErrorBody {
+  /** One sentence saying what was wrong and what to do. */
+  message: string;
+  reason?: string | null;
+}
+
+/** Why a job failed: the exception, its traceback, and what to do. */
+export interface ErrorInfo {
+  /** Exception type, or e.g. `TrainerCrashed`, `SidecarLost`. */
+  type: string;
+  message?: string;
+  traceback?: string | null;
+  /** What to do about it. */
+  hint?: string | null;
+}
+
+export interface Event {
+  seq: number;
+  /** Null for scheduler-wide events. */
+  job_id: string | null;
+  /** Epoch seconds. */
+  t: number;
+  kind: EventKind;
+  /** The change and its reason */
+  message: string;
+  /** Details, e.g. `{"gpus", "generation"}` or `{"from", "to", "generation"}`. */
+  data: Record<string, unknown> | null;
+}
+
+/** What an entry of a job's event log records (`GET jobs/ID/events`). */
+export type EventKind =
+  | 'submitted'
+  | 'admitted'
+  | 'resumed'
+  | 'running'
+  | 'resize'
+  | 'suspend'
+  | 'suspended'
+  | 'lost'
+  | 'cancel'
+  | 'done'
+  | 'failed'
+  | 'cancelled'
+  | 'restart'
+  | 'quarantined'
+  | 'hold'
+  | 'release'
+  | 'priority'
+  | 'drain'
+  | 'kept'
+  | 'expired'
+  | 'deadline';
+
+export interface Events {
+  events: Event[];
+}
+
+/**
+ * A job that expired (`SchedulerService.job_retention_days`) whose directory its owner's side
+ * removes: the shared scheduler never touches job files itself.
+ */
+export interface Expired {
+  id: string;
+  job_dir: string;
+}
+
+/** The answer of `POST launches/removed`: the expired jobs no longer listed. */
+export interface Forgotten {
+  jobs: string[];
+}
+
+export interface GpuProcessView {
+  pid: number;
+  user: string | null;
+  /** MiB */
+  memory_mb: number | null;
+  command: string | null;
+}
+
+export interface GpuView {
+  id: string;
+  index: number;
+  /** Host name. */
+  node: string;
+  /** Model name (`Simulated GPU` for simulated ones). */
+  name: string;
+  uuid: string | null;
+  memory_total_mb: number | null;
+  memory_used_mb: number | null;
+  utilization: number | null;
+  /** Id of the job holding the GPU. */
+  holder: string | null;
+  holder_user: string | null;
+  /** Name of the holding job; null when it belongs to another user. */
+  holder_name: string | null;
+  /** Processes on this GPU that the scheduler did not start. */
+  external_processes: GpuProcessView[];
+  /**
+   * False while processes outside the scheduler use the GPU; the scheduler then leaves it alone.
+   */
+  healthy: boolean;
+  /** drained by an admin for maintenance: no job gets it, jobs on it move off */
+  drained?: boolean;
+}
+
+export interface Gpus {
+  source: 'nvml' | 'simulated';
+  gpus: GpuView[];
+  /**
+   * why usable GPUs stay idle, with the figures behind it ("2 GPUs idle: growing j-3 to 4 would
+   * save ~5 s, a resize costs ~8 s"); null when none is
+   */
+  idle?: string | null;
+}
+
+/** `PUT admin/groups/{group}/weight`: a group's fair-share weight (default 1). */
+export interface GroupWeightRequest {
+  /** The group's fair-share weight (groups never set weigh 1). */
+  weight: number;
+}
+
+/** What a sidecar posts every few seconds (docs/sidecar.md, "Heartbeat protocol"). */
+export interface Heartbeat {
+  job_id?: string | null;
+  /** Generation of the lease the current (or last) trainer runs on. */
+  generation?: number | null;
+  gpus?: string[];
+  state?: SidecarState | null;
+  progress?: ProgressRecord | null;
+  /** records before `progress` not acknowledged yet, oldest first */
+  backlog?: ProgressRecord[];
+  /** Samples/s per replica count, the median of the last 10 measurements. */
+  throughput?: Record<string, number>;
+  /** Mean measured resize pause. */
+  resize_cost_s?: number | null;
+  sidecar_pid?: number | null;
+  trainer_pid?: number | null;
+  restarts?: number;
+  error?: ErrorInfo | null;
+  exit_code?: number | null;
+  /** The saved model */
+  model_path?: string | null;
+  /**
+   * interactive leases: seconds since the kernel last ran code (null: not known, never reclaimed
+   * for idleness)
+   */
+  idle_s?: number | null;
+}
+
+export type JobKind = 'script' | 'synthetic' | 'interactive';
+
+export interface JobList {
+  jobs: (JobView | PublicJob)[];
+  /**
+   * finished jobs that match the filter but were left out by its time window (the most recent of
+   * each user, or 'since'): 'all=true' lists them
+   */
+  hidden?: number;
+}
+
+/** The job's last progress record, condensed. */
+export interface JobProgress {
+  /** 0-based epoch in progress. */
+  epoch?: number | null;
+  epochs?: number | null;
+  /** Batches done in this epoch. */
+  step?: number | null;
+  steps_per_epoch?: number | null;
+  global_step?: number | null;
+  samples?: number | null;
+  replicas?: number | null;
+  loss?: number | null;
+  metrics?: Record<string, number | null>;
+  samples_per_s?: number | null;
+  /** Share of the total work done, where the total is known. */
+  fraction?: number | null;
+}
+
+/** A job as the scheduler sees it (docs/api.md). */
+export type JobState =
+  'queued' | 'starting' | 'running' | 'resizing' | 'stopping' | 'done' | 'failed' | 'cancelled';
+
+/** A job as its owner (or an admin) sees it. */
+export interface JobView {
+  id: string;
+  name: string;
+  user: string;
+  state: JobState;
+  kind: JobKind;
+  /** GPUs the job holds now. */
+  gpus: string[];
+  /** Generation of the desired lease. */
+  generation: number;
+  min_gpus: number;
+  max_gpus: number;
+  requested_gpus: number;
+  reason: string;
+  /** Place in the queue while queued. */
+  position: number | null;
+  /** Epoch seconds. */
+  submitted_at: number;
+  /** First time its trainer ran. */
+  started_at: number | null;
+  finished_at: number | null;
+  progress: JobProgress | null;
+  /** Seconds to finish at the current speed; null while `estimating`. */
+  eta_s: number | null;
+  /**
+   * true while the job's end is not told yet: its pace has not settled (too few progress records,
+   * over too short a time, or their predicted ends still disagree; the rule is core/eta.py), so
+   * eta_s and estimated_end are null and front ends say 'estimating...'; false for finished jobs
+   * and kernels' leases
+   */
+  estimating?: boolean;
+  /** Measured samples/s per GPU count (keys are counts as strings). */
+  throughput: Record<string, number>;
+  /** Mean measured resize pause. */
+  resize_cost_s: number | null;
+  resizes: number;
+  /** The last 50 lease changes. */
+  history: LeaseChange[];
+  restarts: number;
+  error: ErrorInfo | null;
+  exit_code: number | null;
+  model_path: string | null;
+  job_dir: string;
+  epochs: number | null;
+  batch_policy: BatchPolicy;
+  priority: number;
+  /**
+   * suspended by a person (its owner or an admin): it gets no GPUs until resumed (POST
+   * jobs/ID/resume)
+   */
+  held?: boolean;
+  /** what the scheduler changed in the request (counts above the server's) */
+  notes?: string[];
+  /** the notebook that submitted it, relative to the server's root */
+  notebook?: string | null;
+  /** kept past the retention: once finished, it never expires (POST jobs/ID/keep) */
+  kept?: boolean;
+}
+
+/** The change of `JobList.jobs`. */
+export interface JobsDelta {
+  /** Ids of entries gone (a job that left the queue, or a finished job past `recent_jobs`). */
+  removed?: string[] | null;
+  /** Every id in the new order, when applying `removed` and `changed` does not give it. */
+  order?: string[] | null;
+  /** Entries new or different, whole. */
+  changed?: (JobView | PublicJob)[] | null;
+}
+
+/**
+ * The body of `POST jobs/ID/keep`: true keeps the finished job (its record and its files) past the
+ * retention (`SchedulerService.job_retention_days`); false lets it expire again.
+ */
+export interface KeepChange {
+  kept: boolean;
+}
+
+/** The answer to `POST kernels/ID/lease`: the kernel restarts with these GPUs. */
+export interface KernelLease {
+  kernel_id: string;
+  /** the lease's job id (null: no GPUs) */
+  lease: string | null;
+  gpus: string[];
+  message: string;
+}
+
+/**
+ * The body of `POST kernels/ID/lease` (`%gpu_lease`): the GPUs the running kernel should have (0:
+ * give its lease back).
+ */
+export interface KernelLeaseRequest {
+  /** GPUs the kernel should have (0: give its lease back). */
+  gpus: number;
+}
+
+/** Everything needed to start one sidecar; a user's server gets it in shared mode. */
+export interface LaunchRequest {
+  job_id: string;
+  job_dir: string;
+  /** The submitted request as stored, defaults filled in. */
+  spec: SubmitRequest;
+  gpus: string[];
+  generation: number;
+  simulated: boolean;
+  heartbeat_url: string;
+  /** Seconds between heartbeats. */
+  heartbeat_interval: number;
+  /** The job's secret, for `ELASTIC_GPU_JOB_SECRET`. */
+  secret: string;
+  mechanism?: Mechanism;
+  /** Seconds between periodic checkpoints. */
+  checkpoint_interval: number;
+}
+
+export interface Launches {
+  launches: LaunchRequest[];
+  /**
+   * the caller's expired jobs whose directories are still to be removed: the caller's server
+   * removes each, then says so (POST launches/removed)
+   */
+  expired?: Expired[];
+  /**
+   * the caller's jobs whose claim on GPUs was voided: the caller's server ends every process it
+   * started for them
+   */
+  ended?: string[];
+}
+
+export type LeaseAction = 'run' | 'stop' | 'cancel';
+
+export interface LeaseChange {
+  /** Epoch seconds. */
+  t: number;
+  gpus: string[];
+  why: string;
+}
+
+/**
+ * The answer to `POST leases`: the lease (a job of kind `interactive`) and what its kernel's
+ * provisioner heartbeats with. The secret is shown this once.
+ */
+export interface LeaseGrant {
+  job: JobView;
+  /** The lease's heartbeat secret (`Authorization: Bearer`), shown this once. */
+  secret: string;
+  /** Where the provisioner heartbeats. */
+  heartbeat_url: string;
+  /** Seconds between heartbeats. */
+  heartbeat_interval: number;
+}
+
+/**
+ * The body of `POST leases`: GPUs for a notebook kernel (docs/interactive-gpus.md). A lease is a
+ * job of kind `interactive` of exactly `gpus` GPUs: admitted like a non-elastic job of that size,
+ * never resized or checkpointed, held while its kernel lives.
+ */
+export interface LeaseRequest {
+  /** The GPUs the kernel gets. */
+  gpus: number;
+  /** 1-80 letters, digits, spaces, '.', '_' or '-'. */
+  name?: string | null;
+  /** The notebook the kernel runs */
+  notebook?: string | null;
+}
+
+/** The lease a sidecar is told to run on (its answer to a heartbeat). */
+export interface LeaseView {
+  /** Increases with every new lease. */
+  generation: number;
+  gpus: string[];
+  action: LeaseAction;
+}
+
+export interface Logs {
+  trainer: string;
+  sidecar: string;
+}
+
+/** How a running job changes GPUs. */
+export type Mechanism = 'sidecar' | 'termination';
+
+/**
+ * Every later message of `ws?view=panel`: only what changed since the previous one; none of `gpus`,
+ * `queue`, `jobs` when the state moved on without a change the caller sees (the panel is then
+ * current at `version`).
+ */
+export interface PanelDelta {
+  type: 'delta';
+  version: number;
+  /** The whole GPU document, when it changed. */
+  gpus?: Gpus | null;
+  queue?: QueueDelta | null;
+  jobs?: JobsDelta | null;
+}
+
+/**
+ * The first message of `ws?view=panel`: what `GET gpus`, `GET queue` and `GET jobs` answer the
+ * caller.
+ */
+export interface PanelSnapshot {
+  type: 'snapshot';
+  version: number;
+  gpus: Gpus;
+  queue: Queue;
+  jobs: JobList;
+}
+
+/**
+ * The body of `POST jobs/ID/priority` (admins): the job's new priority, a number as `POST jobs`
+ * takes it (not a string or a boolean).
+ */
+export interface PriorityChange {
+  priority: number;
+}
+
+export interface ProgressList {
+  progress: ProgressRecord[];
+}
+
+/** One line of a job's `progress.jsonl`, written by its trainer (docs/sidecar.md). */
+export interface ProgressRecord {
+  /** Epoch seconds. */
+  t: number;
+  generation?: number | null;
+  replicas?: number | null;
+  /** 0-based epoch in progress. */
+  epoch?: number | null;
+  epochs?: number | null;
+  step_in_epoch?: number | null;
+  steps_per_epoch?: number | null;
+  global_step?: number | null;
+  /** Cumulative over the job. */
+  samples?: number | null;
+  loss?: number | null;
+  metrics?: Record<string, number | null>;
+  samples_per_s?: number | null;
+  /** The global batch. */
+  batch_size?: number | null;
+  /** First step of a trainer process. */
+  first?: boolean | null;
+  pid?: number | null;
+  /** Global step restored. */
+  resumed_from?: number | null;
+  /** Steps replayed because the input cannot be skipped. */
+  replayed?: number | null;
+  /** Unix time the trainer process had TensorFlow imported (first step only). */
+  ready_at?: number | null;
+  epoch_end?: boolean | null;
+  /** Written just before a stop. */
+  stopped?: boolean | null;
+}
+
+/** Another user's job, as everyone may see it: owner, size and state. */
+export interface PublicJob {
+  id: string;
+  user: string;
+  state: JobState;
+  gpus: string[];
+  min_gpus: number;
+  max_gpus: number;
+  position: number | null;
+}
+
+export interface Queue {
+  queue: QueueEntry[];
+}
+
+/** The change of `Queue.queue`. */
+export interface QueueDelta {
+  /** Ids of entries gone (a job that left the queue, or a finished job past `recent_jobs`). */
+  removed?: string[] | null;
+  /** Every id in the new order, when applying `removed` and `changed` does not give it. */
+  order?: string[] | null;
+  /** Entries new or different, whole. */
+  changed?: QueueEntry[] | null;
+}
+
+/** An open job in queue order; `name` and the estimates only for the caller's own jobs. */
+export interface QueueEntry {
+  id: string;
+  user: string;
+  state: JobState;
+  gpus: string[];
+  min_gpus: number;
+  max_gpus: number;
+  position: number | null;
+  reason: string;
+  name?: string | null;
+  /**
+   * when a job that holds no GPUs gets them (epoch seconds), from the policy run forward on the
+   * current state; null when it holds GPUs or nothing can be said (it can never fit, or its start
+   * lies past the forecast's horizon)
+   */
+  estimated_start?: number | null;
+  /** when it finishes (epoch seconds), from the same forward run; null while 'estimating' */
+  estimated_end?: number | null;
+  /**
+   * true while the job's end is not told yet: its pace has not settled (too few progress records,
+   * over too short a time, or their predicted ends still disagree; the rule is core/eta.py), so
+   * eta_s and estimated_end are null and front ends say 'estimating...'; false for finished jobs
+   * and kernels' leases
+   */
+  estimating?: boolean;
+  /**
+   * why a job of the caller's lacks an estimate: the bound that stopped the forward run before it:
+   * 'jobs' (not among the forecast_jobs it plays), 'time' (its forecast_budget ran out, or the
+   * forecast of the current state was not ready within it), 'decisions', 'horizon'; null when its
+   * estimates are whole or nothing can be said
+   */
+  estimate_limit?: 'jobs' | 'time' | 'decisions' | 'horizon' | null;
+}
+
+/**
+ * The body of `POST launches/removed`: expired jobs of the caller whose directories their server
+ * has removed (`Launches.expired`).
+ */
+export interface Removed {
+  jobs: string[];
+}
+
+export interface ShareGroup {
+  group: string;
+  weight: number;
+  users: string[];
+  gpus: number;
+  usage_fraction: number;
+}
+
+/**
+ * One user's fair share (`GET admin/shares`): `share` is the fraction of the GPUs due to them now,
+ * `ratio` their decayed usage fraction over their weight's fraction (3.0: they used three times
+ * their share).
+ */
+export interface ShareUser {
+  user: string;
+  /** The user's groups at their latest submission. */
+  groups: string[];
+  /** The largest weight of the user's groups (1 without any). */
+  weight: number;
+  /** Fraction (0 to 1) of the GPUs due to this user now. */
+  share: number;
+  /** Whole GPUs due to this user now. */
+  entitled_gpus: number;
+  /** GPUs the user's jobs hold now. */
+  gpus: number;
+  /** GPU-seconds used */
+  usage_gpu_s: number;
+  /** The user's part of everyone's decayed usage. */
+  usage_fraction: number;
+  /** usage_fraction over the weight's fraction: 3.0 is three times the share. */
+  ratio: number;
+}
+
+/** Fair share between users and groups, for admins (docs/policies.md, Fair share). */
+export interface Shares {
+  /** Seconds after which usage counts half. */
+  half_life_s: number;
+  /** Usable GPUs. */
+  gpus: number;
+  users: ShareUser[];
+  groups: ShareGroup[];
+}
+
+/** What a sidecar reports about its trainer (`status.json` and heartbeats). */
+export type SidecarState =
+  | 'starting'
+  | 'running'
+  | 'resizing'
+  | 'restarting'
+  | 'suspended'
+  | 'done'
+  | 'failed'
+  | 'cancelled';
+
+/** The last message before the socket closes on an error (as `ErrorBody`). */
+export interface SocketError {
+  type: 'error';
+  message: string;
+  reason?: string | null;
+}
+
+/** Open jobs (and the caller's finished ones) and the GPUs with their holders. */
+export interface Status {
+  gpus: StatusGpu[];
+  jobs: StatusJob[];
+  /**
+   * finished jobs that match the filter but were left out by its time window (the most recent of
+   * each user, or 'since'): 'all=true' lists them
+   */
+  hidden?: number;
+  /**
+   * why usable GPUs stay idle, with the figures behind it ("2 GPUs idle: growing j-3 to 4 would
+   * save ~5 s, a resize costs ~8 s"); null when none is
+   */
+  idle?: string | null;
+}
+
+export interface StatusGpu {
+  id: string;
+  holder: string | null;
+}
+
+/** One job in the status document; `name` and `reason` only for the caller's own. */
+export interface StatusJob {
+  id: string;
+  name: string | null;
+  user: string;
+  state: JobState;
+  gpus: string[];
+  min_gpus: number;
+  max_gpus: number;
+  progress: StatusProgress;
+  reason?: string | null;
+}
+
+export interface StatusProgress {
+  epoch?: number | null;
+  epochs?: number | null;
+  step?: number | null;
+  replicas?: number | null;
+}
+
+/**
+ * A message of `ws?view=status`: the status document, at once and after every change of state (at
+ * least every 25 s).
+ */
+export interface StatusUpdate {
+  type: 'update';
+  /** -1 on the first message. */
+  version: number;
+  status: Status;
+}
+
+/**
+ * The body of `POST jobs` (docs/api.md), and a job's spec as the scheduler keeps it. Omitted sizes
+ * mean what `core.model.gpu_counts` says: `min_gpus` 1, `max_gpus` every GPU of the server (the
+ * scheduler shrinks the job when others need GPUs), `requested_gpus` `min_gpus`. `fit_to(total)`
+ * settles them, and every job the scheduler keeps is settled.
+ */
+export interface SubmitRequest {
+  name?: string | null;
+  kind?: JobKind;
+  /** The training code (cell or file source). */
+  script?: string | null;
+  /** Command-line arguments for the script. */
+  args?: string[];
+  /** Folder relative paths of the script resolve from. */
+  cwd?: string | null;
+  min_gpus?: number;
+  /**
+   * Default: every GPU of the server. Above the server's GPUs: lowered to them (see the job's
+   * `notes`).
+   */
+  max_gpus?: number | null;
+  /** the count asked for */
+  requested_gpus?: number | null;
+  /** Overrides `epochs` of every fit() call. */
+  epochs?: number | null;
+  priority?: number;
+  batch_policy?: BatchPolicy;
+  /** Simulated GPUs (logical CPU devices); default: whatever the box has. */
+  simulated?: boolean | null;
+  /** Pickled variables handed to the script, base64, by Python identifier. */
+  inputs?: Record<string, string>;
+  synthetic?: SyntheticSpec | null;
+  /**
+   * the notebook that submits the job, relative to the Jupyter server's root as the file browser
+   * names it (e.g. 'projects/mnist.ipynb')
+   */
+  notebook?: string | null;
+}
+
+/** A job without TensorFlow: its steps take the time its speed profile says. */
+export interface SyntheticSpec {
+  /** samples to process in total */
+  work: number;
+  /** samples/s at each GPU count */
+  throughput: Record<string, number>;
+  /** how much faster than real time */
+  time_scale?: number;
+  batch?: number;
+  /**
+   * seconds each checkpoint takes to write, as saving a real model does: a stop or a resize waits
+   * for it
+   */
+  save_s?: number;
+}
+
+/**
+ * One message of `ws`: `update` for `?view=status`, `snapshot` then `delta` for `?view=panel`,
+ * `error` before it closes.
+ */
+export type UpdateMessage = StatusUpdate | PanelSnapshot | PanelDelta | SocketError;
+
+export interface Updates {
+  version: number;
+}
+
+export interface Whoami {
+  user: string;
+  admin: boolean;
+  /**
+   * `embedded`: the scheduler runs in this server; `daemon`: a shared scheduler answers; `hub`: the
+   * JupyterHub service answers.
+   */
+  mode: 'embedded' | 'daemon' | 'hub';
+}
