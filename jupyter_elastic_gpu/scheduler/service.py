@@ -104,7 +104,22 @@ class SchedulerService(SchedulerSettings):
         )
         self.admin = AdminActions(self)  # suspend/resume, priorities, drained GPUs
         self.retention = Retention(self)  # finished jobs expire (job_retention_days)
-        self.interactive = InteractiveLeases(self, parent=self)  # kernels' leases
+        self.interactive = InteractiveLeases(  # kernels' leases
+            jobs=self.jobs,
+            store=store,
+            lifecycle=self.lifecycle,
+            launcher=launcher,
+            settings=self,
+            gpu_infos=self.gpu_infos,
+            submit=self.submit,
+            snapshot=self.core_snapshot,
+            decider=self.decider,
+            heartbeat_url=heartbeat_url,
+            simulated=self.simulated,
+            changed=self._changed_now,
+            poke=self.poke,
+            parent=self,  # its settings are read from the service's config
+        )
         self.releases = ReleaseDeadlines(self)  # no holder keeps GPUs past a deadline
         self.beats = SidecarHeartbeats(self)  # the sidecar protocol
         self.launches = Launches(self)  # sidecars started, launches listed for servers
