@@ -277,9 +277,7 @@ class InteractiveLeases(LoggingConfigurable):
 
     def _waiting_gpus(self) -> int:
         return sum(
-            j.min_gpus
-            for j in self.jobs.values()
-            if j.state == JobState.QUEUED and not j.held
+            j.min_gpus for j in self.jobs.values() if j.state == JobState.QUEUED and not j.held
         )
 
     def _gpus_busy(self, job: JobRecord) -> bool:
