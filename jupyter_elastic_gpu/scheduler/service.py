@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
 import time
 import uuid
 from collections.abc import Callable
@@ -52,6 +51,7 @@ from .launches import Launches
 from .lifecycle import Lifecycle
 from .principal import Principal
 from .releases import ReleaseDeadlines
+from .servers import UserServers
 from .settings import SchedulerSettings
 from .shares import ShareLedger, check_group
 from .storage import jobdirs
@@ -91,12 +91,13 @@ class SchedulerService(SchedulerSettings):
         self._task: asyncio.Task | None = None
         self._last_account = time.time()
         self._secrets: dict[str, str] = {}  # job id -> secret for a launch not yet handed out
-        self._servers_seen: dict[str, float] = {}  # user -> last poll of their server's agent
-        self._server_less: frozenset[str] = frozenset()  # users whose jobs wait for their server
         self._gpu_cache: list[Any] = []
         self._gpu_cache_t = 0.0
         self.faults = FaultLog(self.log)  # the loop's storage faults, said once each
         self.lifecycle = Lifecycle(store, self.poke, reads_job_dirs=launcher.starts_processes)
+        self.servers = UserServers(  # whose jobs wait for their own server
+            starts_processes=launcher.starts_processes, settings=self, poke=self.poke
+        )
         self.estimates = Estimates(self)  # the queue's estimated starts and ends
         self.tally = UserTally(self.jobs)  # each user's open jobs and stored bytes
         self.shares = ShareLedger(
@@ -122,7 +123,18 @@ class SchedulerService(SchedulerSettings):
         )
         self.releases = ReleaseDeadlines(self)  # no holder keeps GPUs past a deadline
         self.beats = SidecarHeartbeats(self)  # the sidecar protocol
-        self.launches = Launches(self)  # sidecars started, launches listed for servers
+        self.launches = Launches(  # sidecars started, launches listed for servers
+            jobs=self.jobs,
+            secrets=self._secrets,
+            store=store,
+            lifecycle=self.lifecycle,
+            launcher=launcher,
+            settings=self,
+            heartbeat_url=heartbeat_url,
+            servers=self.servers,
+            log=self.log,
+            changed=self._changed_now,
+        )
 
     @property
     def simulated(self) -> bool:
@@ -133,12 +145,13 @@ class SchedulerService(SchedulerSettings):
     async def start(self) -> None:
         now = time.time()
         await self.admin.load()
-        for job in await self.store.load_records(JobRecord.from_dict, self.log):  # bad: aside
+        loaded = await self.store.load_records(JobRecord.from_dict, self.log)  # bad: aside
+        for job in loaded:
             if job.state.active:
                 # Give a sidecar that survived our restart one timeout to heartbeat again.
                 job.last_heartbeat = now
             self.jobs[job.id] = job
-            self._servers_seen[job.user] = now  # their servers get one timeout to poll again
+        self.servers.restarted((job.user for job in loaded), now)
         active = sum(1 for j in self.jobs.values() if j.state.active)
         self.releases.restarted(now)
         if self.jobs:
@@ -200,9 +213,8 @@ class SchedulerService(SchedulerSettings):
         await self.shares.save_if_due(now)
         await self._find_lost(now)
         await self.interactive.step(now)  # leases: silent kernels, idle reclaim
-        server_less = self._users_without_server(now)
-        if server_less != self._server_less:  # a server came or went: its user's jobs change
-            self._server_less, decide = server_less, True
+        if self.servers.step(self.jobs.values(), now):  # a server came or went: its user's
+            decide = True  # jobs change
         if decide:
             await self._decide(now)
         await self.releases.step(now)  # after the decision: its asks start their clocks now
@@ -396,21 +408,9 @@ class SchedulerService(SchedulerSettings):
         return self.share_report(who)
 
     # -- users' servers (shared and JupyterHub modes) ------------------------------------------
-    def _users_without_server(self, now: float) -> frozenset[str]:
-        """Users with open jobs whose server has not polled for launches within
-        ``server_timeout`` (always empty when this scheduler starts sidecars itself)."""
-        if self.launcher.starts_processes:
-            return frozenset()
-        timeout = self.server_timeout
-        return frozenset(
-            job.user
-            for job in self.jobs.values()
-            if not job.final and now - self._servers_seen.get(job.user, -math.inf) > timeout
-        )
-
     def waits_for_server(self, job: JobRecord) -> bool:
-        """Whether ``job`` is queued while nobody is there to start it: its owner's server."""
-        return job.state == JobState.QUEUED and job.user in self._server_less
+        """Whether ``job`` is queued while nobody is there to start it (``servers.py``)."""
+        return self.servers.waits(job)
 
     # -- starting sidecars ----------------------------------------------------------------
     async def _launch_ready(self, now: float) -> None:
@@ -423,7 +423,7 @@ class SchedulerService(SchedulerSettings):
         for job in list(self.jobs.values()):
             if not job.state.active or job.launched_at is None or is_lease(job):
                 continue
-            if job.id in self._secrets and job.user in self._server_less:
+            if job.id in self._secrets and job.user in self.servers.absent:
                 # Its launch is still listed for a server that went away: not a lost sidecar
                 # (none started), a job that waits for that server again.
                 self._secrets.pop(job.id, None)
