@@ -122,7 +122,16 @@ class SchedulerService(SchedulerSettings):
             parent=self,  # its settings are read from the service's config
         )
         self.releases = ReleaseDeadlines(self)  # no holder keeps GPUs past a deadline
-        self.beats = SidecarHeartbeats(self)  # the sidecar protocol
+        self.beats = SidecarHeartbeats(  # the sidecar protocol
+            jobs=self.jobs,
+            secrets=self._secrets,
+            store=store,
+            lifecycle=self.lifecycle,
+            gpu_infos=self.gpu_infos,
+            lease_beat=self.interactive.heartbeat,
+            changed=self._changed_now,
+            poke=self.poke,
+        )
         self.launches = Launches(  # sidecars started, launches listed for servers
             jobs=self.jobs,
             secrets=self._secrets,
