@@ -121,7 +121,17 @@ class SchedulerService(SchedulerSettings):
             poke=self.poke,
             parent=self,  # its settings are read from the service's config
         )
-        self.releases = ReleaseDeadlines(self)  # no holder keeps GPUs past a deadline
+        self.releases = ReleaseDeadlines(  # no holder keeps GPUs past a deadline
+            jobs=self.jobs,
+            secrets=self._secrets,
+            store=store,
+            lifecycle=self.lifecycle,
+            launcher=launcher,
+            settings=self,
+            log=self.log,
+            changed=self._changed_now,
+            poke=self.poke,
+        )
         self.beats = SidecarHeartbeats(  # the sidecar protocol
             jobs=self.jobs,
             secrets=self._secrets,
