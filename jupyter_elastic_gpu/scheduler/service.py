@@ -103,7 +103,6 @@ class SchedulerService(SchedulerSettings):
         self.shares = ShareLedger(
             store, self.fair_share_half_life, self.group_weights, enabled=self.fair_share
         )
-        self.admin = AdminActions(self)  # suspend/resume, priorities, drained GPUs
         self.retention = Retention(self)  # finished jobs expire (job_retention_days)
         self.interactive = InteractiveLeases(  # kernels' leases
             jobs=self.jobs,
@@ -128,6 +127,17 @@ class SchedulerService(SchedulerSettings):
             lifecycle=self.lifecycle,
             launcher=launcher,
             settings=self,
+            log=self.log,
+            changed=self._changed_now,
+            poke=self.poke,
+        )
+        self.admin = AdminActions(  # suspend/resume, priorities, drained GPUs
+            jobs=self.jobs,
+            get=self.get,
+            store=store,
+            lifecycle=self.lifecycle,
+            gpu_infos=self.gpu_infos,
+            void=self.releases.void,
             log=self.log,
             changed=self._changed_now,
             poke=self.poke,
