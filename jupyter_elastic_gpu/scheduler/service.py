@@ -103,7 +103,16 @@ class SchedulerService(SchedulerSettings):
         self.shares = ShareLedger(
             store, self.fair_share_half_life, self.group_weights, enabled=self.fair_share
         )
-        self.retention = Retention(self)  # finished jobs expire (job_retention_days)
+        self.retention = Retention(  # finished jobs expire (job_retention_days)
+            jobs=self.jobs,
+            get=self.get,
+            store=store,
+            lifecycle=self.lifecycle,
+            settings=self,
+            removes_dirs=launcher.starts_processes,
+            log=self.log,
+            changed=self._changed_now,
+        )
         self.interactive = InteractiveLeases(  # kernels' leases
             jobs=self.jobs,
             store=store,
