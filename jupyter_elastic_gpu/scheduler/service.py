@@ -98,7 +98,17 @@ class SchedulerService(SchedulerSettings):
         self.servers = UserServers(  # whose jobs wait for their own server
             starts_processes=launcher.starts_processes, settings=self, poke=self.poke
         )
-        self.estimates = Estimates(self)  # the queue's estimated starts and ends
+        self.estimates = Estimates(  # the queue's estimated starts and ends
+            jobs=self.jobs,
+            settings=self,
+            current_version=lambda: self.version,
+            gpu_infos=self.gpu_infos,
+            external=self.external,
+            drained=lambda: self.admin.drained,
+            snapshot=self.core_snapshot,
+            log=self.log,
+            changed=self._changed_now,
+        )
         self.tally = UserTally(self.jobs)  # each user's open jobs and stored bytes
         self.shares = ShareLedger(
             store, self.fair_share_half_life, self.group_weights, enabled=self.fair_share
