@@ -109,7 +109,7 @@ class SchedulerService(SchedulerSettings):
             log=self.log,
             changed=self._changed_now,
         )
-        self.tally = UserTally(self.jobs)  # each user's open jobs and stored bytes
+        self.tally = UserTally(self.jobs, self)  # each user's open jobs and stored bytes
         self.shares = ShareLedger(
             store, self.fair_share_half_life, self.group_weights, enabled=self.fair_share
         )
@@ -282,7 +282,7 @@ class SchedulerService(SchedulerSettings):
         spec, notes = req.fit_to(len(self.gpu_infos()), self.user_gpu_cap)
         if spec.simulated is None:
             spec = spec.model_copy(update={"simulated": self.simulated})
-        size = self.tally.check(self, who.user, spec)  # 429 / 507 past the user's budgets
+        size = self.tally.check(who.user, spec)  # 429 / 507 past the user's budgets
         job_id = "j-" + uuid.uuid4().hex[:10]
         synthetic = spec.kind == JobKind.SYNTHETIC
         job = JobRecord(
