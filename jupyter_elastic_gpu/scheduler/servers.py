@@ -16,6 +16,12 @@ from elastic_gpu_sidecar.protocol import JobState
 from .jobs import JobRecord
 from .settings import SchedulerSettings
 
+#: What a queued job of a user whose own Jupyter server is gone says (``server_timeout``).
+WAITING_FOR_SERVER = (
+    "waiting for your server: your jobs start from your own Jupyter server, which is not "
+    "running; start it (on JupyterHub: Start My Server) and this job is scheduled"
+)
+
 
 class UserServers:
     """When each user's server last polled, and whose jobs wait for theirs.

@@ -11,7 +11,7 @@ started (or listed for their owner's server) by ``launches.py``.
 
 A restarted service rebuilds its state from the database and re-adopts sidecars that are still
 alive from their next heartbeat; a sidecar silent past ``heartbeat_timeout`` (with its process
-gone) is declared lost and its job queued again, to resume from its last checkpoint.
+gone) is declared lost and its job queued again, to resume from its last checkpoint (``lost.py``).
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from elastic_gpu_sidecar.protocol import JobKind, JobState, SidecarState
+from elastic_gpu_sidecar.protocol import JobKind, JobState
 
 from ..core.model import Snapshot
 from ..core.policies import Policy
@@ -45,13 +45,14 @@ from .estimates import Estimates
 from .execution.inventory import external_processes
 from .execution.launcher import BaseLauncher
 from .heartbeats import SidecarHeartbeats
-from .interactive import InteractiveLeases, is_lease
+from .interactive import InteractiveLeases
 from .jobs import JobRecord
 from .launches import Launches
 from .lifecycle import Lifecycle
+from .lost import LostSidecars
 from .principal import Principal
 from .releases import ReleaseDeadlines
-from .servers import UserServers
+from .servers import WAITING_FOR_SERVER, UserServers
 from .settings import SchedulerSettings
 from .shares import ShareLedger, check_group
 from .storage import jobdirs
@@ -60,12 +61,6 @@ from .storage.dbfile import FaultLog
 from .storage.retention import Retention
 from .storage.store import Store
 from .waits import wait_at_most
-
-#: What a queued job of a user whose own Jupyter server is gone says (``server_timeout``).
-WAITING_FOR_SERVER = (
-    "waiting for your server: your jobs start from your own Jupyter server, which is not "
-    "running; start it (on JupyterHub: Start My Server) and this job is scheduled"
-)
 
 
 class SchedulerService(SchedulerSettings):
@@ -160,6 +155,16 @@ class SchedulerService(SchedulerSettings):
             log=self.log,
             changed=self._changed_now,
             poke=self.poke,
+        )
+        self.losses = LostSidecars(  # sidecars silent or gone
+            jobs=self.jobs,
+            secrets=self._secrets,
+            servers=self.servers,
+            lifecycle=self.lifecycle,
+            launcher=launcher,
+            gpu_infos=self.gpu_infos,
+            settings=self,
+            changed=self._changed_now,
         )
         self.beats = SidecarHeartbeats(  # the sidecar protocol
             jobs=self.jobs,
@@ -259,7 +264,7 @@ class SchedulerService(SchedulerSettings):
         self._last_account = now
         self.shares.account(self.jobs.values(), now)
         await self.shares.save_if_due(now)
-        await self._find_lost(now)
+        await self.losses.step(now)  # sidecars lost: requeued or ended
         await self.interactive.step(now)  # leases: silent kernels, idle reclaim
         if self.servers.step(self.jobs.values(), now):  # a server came or went: its user's
             decide = True  # jobs change
@@ -463,48 +468,6 @@ class SchedulerService(SchedulerSettings):
     # -- starting sidecars ----------------------------------------------------------------
     async def _launch_ready(self, now: float) -> None:
         await self.launches.start_ready(now)  # launches.py
-
-    # -- losses and endings ---------------------------------------------------------------
-    async def _find_lost(self, now: float) -> None:
-        timeout = self.heartbeat_timeout
-        known = {g.id for g in self.gpu_infos()}
-        for job in list(self.jobs.values()):
-            if not job.state.active or job.launched_at is None or is_lease(job):
-                continue
-            if job.id in self._secrets and job.user in self.servers.absent:
-                # Its launch is still listed for a server that went away: not a lost sidecar
-                # (none started), a job that waits for that server again.
-                self._secrets.pop(job.id, None)
-                await self.lifecycle.requeue(job, WAITING_FOR_SERVER, now, kind=EventKind.SUSPENDED)
-                await self._changed_now()
-                continue
-            silent = now - (job.last_heartbeat or job.launched_at)
-            alive = self.launcher.alive(job.launch) if job.launch else None
-            # a sidecar whose GPUs all left the inventory with it (a lost node) is lost now
-            vanished = bool(job.desired.gpus) and known.isdisjoint(job.desired.gpus)
-            if alive is False and (silent > min(5.0, timeout) or vanished):
-                final = (
-                    jobdirs.final_report(job.job_dir) if self.launcher.starts_processes else None
-                )
-                if final is not None and final.state == SidecarState.SUSPENDED:
-                    await self.lifecycle.requeue(
-                        job,
-                        snapshot.held_reason(job, stopping=False)
-                        if job.held
-                        else "suspended: it resumes from its checkpoint",
-                        now,
-                        kind=EventKind.SUSPENDED,
-                    )
-                    await self._changed_now()
-                    continue
-                if final is not None:  # the sidecar ended but its last heartbeat did not arrive
-                    await self.lifecycle.finish(job, JobState(final.state.value), final, now)
-                    await self._changed_now()
-                    continue
-            elif silent <= timeout or alive:
-                continue
-            await self.lifecycle.lost(job, now, silent)
-            await self._changed_now()
 
     # -- bookkeeping ------------------------------------------------------------------------
     def gpu_infos(self) -> list[Any]:
