@@ -89,6 +89,8 @@ class SchedulerService(SchedulerSettings):
         self._gpu_cache: list[Any] = []
         self._gpu_cache_t = 0.0
         self.faults = FaultLog(self.log)  # the loop's storage faults, said once each
+        # Its helpers, each given only the parts it uses (``settings=self``: the settings read
+        # live, as a config or a test may set them after construction).
         self.lifecycle = Lifecycle(store, self.poke, reads_job_dirs=launcher.starts_processes)
         self.servers = UserServers(  # whose jobs wait for their own server
             starts_processes=launcher.starts_processes, settings=self, poke=self.poke
