@@ -14,12 +14,12 @@ job that left the scheduler (expired) drops out of it at its user's next submiss
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any
 
 from ..errors import OverStorageBudget, TooManyJobs
 from ..models import SubmitRequest
 from .interactive import is_lease
 from .jobs import JobRecord
+from .settings import SchedulerSettings
 
 
 def stored_bytes(spec: SubmitRequest) -> int:
@@ -33,10 +33,11 @@ def _mb(n: float) -> str:
 
 
 class UserTally:
-    """Each user's submitted jobs still in ``jobs`` (the service's), with their stored bytes."""
+    """Each user's submitted jobs still in ``jobs`` (the service's), with their stored bytes,
+    held to the limits of ``settings`` (the live ``max_open_jobs`` and ``max_stored_bytes``)."""
 
-    def __init__(self, jobs: Mapping[str, JobRecord]) -> None:
-        self._jobs = jobs
+    def __init__(self, jobs: Mapping[str, JobRecord], settings: SchedulerSettings) -> None:
+        self._jobs, self.settings = jobs, settings
         self._users: dict[str, dict[str, int]] | None = None
 
     def _of(self, user: str) -> dict[str, int]:
@@ -50,13 +51,13 @@ class UserTally:
             del mine[job_id]
         return mine
 
-    def check(self, service: Any, user: str, spec: SubmitRequest) -> int:
+    def check(self, user: str, spec: SubmitRequest) -> int:
         """The stored bytes of a new job of ``user`` with ``spec``, or TooManyJobs /
-        OverStorageBudget when it would take them past ``service``'s limits."""
+        OverStorageBudget when it would take them past the limits."""
         mine = self._of(user)
         size = stored_bytes(spec)
-        section = f"c.{type(service).__name__}"
-        most = service.max_open_jobs
+        section = f"c.{type(self.settings).__name__}"
+        most = self.settings.max_open_jobs
         if most:
             open_jobs = sum(1 for job_id in mine if not self._jobs[job_id].final)
             if open_jobs >= most:
@@ -65,7 +66,7 @@ class UserTally:
                     f"({section}.max_open_jobs = {most}): wait until some finish, or cancel "
                     "some"
                 )
-        most = service.max_stored_bytes
+        most = self.settings.max_stored_bytes
         used = sum(mine.values())
         if most and used + size > most:
             raise OverStorageBudget(

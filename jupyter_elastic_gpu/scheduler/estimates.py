@@ -21,10 +21,11 @@ queue and the status add to the reasons the policy gave.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence, Set
 from dataclasses import dataclass, fields
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..core.model import Snapshot
 from ..core.policies import Policy
@@ -32,9 +33,8 @@ from ..core.reasons import EstimateLimit, Idle, Start
 from ..core.schedule import decide, idle_reason
 from ..sim.forecast import Forecast, forecast
 from . import policies
-
-if TYPE_CHECKING:
-    from .service import SchedulerService
+from .jobs import JobRecord
+from .settings import SchedulerSettings
 
 #: Seconds a forecast is reused across versions that changed only the jobs' progress.
 REUSE_S = 30.0
@@ -102,12 +102,32 @@ def start(job_id: str, ahead: Forecast, now: float) -> Start | None:
 
 
 class Estimates:
-    """The forecast of ``service``'s open jobs (``await estimates.forecast()``)."""
+    """The forecast of the service's open jobs (``await estimates.forecast()``).
 
-    def __init__(self, service: SchedulerService) -> None:
-        self.service = service
+    Given the job table, the live settings (its policy and budget), ``current_version``
+    (the state version a forecast is of), what the forecast depends on besides the jobs
+    (``gpu_infos``, the ``external`` processes on each GPU, the ``drained`` GPUs),
+    ``snapshot`` (the state as the policy sees it), the log and ``changed``, to tell
+    watchers of a forecast they missed."""
+
+    def __init__(
+        self,
+        *,
+        jobs: Mapping[str, JobRecord],
+        settings: SchedulerSettings,
+        current_version: Callable[[], int],
+        gpu_infos: Callable[[], list[Any]],
+        external: Callable[[], dict[str, list[Any]]],
+        drained: Callable[[], Set[str]],
+        snapshot: Callable[[], Snapshot],
+        log: logging.Logger,
+        changed: Callable[[], Awaitable[None]],
+    ) -> None:
+        self.jobs, self.settings, self.current_version = jobs, settings, current_version
+        self.gpu_infos, self.external, self.drained = gpu_infos, external, drained
+        self.snapshot, self.log, self.changed = snapshot, log, changed
         # A policy of its own: the forward run decides in another thread.
-        self._policy = policies.make(service.policy, service.policy_params)
+        self._policy = policies.make(settings.policy, settings.policy_params)
         self._last = Outlook(0.0, {})
         self._version = -1
         self._shape: Any = None
@@ -130,19 +150,19 @@ class Estimates:
                 tuple(sorted(j.throughput)),
                 j.estimating,  # a forecast made on an unsettled pace is not reused past it
             )
-            for j in self.service.jobs.values()
+            for j in self.jobs.values()
             if not j.final
         )
-        external, drained = self.service.external(), self.service.admin.drained
+        external, drained = self.external(), self.drained()
         gpus = tuple(
-            (g.id, not external.get(g.id) and g.id not in drained) for g in self.service.gpu_infos()
+            (g.id, not external.get(g.id) and g.id not in drained) for g in self.gpu_infos()
         )
         return jobs, gpus
 
     async def forecast(self) -> Outlook:
         """The forecast of the current version, or, when its run is not done within
         ``WAIT_S``, the last one made (a run never starts while another is in flight)."""
-        version = self.service.version
+        version = self.current_version()
         if version == self._version:
             return self._last
         if self._run is None:
@@ -153,7 +173,7 @@ class Estimates:
             self._run_started = time.monotonic()
             self._run = asyncio.ensure_future(self._forward(version, shape, now))
         run = self._run
-        wait = min(WAIT_S, self.service.forecast_budget)
+        wait = min(WAIT_S, self.settings.forecast_budget)
         left = self._run_started + wait - time.monotonic()
         if left > 0:
             await asyncio.wait({run}, timeout=left)  # (a waiter that gives up leaves it be)
@@ -164,12 +184,11 @@ class Estimates:
     async def _forward(self, version: int, shape: Any, now: float) -> None:
         """One forward run of the state at ``version``, within the budget; its result is the
         last forecast."""
-        s = self.service
-        stop = self._run_started + s.forecast_budget * RUN_SHARE
+        stop = self._run_started + self.settings.forecast_budget * RUN_SHARE
         try:
-            snap = s.core_snapshot()
+            snap = self.snapshot()
             ranked = sorted(
-                (j for j in s.jobs.values() if not j.final),
+                (j for j in self.jobs.values() if not j.final),
                 key=lambda j: (j.rank is None, j.rank or 0, j.submitted_at, j.id),
             )  # the queue's order (views.queue)
             result = await asyncio.to_thread(
@@ -178,12 +197,12 @@ class Estimates:
                 snap,
                 now,
                 [j.id for j in ranked],
-                s.forecast_jobs,
+                self.settings.forecast_jobs,
                 lambda: time.monotonic() >= stop,
             )
         except Exception:
             if not self._failed:
-                s.log.exception("elastic-gpu: the queue's forecast failed")
+                self.log.exception("elastic-gpu: the queue's forecast failed")
             self._failed = True
             result = Outlook(now, {}, complete=False)
         finally:
@@ -192,4 +211,4 @@ class Estimates:
         self._last, self._version, self._shape = result, version, shape
         if self._outrun:  # callers got an older forecast: this one is news to them
             self._outrun = False
-            await s._changed_now()
+            await self.changed()

@@ -23,14 +23,16 @@ cap and fair share), with three differences kept here:
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import Any
 
 from elastic_gpu_sidecar.protocol import JobKind, JobState, Lease, LeaseAction, SidecarState
 from traitlets import Float, Int
 from traitlets.config import LoggingConfigurable
 
 from ..core.idle import IdleAction, IdleRule, lease_verdict
+from ..core.model import Snapshot
+from ..core.policies import Policy
 from ..core.reasons import plural
 from ..core.schedule import entitlement
 from ..errors import Conflict
@@ -41,16 +43,18 @@ from ..models import (
     LeaseGrant,
     LeaseRequest,
     LeaseView,
+    SubmitRequest,
     parse,
 )
 from . import leases
+from .execution.launcher import BaseLauncher
 from .jobs import JobRecord, new_secret
+from .lifecycle import Lifecycle
 from .port import views
 from .principal import Principal
+from .settings import SchedulerSettings
 from .storage.atomic import atomically
-
-if TYPE_CHECKING:
-    from .service import SchedulerService
+from .storage.store import Store
 
 #: What a lease whose kernel ended it says.
 ENDINGS = {
@@ -108,9 +112,36 @@ class InteractiveLeases(LoggingConfigurable):
         "shared scheduler or a JupyterHub service; 0: no cap.",
     )
 
-    def __init__(self, service: SchedulerService, **kwargs: Any) -> None:
+    def __init__(
+        self,
+        *,
+        jobs: dict[str, JobRecord],
+        store: Store,
+        lifecycle: Lifecycle,
+        launcher: BaseLauncher,
+        settings: SchedulerSettings,
+        gpu_infos: Callable[[], list[Any]],
+        submit: Callable[[Principal, SubmitRequest], Awaitable[JobRecord]],
+        snapshot: Callable[[], Snapshot],
+        decider: Policy,
+        heartbeat_url: Callable[[str], str],
+        simulated: bool,
+        changed: Callable[[], Awaitable[None]],
+        poke: Callable[[], None],
+        **kwargs: Any,
+    ) -> None:
+        """Given the service's parts a lease touches: its job table, store and lifecycle (a
+        lease is a job), its launcher (whether it starts processes, spans nodes), its live
+        settings (heartbeats), the GPUs, ``submit`` (a lease is submitted like a job), the
+        policy's ``snapshot`` and ``decider`` (fair shares for reclaim), the heartbeat URL,
+        whether GPUs are simulated, and ``changed`` / ``poke``: watchers see a new version /
+        the policy decides again."""
         super().__init__(**kwargs)
-        self.service = service
+        self.jobs, self.store, self.lifecycle = jobs, store, lifecycle
+        self.launcher, self.settings, self.gpu_infos = launcher, settings, gpu_infos
+        self.submit, self.snapshot, self.decider = submit, snapshot, decider
+        self.heartbeat_url, self.simulated = heartbeat_url, simulated
+        self.changed, self.poke = changed, poke
         self.notices: dict[str, str] = {}  # job id -> idle warning shown as its reason
         #: Seconds since code last ran in the kernel of a lease, as this server saw it (None:
         #: no kernel of this server holds it); set by a Jupyter server that runs kernels.
@@ -130,20 +161,19 @@ class InteractiveLeases(LoggingConfigurable):
         """The cap on one user's lease GPUs in force (0: none)."""
         if self.user_gpu_cap >= 0:
             return self.user_gpu_cap
-        if self.service.launcher.starts_processes:  # a personal server: its one user
+        if self.launcher.starts_processes:  # a personal server: its one user
             return 0
-        return max(1, (len(self.service.gpu_infos()) + 1) // 2)
+        return max(1, (len(self.gpu_infos()) + 1) // 2)
 
     # -- users' requests ------------------------------------------------------------------
     async def open(self, who: Principal, body: object) -> LeaseGrant:
         """``POST leases``: a queued lease and the secret its provisioner heartbeats with."""
         request = parse(LeaseRequest, body, "lease")
-        s = self.service
         cap = self.gpu_cap()
         if cap:
             held = sum(
                 j.min_gpus
-                for j in s.jobs.values()
+                for j in self.jobs.values()
                 if is_lease(j) and j.user == who.user and not j.final
             )
             if held + request.gpus > cap:
@@ -153,23 +183,23 @@ class InteractiveLeases(LoggingConfigurable):
                     f"kernels may have, {cap} (c.InteractiveLeases.user_gpu_cap); shut down a "
                     "kernel with GPUs first, or train with %%elastic_train, which has no cap"
                 )
-        if s.launcher.spans_nodes:
+        if self.launcher.spans_nodes:
             raise Conflict(
                 "GPU leases for notebook kernels are not available on a scheduler over several "
                 "servers yet (the lease could land on another machine than the kernel): use "
                 "%%elastic_train jobs there, or a scheduler of this machine's own for kernels"
             )
-        job = await s.submit(who, request.submit_request(s.simulated))
+        job = await self.submit(who, request.submit_request(self.simulated))
         secret, digest = new_secret()
-        async with atomically(s.store, job):
+        async with atomically(self.store, job):
             job.secret_hash = digest
             job.last_heartbeat = time.time()
-            await s.lifecycle.save(job)
+            await self.lifecycle.save(job)
         return LeaseGrant(
             job=views.job_view(job),
             secret=secret,
-            heartbeat_url=s.heartbeat_url(job.id),
-            heartbeat_interval=s.heartbeat_interval,
+            heartbeat_url=self.heartbeat_url(job.id),
+            heartbeat_interval=self.settings.heartbeat_interval,
         )
 
     def reason(self, job: JobRecord) -> str | None:
@@ -185,7 +215,7 @@ class InteractiveLeases(LoggingConfigurable):
         """What a validated heartbeat of ``job``'s provisioner changes, and the lease to
         answer: no GPUs yet (RUN, empty) while it waits, its GPUs once they are free, CANCEL
         (empty) once it is over or released."""
-        s, now = self.service, time.time()
+        now = time.time()
         job.last_heartbeat = now
         if job.final:
             return LeaseView(generation=job.desired.generation, gpus=[], action=LeaseAction.CANCEL)
@@ -193,12 +223,12 @@ class InteractiveLeases(LoggingConfigurable):
         if job.state == JobState.QUEUED and not ended:
             return LeaseView(generation=job.desired.generation, gpus=[], action=LeaseAction.RUN)
         changed = False
-        async with atomically(s.store, job):
-            leases.absorb(job, beat, False, {g.id for g in s.gpu_infos()})
+        async with atomically(self.store, job):
+            leases.absorb(job, beat, False, {g.id for g in self.gpu_infos()})
             if ended:
                 said = job.reason if job.state == JobState.STOPPING else None
                 state = JobState(beat.state.value)  # done, failed (its kernel died), cancelled
-                await s.lifecycle.finish(job, state, beat, now)
+                await self.lifecycle.finish(job, state, beat, now)
                 job.reason = said or ENDINGS.get(state, job.reason)
                 self.notices.pop(job.id, None)
                 changed = True
@@ -207,18 +237,18 @@ class InteractiveLeases(LoggingConfigurable):
                 and beat.state == SidecarState.RUNNING
                 and beat.generation == job.desired.generation
             ):
-                await s.lifecycle.confirm_running(job, now)
+                await self.lifecycle.confirm_running(job, now)
                 job.reason = f"kernel running on {len(job.desired.gpus)} GPU(s)"
                 changed = True
-            answer = leases.published(job, s.jobs.values())
+            answer = leases.published(job, self.jobs.values())
             if job.state == JobState.STARTING and answer.gpus and job.launched_at is None:
                 job.launched_at = now  # the kernel may start on them from now on
                 changed = True
             if changed:
-                await s.lifecycle.save(job)
+                await self.lifecycle.save(job)
         if changed:
-            await s._changed_now()
-            s.poke()
+            await self.changed()
+            self.poke()
         return answer
 
     # -- each round of the service ----------------------------------------------------------
@@ -229,35 +259,32 @@ class InteractiveLeases(LoggingConfigurable):
     async def _find_lost(self, now: float) -> None:
         """A lease whose provisioner fell silent (its kernel's server is gone) ends: nothing
         is left to resume."""
-        s = self.service
-        for job in list(s.jobs.values()):
+        for job in list(self.jobs.values()):
             if not is_lease(job) or job.final:
                 continue
             silent = now - (job.last_heartbeat or job.submitted_at)
-            if silent <= s.heartbeat_timeout:
+            if silent <= self.settings.heartbeat_timeout:
                 continue
             error = ErrorInfo(
                 type="KernelLost",
                 message=f"its kernel's provisioner stopped heartbeating {silent:.0f} s ago",
                 hint="the kernel or its Jupyter server is gone; start the kernel again",
             )
-            async with atomically(s.store, job):
-                await s.lifecycle.finish(job, JobState.FAILED, Heartbeat(error=error), now)
+            async with atomically(self.store, job):
+                await self.lifecycle.finish(job, JobState.FAILED, Heartbeat(error=error), now)
             self.notices.pop(job.id, None)
-            await s._changed_now()
+            await self.changed()
 
     def _waiting_gpus(self) -> int:
         return sum(
-            j.min_gpus
-            for j in self.service.jobs.values()
-            if j.state == JobState.QUEUED and not j.held
+            j.min_gpus for j in self.jobs.values() if j.state == JobState.QUEUED and not j.held
         )
 
     def _gpus_busy(self, job: JobRecord) -> bool:
         mine = set(job.desired.gpus)
         return any(
             g.id in mine and (getattr(g, "utilization", None) or 0.0) >= BUSY_UTILIZATION
-            for g in self.service.gpu_infos()
+            for g in self.gpu_infos()
         )
 
     def _idle_s(self, job: JobRecord) -> float | None:
@@ -269,14 +296,13 @@ class InteractiveLeases(LoggingConfigurable):
     def _shares(self, now: float) -> tuple[set[str], int]:
         """(users whose leases alone hold more than their fair share, how many other users
         wait below theirs); each user's time above it counts from ``_over_since``."""
-        s = self.service
-        snap = s.core_snapshot()
+        snap = self.snapshot()
         if snap.fair_share is None or not snap.jobs:
             self._over_since.clear()
             return set(), 0
-        ent = entitlement(s.decider, snap, snap.fair_share)
+        ent = entitlement(self.decider, snap, snap.fair_share)
         leased: dict[str, int] = {}
-        for j in s.jobs.values():
+        for j in self.jobs.values():
             if is_lease(j) and j.state == JobState.RUNNING:
                 leased[j.user] = leased.get(j.user, 0) + len(j.held_gpus)
         over = {u for u, n in leased.items() if n > ent.gpus.get(u, 0)}
@@ -296,9 +322,9 @@ class InteractiveLeases(LoggingConfigurable):
         return over, len(below)
 
     async def _reclaim(self, now: float) -> None:
-        s, rule = self.service, self.rule
+        rule = self.rule
         waiting = self._waiting_gpus()
-        leases_now = [j for j in s.jobs.values() if is_lease(j) and j.state == JobState.RUNNING]
+        leases_now = [j for j in self.jobs.values() if is_lease(j) and j.state == JobState.RUNNING]
         over, below = self._shares(now) if leases_now and waiting else (set(), 0)
         for job in leases_now:
             verdict = lease_verdict(
@@ -321,21 +347,20 @@ class InteractiveLeases(LoggingConfigurable):
                 text = f"kernel running on {len(job.desired.gpus)} GPU(s)"
             else:
                 self.notices[job.id] = text = notice
-            async with atomically(s.store, job):
+            async with atomically(self.store, job):
                 job.reason = text
-                await s.lifecycle.save(job)
-            await s._changed_now()
+                await self.lifecycle.save(job)
+            await self.changed()
 
     async def _release(self, job: JobRecord, reason: str, now: float) -> None:
         """Ask the kernel to give its GPUs back (restart without them); the lease holds them
         until its provisioner says it has."""
-        s = self.service
-        async with atomically(s.store, job):
+        async with atomically(self.store, job):
             job.desired = Lease(job.desired.generation + 1, [], LeaseAction.CANCEL)
             job.state, job.reason, job.last_change = JobState.STOPPING, reason, now
             job.history.append({"t": now, "gpus": [], "why": reason})
-            await s.lifecycle.save(job)
-            await s.store.add_event(job.id, EventKind.CANCEL, reason)
+            await self.lifecycle.save(job)
+            await self.store.add_event(job.id, EventKind.CANCEL, reason)
         self.notices.pop(job.id, None)
-        await s._changed_now()
-        s.poke()
+        await self.changed()
+        self.poke()

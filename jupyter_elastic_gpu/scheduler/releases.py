@@ -19,19 +19,21 @@ every holder a whole grace period again: it could not confirm while the schedule
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import logging
+from collections.abc import Awaitable, Callable
 
 from elastic_gpu_sidecar.protocol import JobState, LeaseAction
 
 from ..core.reasons import plural
 from ..models import ErrorInfo, EventKind, Heartbeat
 from . import leases
+from .execution.launcher import BaseLauncher
 from .interactive import is_lease
 from .jobs import JobRecord
+from .lifecycle import Lifecycle
+from .settings import SchedulerSettings
 from .storage.atomic import atomically
-
-if TYPE_CHECKING:
-    from .service import SchedulerService
+from .storage.store import Store
 
 #: The shortest grace period derived for a job (a slow machine's restart fits in it).
 GRACE_FLOOR_S = 30.0
@@ -73,17 +75,36 @@ def asked_for(job: JobRecord) -> str:
 
 
 class ReleaseDeadlines:
-    """The deadlines of one ``SchedulerService`` (its ``release_grace`` setting)."""
+    """The deadlines of the service's jobs.
 
-    def __init__(self, service: SchedulerService) -> None:
-        self.service = service
+    Given the job table, the launch secrets not handed out yet (a voided launch is not listed
+    any more), the store and lifecycle it writes through, the launcher (it ends a voided
+    launch's processes), the live settings a grace period is made of (``release_grace``...),
+    the log and ``changed`` / ``poke``: watchers see a new version / the policy decides again."""
+
+    def __init__(
+        self,
+        *,
+        jobs: dict[str, JobRecord],
+        secrets: dict[str, str],
+        store: Store,
+        lifecycle: Lifecycle,
+        launcher: BaseLauncher,
+        settings: SchedulerSettings,
+        log: logging.Logger,
+        changed: Callable[[], Awaitable[None]],
+        poke: Callable[[], None],
+    ) -> None:
+        self.jobs, self.secrets, self.store, self.lifecycle = jobs, secrets, store, lifecycle
+        self.launcher, self.settings, self.log = launcher, settings, log
+        self.changed, self.poke = changed, poke
 
     def grace_s(self, job: JobRecord) -> float:
         """Seconds ``job``'s holder has to confirm a release: the setting, or (0) one periodic
         checkpoint interval (a trainer whose next step is further away could not keep its
         periodic checkpoints either), a few of its measured resize costs and a few heartbeats,
         and never less than ``GRACE_FLOOR_S``."""
-        s = self.service
+        s = self.settings
         if s.release_grace > 0:
             return s.release_grace
         cost = job.resize_cost_s if job.resize_cost_s is not None else s.default_resize_cost
@@ -92,20 +113,19 @@ class ReleaseDeadlines:
 
     def restarted(self, now: float) -> None:
         """After a restart: every clock runs a whole grace period from now."""
-        for job in self.service.jobs.values():
+        for job in self.jobs.values():
             if job.release_due is not None:
                 job.release_due = max(job.release_due, now + self.grace_s(job))
 
     async def step(self, now: float) -> None:
         """Start the clocks of new asks, stop those confirmed, void those past due."""
-        s = self.service
-        for job in list(s.jobs.values()):
+        for job in list(self.jobs.values()):
             due = job.release_due
             if not owes(job) or not self._reaches_holder(job):
                 if due is not None:  # confirmed (or held back again): nothing owed now
-                    async with atomically(s.store, job):
+                    async with atomically(self.store, job):
                         job.release_due = None
-                        await s.lifecycle.save(job)
+                        await self.lifecycle.save(job)
                 continue
             if due is None:
                 await self._start_clock(job, now)
@@ -118,17 +138,17 @@ class ReleaseDeadlines:
         desired = job.desired
         if desired.action != LeaseAction.RUN or job.state == JobState.STOPPING:
             return True
-        busy = leases.busy_elsewhere(job, self.service.jobs.values())
+        busy = leases.busy_elsewhere(job, self.jobs.values())
         return busy.isdisjoint(desired.gpus)
 
     async def _start_clock(self, job: JobRecord, now: float) -> None:
-        s, grace = self.service, self.grace_s(job)
+        grace = self.grace_s(job)
         gpus = owed(job)
         what = asked_for(job) + (f", giving back GPU(s) {','.join(gpus)}" if gpus else "")
-        async with atomically(s.store, job):
+        async with atomically(self.store, job):
             job.release_due = now + grace
-            await s.lifecycle.save(job)
-            await s.store.add_event(
+            await self.lifecycle.save(job)
+            await self.store.add_event(
                 job.id,
                 EventKind.DEADLINE,
                 f"asked to {what}: due within {grace:.0f} s, or its claim is void and its "
@@ -142,7 +162,6 @@ class ReleaseDeadlines:
         """End ``job``'s claim now: secret revoked, its processes ended by their launcher, the
         job failed (cancelled, when it was being cancelled). ``by``: who forced it (else its
         deadline passed), instead of asking it ``what`` (default: what it was asked)."""
-        s = self.service
         gpus = owed(job) or job.held_gpus
         what = what or asked_for(job)
         cancelling = (  # a lease not given back failed, whoever asked for it
@@ -168,30 +187,29 @@ class ReleaseDeadlines:
             "sidecar.log in the job dir; if its checkpoints take longer, raise "
             "c.SchedulerService.release_grace",
         )
-        s._secrets.pop(job.id, None)  # a launch not carried out yet is not listed any more
-        async with atomically(s.store, job):
+        self.secrets.pop(job.id, None)  # a launch not carried out yet is not listed any more
+        async with atomically(self.store, job):
             job.secret_hash = ""  # its heartbeats are refused from now on
             job.release_due, job.voided_at = None, now
             state = JobState.CANCELLED if cancelling else JobState.FAILED
-            await s.lifecycle.finish(job, state, Heartbeat(error=error), now)
+            await self.lifecycle.finish(job, state, Heartbeat(error=error), now)
             if cancelling:
                 job.reason = f"cancelled: {error.message}"
-                await s.lifecycle.save(job)
-        s.log.warning("elastic-gpu: job %s: %s", job.id, error.message)
-        await s._changed_now()
-        s.poke()
+                await self.lifecycle.save(job)
+        self.log.warning("elastic-gpu: job %s: %s", job.id, error.message)
+        await self.changed()
+        self.poke()
 
     async def _end_processes(self, job: JobRecord) -> str:
         """Have the launcher end the launch's processes; how that went, for the reason."""
-        s = self.service
         if is_lease(job):
             return "; its GPUs count as busy only while the kernel's processes show on them"
         if not job.launch:
             return ""
         try:
-            ended = await s.launcher.end(job.launch)
+            ended = await self.launcher.end(job.launch)
         except Exception as e:  # the launcher's own fault: the claim is void all the same
-            s.log.warning("elastic-gpu: job %s: its processes not ended: %s", job.id, e)
+            self.log.warning("elastic-gpu: job %s: its processes not ended: %s", job.id, e)
             ended = False
         if ended:
             return "; its processes were ended"

@@ -11,20 +11,19 @@ started (or listed for their owner's server) by ``launches.py``.
 
 A restarted service rebuilds its state from the database and re-adopts sidecars that are still
 alive from their next heartbeat; a sidecar silent past ``heartbeat_timeout`` (with its process
-gone) is declared lost and its job queued again, to resume from its last checkpoint.
+gone) is declared lost and its job queued again, to resume from its last checkpoint (``lost.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import math
 import time
 import uuid
 from collections.abc import Callable
 from typing import Any
 
-from elastic_gpu_sidecar.protocol import JobKind, JobState, SidecarState
+from elastic_gpu_sidecar.protocol import JobKind, JobState
 
 from ..core.model import Snapshot
 from ..core.policies import Policy
@@ -46,12 +45,14 @@ from .estimates import Estimates
 from .execution.inventory import external_processes
 from .execution.launcher import BaseLauncher
 from .heartbeats import SidecarHeartbeats
-from .interactive import InteractiveLeases, is_lease
+from .interactive import InteractiveLeases
 from .jobs import JobRecord
 from .launches import Launches
 from .lifecycle import Lifecycle
+from .lost import LostSidecars
 from .principal import Principal
 from .releases import ReleaseDeadlines
+from .servers import WAITING_FOR_SERVER, UserServers
 from .settings import SchedulerSettings
 from .shares import ShareLedger, check_group
 from .storage import jobdirs
@@ -60,12 +61,6 @@ from .storage.dbfile import FaultLog
 from .storage.retention import Retention
 from .storage.store import Store
 from .waits import wait_at_most
-
-#: What a queued job of a user whose own Jupyter server is gone says (``server_timeout``).
-WAITING_FOR_SERVER = (
-    "waiting for your server: your jobs start from your own Jupyter server, which is not "
-    "running; start it (on JupyterHub: Start My Server) and this job is scheduled"
-)
 
 
 class SchedulerService(SchedulerSettings):
@@ -91,23 +86,110 @@ class SchedulerService(SchedulerSettings):
         self._task: asyncio.Task | None = None
         self._last_account = time.time()
         self._secrets: dict[str, str] = {}  # job id -> secret for a launch not yet handed out
-        self._servers_seen: dict[str, float] = {}  # user -> last poll of their server's agent
-        self._server_less: frozenset[str] = frozenset()  # users whose jobs wait for their server
         self._gpu_cache: list[Any] = []
         self._gpu_cache_t = 0.0
         self.faults = FaultLog(self.log)  # the loop's storage faults, said once each
+        # Its helpers, each given only the parts it uses (``settings=self``: the settings read
+        # live, as a config or a test may set them after construction).
         self.lifecycle = Lifecycle(store, self.poke, reads_job_dirs=launcher.starts_processes)
-        self.estimates = Estimates(self)  # the queue's estimated starts and ends
-        self.tally = UserTally(self.jobs)  # each user's open jobs and stored bytes
+        self.servers = UserServers(  # whose jobs wait for their own server
+            starts_processes=launcher.starts_processes, settings=self, poke=self.poke
+        )
+        self.estimates = Estimates(  # the queue's estimated starts and ends
+            jobs=self.jobs,
+            settings=self,
+            current_version=lambda: self.version,
+            gpu_infos=self.gpu_infos,
+            external=self.external,
+            drained=lambda: self.admin.drained,
+            snapshot=self.core_snapshot,
+            log=self.log,
+            changed=self._changed_now,
+        )
+        self.tally = UserTally(self.jobs, self)  # each user's open jobs and stored bytes
         self.shares = ShareLedger(
             store, self.fair_share_half_life, self.group_weights, enabled=self.fair_share
         )
-        self.admin = AdminActions(self)  # suspend/resume, priorities, drained GPUs
-        self.retention = Retention(self)  # finished jobs expire (job_retention_days)
-        self.interactive = InteractiveLeases(self, parent=self)  # kernels' leases
-        self.releases = ReleaseDeadlines(self)  # no holder keeps GPUs past a deadline
-        self.beats = SidecarHeartbeats(self)  # the sidecar protocol
-        self.launches = Launches(self)  # sidecars started, launches listed for servers
+        self.retention = Retention(  # finished jobs expire (job_retention_days)
+            jobs=self.jobs,
+            get=self.get,
+            store=store,
+            lifecycle=self.lifecycle,
+            settings=self,
+            removes_dirs=launcher.starts_processes,
+            log=self.log,
+            changed=self._changed_now,
+        )
+        self.interactive = InteractiveLeases(  # kernels' leases
+            jobs=self.jobs,
+            store=store,
+            lifecycle=self.lifecycle,
+            launcher=launcher,
+            settings=self,
+            gpu_infos=self.gpu_infos,
+            submit=self.submit,
+            snapshot=self.core_snapshot,
+            decider=self.decider,
+            heartbeat_url=heartbeat_url,
+            simulated=self.simulated,
+            changed=self._changed_now,
+            poke=self.poke,
+            parent=self,  # its settings are read from the service's config
+        )
+        self.releases = ReleaseDeadlines(  # no holder keeps GPUs past a deadline
+            jobs=self.jobs,
+            secrets=self._secrets,
+            store=store,
+            lifecycle=self.lifecycle,
+            launcher=launcher,
+            settings=self,
+            log=self.log,
+            changed=self._changed_now,
+            poke=self.poke,
+        )
+        self.admin = AdminActions(  # suspend/resume, priorities, drained GPUs
+            jobs=self.jobs,
+            get=self.get,
+            store=store,
+            lifecycle=self.lifecycle,
+            gpu_infos=self.gpu_infos,
+            void=self.releases.void,
+            log=self.log,
+            changed=self._changed_now,
+            poke=self.poke,
+        )
+        self.losses = LostSidecars(  # sidecars silent or gone
+            jobs=self.jobs,
+            secrets=self._secrets,
+            servers=self.servers,
+            lifecycle=self.lifecycle,
+            launcher=launcher,
+            gpu_infos=self.gpu_infos,
+            settings=self,
+            changed=self._changed_now,
+        )
+        self.beats = SidecarHeartbeats(  # the sidecar protocol
+            jobs=self.jobs,
+            secrets=self._secrets,
+            store=store,
+            lifecycle=self.lifecycle,
+            gpu_infos=self.gpu_infos,
+            lease_beat=self.interactive.heartbeat,
+            changed=self._changed_now,
+            poke=self.poke,
+        )
+        self.launches = Launches(  # sidecars started, launches listed for servers
+            jobs=self.jobs,
+            secrets=self._secrets,
+            store=store,
+            lifecycle=self.lifecycle,
+            launcher=launcher,
+            settings=self,
+            heartbeat_url=heartbeat_url,
+            servers=self.servers,
+            log=self.log,
+            changed=self._changed_now,
+        )
 
     @property
     def simulated(self) -> bool:
@@ -118,12 +200,13 @@ class SchedulerService(SchedulerSettings):
     async def start(self) -> None:
         now = time.time()
         await self.admin.load()
-        for job in await self.store.load_records(JobRecord.from_dict, self.log):  # bad: aside
+        loaded = await self.store.load_records(JobRecord.from_dict, self.log)  # bad: aside
+        for job in loaded:
             if job.state.active:
                 # Give a sidecar that survived our restart one timeout to heartbeat again.
                 job.last_heartbeat = now
             self.jobs[job.id] = job
-            self._servers_seen[job.user] = now  # their servers get one timeout to poll again
+        self.servers.restarted((job.user for job in loaded), now)
         active = sum(1 for j in self.jobs.values() if j.state.active)
         self.releases.restarted(now)
         if self.jobs:
@@ -183,11 +266,10 @@ class SchedulerService(SchedulerSettings):
         self._last_account = now
         self.shares.account(self.jobs.values(), now)
         await self.shares.save_if_due(now)
-        await self._find_lost(now)
+        await self.losses.step(now)  # sidecars lost: requeued or ended
         await self.interactive.step(now)  # leases: silent kernels, idle reclaim
-        server_less = self._users_without_server(now)
-        if server_less != self._server_less:  # a server came or went: its user's jobs change
-            self._server_less, decide = server_less, True
+        if self.servers.step(self.jobs.values(), now):  # a server came or went: its user's
+            decide = True  # jobs change
         if decide:
             await self._decide(now)
         await self.releases.step(now)  # after the decision: its asks start their clocks now
@@ -207,7 +289,7 @@ class SchedulerService(SchedulerSettings):
         spec, notes = req.fit_to(len(self.gpu_infos()), self.user_gpu_cap)
         if spec.simulated is None:
             spec = spec.model_copy(update={"simulated": self.simulated})
-        size = self.tally.check(self, who.user, spec)  # 429 / 507 past the user's budgets
+        size = self.tally.check(who.user, spec)  # 429 / 507 past the user's budgets
         job_id = "j-" + uuid.uuid4().hex[:10]
         synthetic = spec.kind == JobKind.SYNTHETIC
         job = JobRecord(
@@ -381,67 +463,13 @@ class SchedulerService(SchedulerSettings):
         return self.share_report(who)
 
     # -- users' servers (shared and JupyterHub modes) ------------------------------------------
-    def _users_without_server(self, now: float) -> frozenset[str]:
-        """Users with open jobs whose server has not polled for launches within
-        ``server_timeout`` (always empty when this scheduler starts sidecars itself)."""
-        if self.launcher.starts_processes:
-            return frozenset()
-        timeout = self.server_timeout
-        return frozenset(
-            job.user
-            for job in self.jobs.values()
-            if not job.final and now - self._servers_seen.get(job.user, -math.inf) > timeout
-        )
-
     def waits_for_server(self, job: JobRecord) -> bool:
-        """Whether ``job`` is queued while nobody is there to start it: its owner's server."""
-        return job.state == JobState.QUEUED and job.user in self._server_less
+        """Whether ``job`` is queued while nobody is there to start it (``servers.py``)."""
+        return self.servers.waits(job)
 
     # -- starting sidecars ----------------------------------------------------------------
     async def _launch_ready(self, now: float) -> None:
         await self.launches.start_ready(now)  # launches.py
-
-    # -- losses and endings ---------------------------------------------------------------
-    async def _find_lost(self, now: float) -> None:
-        timeout = self.heartbeat_timeout
-        known = {g.id for g in self.gpu_infos()}
-        for job in list(self.jobs.values()):
-            if not job.state.active or job.launched_at is None or is_lease(job):
-                continue
-            if job.id in self._secrets and job.user in self._server_less:
-                # Its launch is still listed for a server that went away: not a lost sidecar
-                # (none started), a job that waits for that server again.
-                self._secrets.pop(job.id, None)
-                await self.lifecycle.requeue(job, WAITING_FOR_SERVER, now, kind=EventKind.SUSPENDED)
-                await self._changed_now()
-                continue
-            silent = now - (job.last_heartbeat or job.launched_at)
-            alive = self.launcher.alive(job.launch) if job.launch else None
-            # a sidecar whose GPUs all left the inventory with it (a lost node) is lost now
-            vanished = bool(job.desired.gpus) and known.isdisjoint(job.desired.gpus)
-            if alive is False and (silent > min(5.0, timeout) or vanished):
-                final = (
-                    jobdirs.final_report(job.job_dir) if self.launcher.starts_processes else None
-                )
-                if final is not None and final.state == SidecarState.SUSPENDED:
-                    await self.lifecycle.requeue(
-                        job,
-                        snapshot.held_reason(job, stopping=False)
-                        if job.held
-                        else "suspended: it resumes from its checkpoint",
-                        now,
-                        kind=EventKind.SUSPENDED,
-                    )
-                    await self._changed_now()
-                    continue
-                if final is not None:  # the sidecar ended but its last heartbeat did not arrive
-                    await self.lifecycle.finish(job, JobState(final.state.value), final, now)
-                    await self._changed_now()
-                    continue
-            elif silent <= timeout or alive:
-                continue
-            await self.lifecycle.lost(job, now, silent)
-            await self._changed_now()
 
     # -- bookkeeping ------------------------------------------------------------------------
     def gpu_infos(self) -> list[Any]:

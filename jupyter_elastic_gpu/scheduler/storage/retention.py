@@ -14,17 +14,18 @@ when their directories are gone (``POST launches/removed``).
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+import logging
+from collections.abc import Awaitable, Callable
 
 from ...errors import Conflict
 from ...models import EventKind, Expired, Forgotten, KeepChange, Removed, parse
 from ..jobs import JobRecord
+from ..lifecycle import Lifecycle
 from ..principal import Principal
+from ..settings import SchedulerSettings
 from . import jobdirs
 from .atomic import atomically
-
-if TYPE_CHECKING:
-    from ..service import SchedulerService
+from .store import Store
 
 DAY_S = 86400.0
 #: Seconds between two looks for expired jobs.
@@ -34,26 +35,39 @@ BATCH = 200
 
 
 class Retention:
-    """The expiry of one service's finished jobs, run from its loop (``step``)."""
+    """The expiry of one service's finished jobs, run from its loop (``step``).
 
-    def __init__(self, service: SchedulerService) -> None:
-        self.service = service
+    Given the job table (an expired job leaves it), ``get`` (the job a caller may change, or
+    NotFound / Forbidden), the store and lifecycle it writes through, the live settings
+    (``job_retention_days``), ``removes_dirs`` (this side removes job dirs itself: it starts
+    the sidecars, as their owner), the log and ``changed``, for watchers to see the change."""
+
+    def __init__(
+        self,
+        *,
+        jobs: dict[str, JobRecord],
+        get: Callable[..., JobRecord],
+        store: Store,
+        lifecycle: Lifecycle,
+        settings: SchedulerSettings,
+        removes_dirs: bool,
+        log: logging.Logger,
+        changed: Callable[[], Awaitable[None]],
+    ) -> None:
+        self.jobs, self.get, self.store, self.lifecycle = jobs, get, store, lifecycle
+        self.settings, self.removes_dirs, self.log = settings, removes_dirs, log
+        self.changed = changed
         self._last = -float("inf")
-
-    @property
-    def removes_dirs(self) -> bool:
-        """Whether this side removes job dirs itself (it starts the sidecars, as their owner)."""
-        return self.service.launcher.starts_processes
 
     def due(self, now: float) -> list[JobRecord]:
         """Finished jobs not kept whose end lies more than the retention before ``now``."""
-        days = self.service.job_retention_days
+        days = self.settings.job_retention_days
         if days <= 0:
             return []
         cutoff = now - days * DAY_S
         return [
             j
-            for j in self.service.jobs.values()
+            for j in self.jobs.values()
             if j.final and not j.kept and j.finished_at is not None and j.finished_at <= cutoff
         ]
 
@@ -65,11 +79,10 @@ class Retention:
         self._last = now
         due = sorted(self.due(now), key=lambda j: (j.finished_at or 0.0, j.id))[:BATCH]
         if due:
-            s = self.service
-            days = s.job_retention_days
-            async with s.store.transaction():
-                await s.store.expire([(j.id, j.user, j.job_dir) for j in due], now)
-                await s.store.add_event(
+            days = self.settings.job_retention_days
+            async with self.store.transaction():
+                await self.store.expire([(j.id, j.user, j.job_dir) for j in due], now)
+                await self.store.add_event(
                     None,
                     EventKind.EXPIRED,
                     f"{len(due)} finished jobs expired ({days:g} days after they ended): "
@@ -78,19 +91,19 @@ class Retention:
                     t=now,
                 )
             for job in due:
-                s.jobs.pop(job.id, None)
-            await s._changed_now()
+                self.jobs.pop(job.id, None)
+            await self.changed()
         if self.removes_dirs:
             await self.remove_dirs()
 
     async def remove_dirs(self) -> None:
         """Remove the directory of every expired job still listed, then forget it."""
-        store = self.service.store
+        store = self.store
         for row in await store.expired():
             try:
                 await asyncio.to_thread(jobdirs.remove_job_dir, row["job_dir"], row["id"])
             except (OSError, Conflict) as e:  # said once: removing it again would fail again
-                self.service.log.warning(
+                self.log.warning(
                     "elastic-gpu: expired job %s: its directory %s is left in place: %s",
                     row["id"],
                     row["job_dir"],
@@ -102,30 +115,29 @@ class Retention:
         """Shared mode: ``who``'s expired jobs whose directories their server is to remove."""
         if self.removes_dirs:
             return []
-        rows = await self.service.store.expired(who.user)
+        rows = await self.store.expired(who.user)
         return [Expired(id=r["id"], job_dir=r["job_dir"]) for r in rows]
 
     async def removed(self, who: Principal, body: object) -> Forgotten:
         """``POST launches/removed``: the dirs of these expired jobs of ``who`` are gone."""
         ids = parse(Removed, body, "removed jobs").jobs
-        await self.service.store.forget_expired(ids, who.user)
+        await self.store.forget_expired(ids, who.user)
         return Forgotten(jobs=ids)
 
     async def keep(self, who: Principal, job_id: str, body: object) -> JobRecord:
         """``POST jobs/ID/keep``: keep the job past the retention (owner or admin), or not."""
         kept = parse(KeepChange, body, "keep").kept
-        s = self.service
-        job = s.get(who, job_id, change=True)
+        job = self.get(who, job_id, change=True)
         if job.kept != kept:
-            async with atomically(s.store, job):
+            async with atomically(self.store, job):
                 job.kept = kept
-                await s.lifecycle.save(job)
-                await s.store.add_event(
+                await self.lifecycle.save(job)
+                await self.store.add_event(
                     job.id,
                     EventKind.KEPT,
                     f"{who.user} kept {job.name}: it never expires"
                     if kept
                     else f"{who.user} no longer keeps {job.name}: it expires with the others",
                 )
-            await s._changed_now()
+            await self.changed()
         return job
