@@ -55,6 +55,8 @@ class ReasonKind(str, Enum):
     #: Suspended by a person (``by``; ``admin``: an admin's hold); ``stopping`` while it
     #: still checkpoints.
     HELD = "held"
+    #: Suspended by the policy (``for_others``: its GPUs went to jobs that need them more).
+    SUSPENDED = "suspended"
     #: Resumed by a person (``by``): queued again.
     UNHELD = "unheld"
     #: Being cancelled (``by``): checkpoint, then stop.
@@ -65,7 +67,7 @@ class ReasonKind(str, Enum):
     DONE = "done"
     #: Failed (``detail``: its error).
     FAILED = "failed"
-    #: Queued again after its sidecar was lost (``detail``: what happened).
+    #: Queued again: its sidecar stopped answering ``silent_s`` ago, or ``detail``.
     REQUEUED = "requeued"
     #: A notebook kernel's lease holding ``gpus``.
     KERNEL = "kernel"
@@ -173,6 +175,8 @@ class ReasonFigures(TypedDict, total=False):
     died: bool
     withdrawn: bool
     state: str
+    for_others: bool
+    silent_s: float
     detail: str
 
 

@@ -14,7 +14,7 @@ state it already shows, without reading the words.
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -93,6 +93,25 @@ def job_name(ref: JobRef | Mapping[str, Any]) -> str:
     """A job as a reason names it: 'its name' in quotes, its id when it has none."""
     name = ref.get("name")
     return f"'{name}'" if name else str(ref.get("id", "?"))
+
+
+def named(figures: Mapping[str, Any], name_of: Callable[[str], str | None]) -> dict[str, Any]:
+    """``figures`` with a name on every job they mention that ``name_of`` names (a reader's
+    own jobs, say: the core knows only ids)."""
+
+    def ref(job: Mapping[str, Any]) -> dict[str, Any]:
+        name = name_of(job["id"])
+        return {**job, "name": name} if name else dict(job)
+
+    out = dict(figures)
+    for key in ("for_job", "start_after"):
+        if key in out:
+            out[key] = ref(out[key])
+    if "holders" in out:
+        out["holders"] = [ref(h) for h in out["holders"]]
+    if "causes" in out:
+        out["causes"] = [{**c, "job": ref(c["job"])} for c in out["causes"]]
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -185,8 +204,18 @@ def _resized(f: Mapping[str, Any]) -> str:
 
 
 def parts(kind: ReasonKind | str, figures: Mapping[str, Any] | None = None) -> Parts:
-    """The text of a reason of ``kind`` with ``figures``, in its parts."""
-    f = figures or {}
+    """The text of a reason of ``kind`` with ``figures``, in its parts; a queued job's
+    forecast (``start_in_s``, ``start_after``) at the end."""
+    p = _parts(kind, figures or {})
+    start = _start(figures or {})
+    if not start:
+        return p
+    if p.detail:
+        return Parts(p.lead, p.head, p.detail + start)
+    return Parts(p.lead, p.head + start)
+
+
+def _parts(kind: ReasonKind | str, f: Mapping[str, Any]) -> Parts:
     kind = K(kind)
     gpus = f.get("gpus", 0)
     on = f"running on {plural(gpus, 'GPU')}"
@@ -196,7 +225,7 @@ def parts(kind: ReasonKind | str, figures: Mapping[str, Any] | None = None) -> P
         return Parts("queued", "queued", "waiting for the first decision")
     if kind == K.WAITING:
         detail = f"needs {plural(f.get('needs', 0), 'GPU')}, {f.get('free', 0)} free"
-        return Parts(waits, waits, detail + _holders(f) + _start(f))
+        return Parts(waits, waits, detail + _holders(f))
     if kind == K.RUNNING:
         return Parts("running", on)
     if kind == K.AT_MAXIMUM:
@@ -218,7 +247,7 @@ def parts(kind: ReasonKind | str, figures: Mapping[str, Any] | None = None) -> P
     if kind == K.LIMITED:
         if gpus:
             return Parts("running", elastic, _limit(f))
-        return Parts(waits, waits, _limit(f) + _start(f))
+        return Parts(waits, waits, _limit(f))
     if kind == K.WAITING_FOR_SERVER:
         detail = (
             "your jobs start from your own Jupyter server, which is not running; start it "
@@ -249,6 +278,9 @@ def parts(kind: ReasonKind | str, figures: Mapping[str, Any] | None = None) -> P
             )
         detail = f"it gets no GPUs until resumed (POST jobs/{f.get('job_id', '?')}/resume)"
         return Parts("suspended", f"suspended by {by}", f"{detail}; it resumes from its checkpoint")
+    if kind == K.SUSPENDED:
+        why = "its GPUs went to jobs that need them more; " if f.get("for_others") else ""
+        return Parts("suspended", "suspended", f"{why}it resumes from its checkpoint")
     if kind == K.UNHELD:
         return Parts("resumed", f"resumed by {by}", "waiting for the next decision")
     if kind == K.CANCELLING:
@@ -262,6 +294,12 @@ def parts(kind: ReasonKind | str, figures: Mapping[str, Any] | None = None) -> P
     if kind == K.FAILED:
         return Parts("failed", "failed", f.get("detail") or "error")
     if kind == K.REQUEUED:
+        if "silent_s" in f:
+            detail = (
+                f"its sidecar stopped answering {f['silent_s']:.0f} s ago; it resumes from its "
+                "last checkpoint"
+            )
+            return Parts("queued", "queued again", detail)
         return Parts("queued", "queued again", f.get("detail", ""))
     if kind == K.KERNEL:
         return Parts(None, f"holds {plural(gpus, 'GPU')} for its notebook kernel")
@@ -349,6 +387,7 @@ __all__ = [
     "format_days",
     "gpu_range",
     "job_name",
+    "named",
     "parts",
     "plural",
     "say",

@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 
 from elastic_gpu_sidecar.protocol import JobState, LeaseAction
 
+from ..core.reason_kinds import ReasonKind
+from ..core.reasons import Told
 from ..errors import Conflict, Forbidden, NotFound
 from ..models import DrainChange, EventKind, PriorityChange, parse
 from . import releases
@@ -80,12 +82,12 @@ class AdminActions:
         now = time.time()
         async with atomically(s.store, job):
             job.held_by = who.user
-            job.reason = held_reason(job)
+            job.tell(held_reason(job))
             if job.state in (JobState.STARTING, JobState.RUNNING, JobState.RESIZING):
                 # The move any suspension makes: the lease's STOP (or, before a sidecar
                 # exists, straight back to the queue). The reason just set says whose.
                 await s.lifecycle.change(job, [], now)
-                job.reason = held_reason(job)
+                job.tell(held_reason(job))
             await s.lifecycle.save(job)
             await s.store.add_event(
                 job.id,
@@ -108,7 +110,7 @@ class AdminActions:
         async with atomically(s.store, job):
             held_by, job.held_by = job.held_by, None
             if job.state == JobState.QUEUED:
-                job.reason = f"resumed by {who.user}: waiting for the next decision"
+                job.tell(Told(ReasonKind.UNHELD, {"by": who.user}))
             await s.lifecycle.save(job)
             await s.store.add_event(
                 job.id,

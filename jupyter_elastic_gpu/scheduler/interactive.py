@@ -31,7 +31,8 @@ from traitlets import Float, Int
 from traitlets.config import LoggingConfigurable
 
 from ..core.idle import IdleAction, IdleRule, lease_verdict
-from ..core.reasons import plural
+from ..core.reason_kinds import ReasonKind
+from ..core.reasons import Told, plural
 from ..core.schedule import entitlement
 from ..errors import Conflict
 from ..models import (
@@ -54,9 +55,9 @@ if TYPE_CHECKING:
 
 #: What a lease whose kernel ended it says.
 ENDINGS = {
-    JobState.DONE: "ended: its kernel shut down",
-    JobState.FAILED: "ended: its kernel died",
-    JobState.CANCELLED: "withdrawn by its kernel before it got GPUs",
+    JobState.DONE: Told(ReasonKind.KERNEL_ENDED),
+    JobState.FAILED: Told(ReasonKind.KERNEL_ENDED, {"died": True}),
+    JobState.CANCELLED: Told(ReasonKind.KERNEL_ENDED, {"withdrawn": True}),
 }
 #: A GPU at least this busy (NVML utilisation 0..1) counts as used by its kernel.
 BUSY_UTILIZATION = 0.05
@@ -172,13 +173,15 @@ class InteractiveLeases(LoggingConfigurable):
             heartbeat_interval=s.heartbeat_interval,
         )
 
-    def reason(self, job: JobRecord) -> str | None:
+    def reason(self, job: JobRecord) -> Told | None:
         """What a running lease shows instead of the policy's reason (which sees it only as
         a job it may not resize): its idle warning, else what it holds."""
         if not is_lease(job) or job.state != JobState.RUNNING:
             return None
-        held = plural(len(job.held_gpus), "GPU")
-        return self.notices.get(job.id) or f"holds {held} for its notebook kernel"
+        notice = self.notices.get(job.id)
+        if notice:
+            return Told(ReasonKind.IDLE_WARNING, {"detail": notice})
+        return Told(ReasonKind.KERNEL, {"gpus": len(job.held_gpus)})
 
     # -- the provisioner's heartbeat -------------------------------------------------------
     async def heartbeat(self, job: JobRecord, beat: Heartbeat) -> LeaseView:
@@ -196,10 +199,12 @@ class InteractiveLeases(LoggingConfigurable):
         async with atomically(s.store, job):
             leases.absorb(job, beat, False, {g.id for g in s.gpu_infos()})
             if ended:
-                said = job.reason if job.state == JobState.STOPPING else None
+                said = Told(job.reason_kind, job.reason_figures)
+                stopping = job.state == JobState.STOPPING
                 state = JobState(beat.state.value)  # done, failed (its kernel died), cancelled
                 await s.lifecycle.finish(job, state, beat, now)
-                job.reason = said or ENDINGS.get(state, job.reason)
+                ending = ENDINGS.get(state)
+                job.tell(said if stopping or ending is None else ending)
                 self.notices.pop(job.id, None)
                 changed = True
             elif (
@@ -208,7 +213,7 @@ class InteractiveLeases(LoggingConfigurable):
                 and beat.generation == job.desired.generation
             ):
                 await s.lifecycle.confirm_running(job, now)
-                job.reason = f"kernel running on {len(job.desired.gpus)} GPU(s)"
+                job.tell(Told(ReasonKind.KERNEL, {"gpus": len(job.desired.gpus)}))
                 changed = True
             answer = leases.published(job, s.jobs.values())
             if job.state == JobState.STARTING and answer.gpus and job.launched_at is None:
@@ -318,11 +323,12 @@ class InteractiveLeases(LoggingConfigurable):
                 continue
             if notice is None:
                 self.notices.pop(job.id, None)
-                text = f"kernel running on {len(job.desired.gpus)} GPU(s)"
+                said = Told(ReasonKind.KERNEL, {"gpus": len(job.desired.gpus)})
             else:
-                self.notices[job.id] = text = notice
+                self.notices[job.id] = notice
+                said = Told(ReasonKind.IDLE_WARNING, {"detail": notice})
             async with atomically(s.store, job):
-                job.reason = text
+                job.tell(said)
                 await s.lifecycle.save(job)
             await s._changed_now()
 
@@ -332,8 +338,9 @@ class InteractiveLeases(LoggingConfigurable):
         s = self.service
         async with atomically(s.store, job):
             job.desired = Lease(job.desired.generation + 1, [], LeaseAction.CANCEL)
-            job.state, job.reason, job.last_change = JobState.STOPPING, reason, now
-            job.history.append({"t": now, "gpus": [], "why": reason})
+            job.state, job.last_change = JobState.STOPPING, now
+            job.tell(Told(ReasonKind.RELEASED, {"detail": reason}))
+            job.lease_change(now, [])
             await s.lifecycle.save(job)
             await s.store.add_event(job.id, EventKind.CANCEL, reason)
         self.notices.pop(job.id, None)

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING
 
 from elastic_gpu_sidecar.protocol import JobState, LeaseAction
 
-from ..core.reasons import plural
+from ..core.reason_kinds import ReasonKind
+from ..core.reasons import Told, plural
 from ..models import ErrorInfo, EventKind, Heartbeat
 from . import leases
 from .interactive import is_lease
@@ -175,7 +176,7 @@ class ReleaseDeadlines:
             state = JobState.CANCELLED if cancelling else JobState.FAILED
             await s.lifecycle.finish(job, state, Heartbeat(error=error), now)
             if cancelling:
-                job.reason = f"cancelled: {error.message}"
+                job.tell(Told(ReasonKind.CANCELLED, {"detail": error.message}))
                 await s.lifecycle.save(job)
         s.log.warning("elastic-gpu: job %s: %s", job.id, error.message)
         await s._changed_now()
