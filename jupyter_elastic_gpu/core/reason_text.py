@@ -331,7 +331,7 @@ def cause(
         return f"{who} needs {f['needs']}" if f.get("needs", 0) > f.get("free", 0) else None
     if kind == K.KEPT:
         because = f.get("because", "in_progress")
-        if public or because not in ("resized", "started"):
+        if public or because not in ("resized", "started"):  # (public: its cause alone)
             return f"{who} is kept as is because {BECAUSE[because]}" + (
                 "" if public else _kept_figures(f)
             )

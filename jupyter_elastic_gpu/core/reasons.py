@@ -272,12 +272,15 @@ class Idle:
         (None: all); another user's job is named without its figures."""
         causes: list[IdleCause] = []
         for c in self.causes:
-            if may_see is not None and not may_see(c.user):
-                causes.append({"job": {"id": c.job_id}, "kind": c.reason.kind, "public": True})
-            else:
-                causes.append(
-                    {"job": {"id": c.job_id}, "kind": c.reason.kind, "figures": c.reason.figures()}
-                )
+            said: IdleCause = {"job": {"id": c.job_id}, "kind": c.reason.kind}
+            figures = c.reason.figures()
+            if may_see is None or may_see(c.user):
+                said["figures"] = figures
+            else:  # why it is kept, never its numbers
+                said["public"] = True
+                if "because" in figures:
+                    said["figures"] = {"because": figures["because"]}
+            causes.append(said)
         return _given(gpus=self.gpus, causes=causes or None, at=self.at)
 
     def text(self, may_see: Callable[[str], bool] | None = None) -> str:
