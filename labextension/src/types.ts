@@ -15,6 +15,124 @@ export function isFinal(state: string): boolean {
   return FINAL_STATES.has(state);
 }
 
+/**
+ * What kind of reason a `reason` is (`ReasonKind` of core/reason_kinds.py, which documents
+ * each): front ends tell reasons apart by it, never by the words.
+ */
+export type ReasonKind =
+  | 'new'
+  | 'waiting'
+  | 'running'
+  | 'at_maximum'
+  | 'kept'
+  | 'critical'
+  | 'crowded'
+  | 'no_faster'
+  | 'resize_would_not_pay'
+  | 'resized'
+  | 'limited'
+  | 'waiting_for_server'
+  | 'starting'
+  | 'resuming'
+  | 'resizing'
+  | 'held'
+  | 'suspended'
+  | 'unheld'
+  | 'cancelling'
+  | 'cancelled'
+  | 'done'
+  | 'failed'
+  | 'requeued'
+  | 'kernel'
+  | 'idle_warning'
+  | 'released'
+  | 'kernel_ended'
+  | 'public'
+  | 'idle';
+
+/** Why a job holding GPUs comes before a waiting one. */
+export type Ahead =
+  | 'critical'
+  | 'shorter'
+  | 'waited'
+  | 'priority'
+  | 'running'
+  | 'earlier'
+  | 'less_left'
+  | 'less_service'
+  | 'less_weighted';
+
+/** A job a reason mentions: its id, its name where the reader may see it. */
+export interface IJobRef {
+  id: string;
+  name?: string | null;
+  ahead?: Ahead | null;
+  /** The job a shrink made room for starts now (false: it grows). */
+  starts?: boolean | null;
+}
+
+/** Fair share's figures (a `limited` reason). */
+export interface IShareFigures {
+  user: string;
+  due: number;
+  total: number;
+  weight: number;
+  weights: number;
+  over?: string | null;
+  ratio?: number | null;
+  half_life_s?: number | null;
+}
+
+/** One job's part in leaving GPUs idle; no figures for a reader who may not see the job. */
+export interface IIdleCause {
+  job: IJobRef;
+  kind: ReasonKind;
+  figures?: IReasonFigures | null;
+  public?: boolean | null;
+}
+
+/**
+ * The numbers and jobs behind a reason (`ReasonFigures` of models/responses.py): `reason` is
+ * their text, which `reasons.ts` makes from them too.
+ */
+export interface IReasonFigures {
+  gpus?: number | null;
+  top?: number | null;
+  held?: number | null;
+  needs?: number | null;
+  free?: number | null;
+  suspended?: boolean | null;
+  holders?: IJobRef[] | null;
+  others?: number | null;
+  because?: 'in_progress' | 'finishing' | 'resized' | 'started' | null;
+  left_s?: number | null;
+  cost_s?: number | null;
+  hold_s?: number | null;
+  changed_at?: number | null;
+  to?: number | null;
+  gain_s?: number | null;
+  need_s?: number | null;
+  change_s?: number | null;
+  for_job?: IJobRef | null;
+  user?: string | null;
+  cap?: number | null;
+  share?: IShareFigures | null;
+  start_in_s?: number | null;
+  start_after?: IJobRef | null;
+  causes?: IIdleCause[] | null;
+  at?: number | null;
+  by?: string | null;
+  admin?: boolean | null;
+  job_id?: string | null;
+  stopping?: boolean | null;
+  died?: boolean | null;
+  withdrawn?: boolean | null;
+  state?: JobState | null;
+  for_others?: boolean | null;
+  silent_s?: number | null;
+  detail?: string | null;
+}
+
 export interface IWhoami {
   user: string;
   admin: boolean;
@@ -51,6 +169,8 @@ export interface IGpuInventory {
   gpus: IGpu[];
   /** Why usable GPUs get no job, with the figures (null: none idle, or an older server). */
   idle?: string | null;
+  idle_kind?: ReasonKind | null;
+  idle_figures?: IReasonFigures | null;
 }
 
 export interface IJobProgress {
@@ -70,6 +190,8 @@ export interface ILeaseChange {
   t: number;
   gpus: string[];
   why: string;
+  why_kind?: ReasonKind | null;
+  why_figures?: IReasonFigures | null;
 }
 
 export interface IJobError {
@@ -97,6 +219,8 @@ export interface IJob {
   requested_gpus?: number;
   position?: number | null;
   reason?: string | null;
+  reason_kind?: ReasonKind | null;
+  reason_figures?: IReasonFigures | null;
   /** Epoch seconds when the scheduler expects a queued job to start (own jobs only). */
   estimated_start?: number | null;
   /** Epoch seconds when the scheduler expects the job to finish (own jobs only). */
