@@ -73,20 +73,6 @@ export function epochText(job: IJob): string | null {
   return epoch === null ? null : `epoch ${epoch + 1}`;
 }
 
-/**
- * A reason shown next to its state badge: a reason opens with the state ("queued: needs 2
- * GPUs", "done"), which said twice reads "done done" (`notebook/text.py`, the same rule).
- */
-export function reasonAfterState(state: string, reason: string | null | undefined): string {
-  const text = (reason ?? '').trim();
-  for (const sep of [': ', ' ']) {
-    if (text.startsWith(state + sep)) {
-      return text.slice(state.length + sep.length);
-    }
-  }
-  return text === state ? '' : text;
-}
-
 /** GPU ids as a short list ("0, 1, 2"), or "none". */
 export function gpuList(ids: readonly string[] | undefined): string {
   return ids && ids.length ? ids.join(', ') : 'none';

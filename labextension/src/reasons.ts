@@ -88,6 +88,13 @@ export function about(seconds: number): string {
   return d < 9.95 ? `~${fixed(d, 1)} days` : `~${roundEven(d)} days`;
 }
 
+/** A kernel's idle time or time left as core/idle.py says it: "45 seconds", "12 minutes". */
+export function minutes(seconds: number): string {
+  return seconds < 90
+    ? plural(roundEven(seconds), 'second')
+    : plural(roundEven(seconds / 60), 'minute');
+}
+
 /** A half-life as people say it: "7 days", "36 hours", "20 minutes". */
 export function formatDays(seconds: number): string {
   const units: [string, number][] = [

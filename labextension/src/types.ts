@@ -130,6 +130,9 @@ export interface IReasonFigures {
   state?: JobState | null;
   for_others?: boolean | null;
   silent_s?: number | null;
+  /** When a kernel's lease is released, and how long its kernel has run nothing. */
+  release_in_s?: number | null;
+  idle_s?: number | null;
   detail?: string | null;
 }
 
