@@ -71,7 +71,8 @@ class ReasonKind(str, Enum):
     REQUEUED = "requeued"
     #: A notebook kernel's lease holding ``gpus``.
     KERNEL = "kernel"
-    #: A kernel's lease about to be released (``detail``: the rule that warns).
+    #: A kernel's lease about to be released in ``release_in_s`` (``detail``: the rule that
+    #: warns; ``idle_s``: how long its kernel has run nothing, when that is the rule).
     IDLE_WARNING = "idle_warning"
     #: A kernel's lease released by a rule (``detail``).
     RELEASED = "released"
@@ -177,6 +178,8 @@ class ReasonFigures(TypedDict, total=False):
     state: str
     for_others: bool
     silent_s: float
+    release_in_s: float
+    idle_s: float
     detail: str
 
 

@@ -166,6 +166,8 @@ class ReasonFigures(Strict):
     state: JobState | None = None
     for_others: bool | None = None
     silent_s: Seconds | None = None
+    release_in_s: Seconds | None = Field(None, description="when a kernel's lease is released")
+    idle_s: Seconds | None = Field(None, description="how long a kernel has run nothing")
     detail: Detail | None = None
 
 

@@ -112,7 +112,8 @@ class InteractiveLeases(LoggingConfigurable):
     def __init__(self, service: SchedulerService, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.service = service
-        self.notices: dict[str, str] = {}  # job id -> idle warning shown as its reason
+        # job id -> the figures of the idle warning shown as its reason
+        self.notices: dict[str, dict[str, Any]] = {}
         #: Seconds since code last ran in the kernel of a lease, as this server saw it (None:
         #: no kernel of this server holds it); set by a Jupyter server that runs kernels.
         self.kernel_idle: Callable[[JobRecord], float | None] | None = None
@@ -180,7 +181,7 @@ class InteractiveLeases(LoggingConfigurable):
             return None
         notice = self.notices.get(job.id)
         if notice:
-            return Told(ReasonKind.IDLE_WARNING, {"detail": notice})
+            return Told(ReasonKind.IDLE_WARNING, notice)
         return Told(ReasonKind.KERNEL, {"gpus": len(job.held_gpus)})
 
     # -- the provisioner's heartbeat -------------------------------------------------------
@@ -318,15 +319,20 @@ class InteractiveLeases(LoggingConfigurable):
             if verdict.action == IdleAction.RELEASE:
                 await self._release(job, verdict.reason, now)
                 continue
-            notice = verdict.reason if verdict.action == IdleAction.WARN else None
-            if notice == self.notices.get(job.id):
+            notice = None
+            if verdict.action == IdleAction.WARN:
+                figures = dict(detail=verdict.reason, release_in_s=verdict.release_in_s)
+                notice = figures | (
+                    {"idle_s": verdict.idle_s} if verdict.idle_s is not None else {}
+                )
+            if (notice or {}).get("detail") == self.notices.get(job.id, {}).get("detail"):
                 continue
             if notice is None:
                 self.notices.pop(job.id, None)
                 said = Told(ReasonKind.KERNEL, {"gpus": len(job.desired.gpus)})
             else:
                 self.notices[job.id] = notice
-                said = Told(ReasonKind.IDLE_WARNING, {"detail": notice})
+                said = Told(ReasonKind.IDLE_WARNING, notice)
             async with atomically(s.store, job):
                 job.tell(said)
                 await s.lifecycle.save(job)

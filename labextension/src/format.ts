@@ -2,6 +2,7 @@
  * How numbers and times read in the panel: one function per kind of value, so the sidebar
  * and the notebook's job card say the same thing the same way.
  */
+import { gpuRange as rangeText } from './reasons';
 import { IJob } from './types';
 
 export function plural(n: number, one: string, many = `${one}s`): string {
@@ -78,13 +79,10 @@ export function gpuList(ids: readonly string[] | undefined): string {
   return ids && ids.length ? ids.join(', ') : 'none';
 }
 
-/** "1-4 GPUs" or "2 GPUs" when min equals max. */
+/** A job's GPU range as every front end writes it ("1–4 GPUs", "2 GPUs"). */
 export function gpuRange(job: IJob): string | null {
   if (job.min_gpus === undefined || job.max_gpus === undefined) {
     return null;
   }
-  if (job.min_gpus === job.max_gpus) {
-    return plural(job.min_gpus, 'GPU');
-  }
-  return `${job.min_gpus}\u2013${job.max_gpus} GPUs`;
+  return rangeText(job.min_gpus, job.max_gpus);
 }

@@ -41,6 +41,12 @@ function plural(n: number, word: string): string {
   return `${n} ${word}${n === 1 ? '' : 's'}`;
 }
 
+/** A GPU range, the one way every front end writes it (core/reason_text.py's gpu_range):
+ * "1–4 GPUs", "2 GPUs". */
+export function gpuRange(lo: number, hi: number): string {
+  return lo === hi ? plural(lo, 'GPU') : `${lo}\u2013${hi} GPUs`;
+}
+
 /** Python's round(): halves to the even neighbour. */
 function roundEven(x: number): number {
   const down = Math.floor(x);

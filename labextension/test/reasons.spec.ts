@@ -1,7 +1,7 @@
 import * as fs from 'fs';
 import * as path from 'path';
 
-import { about, reasonAfterState, reasonParts, reasonText } from '../src/reasons';
+import { about, gpuRange, reasonAfterState, reasonParts, reasonText } from '../src/reasons';
 import { IReasonFigures, ReasonKind } from '../src/types';
 
 /** The shared fixtures: the Python formatter (tests/core/test_reason_texts.py) reads them too. */
@@ -32,6 +32,14 @@ describe('reasons', () => {
       'the others help other jobs more'
     );
     expect(reasonParts('starting', { gpus: 2 }).detail).toBe('');
+  });
+
+  it('writes a GPU range one way', () => {
+    expect([gpuRange(1, 4), gpuRange(2, 2), gpuRange(1, 1)]).toEqual([
+      '1–4 GPUs',
+      '2 GPUs',
+      '1 GPU'
+    ]);
   });
 
   it('rounds as Python does', () => {
