@@ -14,7 +14,7 @@ import { duration, gpuList, plural } from './format';
 import { IProblem } from './model';
 import { IPanelData } from './state';
 import { minutes, reasonParts, reasonText } from './reasons';
-import { IJob, IReasonFigures, IWhoami, ReasonKind } from './types';
+import { IJob, ILeaseChange, IReasonFigures, IWhoami, ReasonKind } from './types';
 
 /** What can happen to a job that its owner is told about. */
 export type JobEventKind = 'started' | 'resumed' | 'resized' | 'done' | 'failed' | 'idle';
@@ -78,19 +78,20 @@ export function idleWarning(job: IJob): IJobEvent | null {
     return null;
   }
   const generation = job.generation ?? job.history?.length ?? 0;
-  return {
-    kind: 'idle',
-    job,
-    key: `idle:${generation}`,
-    why: job.reason ?? '',
-    whyKind: job.reason_kind,
-    whyFigures: job.reason_figures
-  };
+  const why = { why: job.reason ?? '', whyKind: job.reason_kind, whyFigures: job.reason_figures };
+  return { kind: 'idle', job, key: `idle:${generation}`, ...why };
 }
 
 /** The memory key of a job's idle warning, beside its milestone's (`job.id`). */
 function idleKey(job: IJob): string {
   return `${job.id}#idle`;
+}
+
+/** The reason a lease change was made for, as an event carries it. */
+function reasonOf(
+  change: ILeaseChange | undefined
+): Pick<IJobEvent, 'why' | 'whyKind' | 'whyFigures'> {
+  return { why: change?.why, whyKind: change?.why_kind, whyFigures: change?.why_figures };
 }
 
 /**
@@ -116,21 +117,12 @@ export function milestone(job: IJob): IJobEvent | null {
       key: `resized:${generation}`,
       from: before.gpus.length,
       to: last.gpus.length,
-      why: last.why,
-      whyKind: last.why_kind,
-      whyFigures: last.why_figures
+      ...reasonOf(last)
     };
   }
   const resumed = history.slice(0, -1).some(change => change.gpus.length > 0);
   const kind = resumed ? 'resumed' : 'started';
-  return {
-    kind,
-    job,
-    key: `${kind}:${generation}`,
-    why: last?.why,
-    whyKind: last?.why_kind,
-    whyFigures: last?.why_figures
-  };
+  return { kind, job, key: `${kind}:${generation}`, ...reasonOf(last) };
 }
 
 /**
