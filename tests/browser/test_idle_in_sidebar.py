@@ -70,7 +70,8 @@ def test_idle_gpus_and_a_queued_start_are_explained_once(open_lab, tmp_path):
     # ... which the scheduler's reason says too (the CLI and the API keep it whole).
     [entry] = [e for e in _get(server, "queue")["queue"] if e["id"] == big["id"]]
     assert re.search(r"; starts in ~\d+ min, when 'one-gpu' finishes$", entry["reason"])
-    assert entry["reason_figures"]["start_after"] == {"id": first["id"], "name": "one-gpu"}
+    after = entry["reason_figures"]["start_after"]
+    assert (after["id"], after["name"]) == (first["id"], "one-gpu")
     _screenshot(lab, tmp_path)
 
     # The one-GPU job goes, the big one takes all four: no GPU idle, no line.
