@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from .core.reason_text import gpu_range
 from .notebook.text import epoch_text
 
 
@@ -25,6 +26,10 @@ def _holder(holder: Any) -> str:
         user = holder.get("user")
         return " ".join(x for x in (_cell(who), f"({user})" if user else "") if x)
     return _cell(holder)
+
+
+def _range(lo: Any, hi: Any) -> str:
+    return gpu_range(lo, hi) if isinstance(lo, int) and isinstance(hi, int) else "-"
 
 
 def _epoch(progress: Any, state: Any) -> str:
@@ -63,13 +68,13 @@ def format_status(doc: dict[str, Any]) -> str:
                 _cell(j.get("user")),
                 _cell(j.get("state")),
                 ",".join(map(str, j.get("gpus") or [])) or "-",
-                f"{_cell(j.get('min_gpus'))}/{_cell(j.get('max_gpus'))}",
+                _range(j.get("min_gpus"), j.get("max_gpus")),
                 _epoch(j.get("progress"), j.get("state")),
                 _cell(j.get("reason")),
             ]
             for j in jobs
         ]
         parts.append(
-            table(["ID", "NAME", "USER", "STATE", "GPUS", "MIN/MAX", "EPOCH", "REASON"], rows)
+            table(["ID", "NAME", "USER", "STATE", "GPUS", "RANGE", "EPOCH", "REASON"], rows)
         )
     return "\n\n".join(parts)

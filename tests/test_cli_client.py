@@ -291,10 +291,10 @@ def test_status_table():
         "1    free\n"
         "10   j-99 (bob)\n"
         "\n"
-        "ID      NAME   USER  STATE    GPUS  MIN/MAX  EPOCH       REASON\n"
-        "j-7f3a  mnist  ann   running  0,10  1/4      epoch 4/20  running on 2 of up to 4 GPUs: "
+        "ID      NAME   USER  STATE    GPUS  RANGE     EPOCH       REASON\n"
+        "j-7f3a  mnist  ann   running  0,10  1–4 GPUs  epoch 4/20  running on 2 of up to 4 GPUs: "
         "the others help other jobs more\n"
-        "j-99    -      bob   queued   -     2/2      -           -"
+        "j-99    -      bob   queued   -     2 GPUs    -           -"
     )
 
 
@@ -418,7 +418,7 @@ def test_submit_prints_the_id_alone_and_status_shows_the_job(scheduler_api):
     res = cli(scheduler_api, "status", "--json")
     assert res.returncode == 0, res.stderr
     doc = json.loads(res.stdout)
-    assert set(doc) == {"gpus", "jobs", "hidden", "idle"}
+    assert set(doc) == {"gpus", "jobs", "hidden", "idle", "idle_kind", "idle_figures"}
     assert all(set(g) >= {"id", "holder"} for g in doc["gpus"])
     [mine] = [j for j in doc["jobs"] if j["id"] == job_id]
     assert set(mine) >= {"id", "name", "user", "state", "gpus", "min_gpus", "max_gpus", "progress"}

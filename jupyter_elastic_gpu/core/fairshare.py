@@ -28,6 +28,9 @@ import math
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
+from .reason_kinds import ReasonFigures, ShareFigures
+from .reason_text import format_days
+
 #: Usage counts half as much after this many seconds (Slurm's PriorityDecayHalfLife default).
 DEFAULT_HALF_LIFE_S = 7 * 86400.0
 #: A holder keeps its odd GPU until its ratio exceeds the contender's by this fraction.
@@ -166,40 +169,27 @@ def _water_fill(total: int, demand: Mapping[str, int], fair: FairShare) -> dict[
     return share
 
 
-def format_days(seconds: float) -> str:
-    """A half-life as people say it: '7 days', '36 hours', '20 minutes'."""
-    for unit, size in (("day", 86400.0), ("hour", 3600.0), ("minute", 60.0)):
-        if seconds >= size:
-            n = seconds / size
-            text = f"{n:.0f}" if abs(n - round(n)) < 0.05 else f"{n:.1f}"
-            return f"{text} {unit}{'' if text == '1' else 's'}"
-    return f"{seconds:.0f} seconds"
-
-
-def _num(x: float) -> str:
-    return f"{x:g}" if x == int(x) else f"{x:.2g}"
-
-
-def share_reason(job_user: str, fair: FairShare, ent: Entitlement, holders: Iterable[str]) -> str:
-    """Why fair share holds a user's jobs where they are, for people: their share now, and who
-    has used more than theirs ("bob has used 3.0x their share over the last 7 days"): the
-    user themself when they have, else the other user with demand who has used the most.
-    "The last 7 days" is the half-life: older usage counts, but less and less."""
+def share_reason(
+    job_user: str, fair: FairShare, ent: Entitlement, holders: Iterable[str]
+) -> ReasonFigures:
+    """Why fair share holds a user's jobs where they are, as a ``Limited`` reason's figures:
+    their share now, and who has used more than theirs ("bob has used 3.0x their share over
+    the last 7 days"): the user themself when they have, else the other user with demand who
+    has used the most. "The last 7 days" is the half-life: older usage counts, but less."""
     weights = sum(fair.weight(u) for u in ent.gpus)
-    due = ent.gpus.get(job_user, 0)
-    text = (
-        f"fair share: {job_user}'s share now is {due} of {ent.total} GPUs "
-        f"(weight {_num(fair.weight(job_user))} of {_num(weights)})"
-    )
+    share: ShareFigures = {
+        "user": job_user,
+        "due": ent.gpus.get(job_user, 0),
+        "total": ent.total,
+        "weight": fair.weight(job_user),
+        "weights": weights,
+    }
     mine = ent.ratios.get(job_user, 0.0)
     others = [(ent.ratios.get(u, 0.0), u) for u in set(holders) if u != job_user]
     who, ratio = (job_user, mine) if mine >= SAY_OVER or not others else max(others)[::-1]
     if ratio >= SAY_OVER:
-        text += (
-            f"; {who} has used {ratio:.1f}x their share over the last "
-            f"{format_days(fair.half_life_s)}"
-        )
-    return text
+        share.update(over=who, ratio=ratio, half_life_s=fair.half_life_s)
+    return {"share": share}
 
 
 __all__ = [

@@ -50,6 +50,7 @@ class IdleVerdict:
     action: IdleAction
     reason: str
     release_in_s: float | None = None  # seconds left before the release (WARN only)
+    idle_s: float | None = None  # how long the kernel has run nothing (the idle rule's WARN)
 
 
 def _minutes(seconds: float) -> str:
@@ -86,6 +87,7 @@ def idle_verdict(
             IdleAction.WARN,
             f"idle: {why}; its GPUs are released in {_minutes(left)} unless it runs code",
             release_in_s=left,
+            idle_s=idle_s,
         )
     return IdleVerdict(IdleAction.KEEP, "")
 

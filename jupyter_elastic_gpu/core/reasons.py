@@ -1,93 +1,89 @@
 """Why a job has the GPUs it has, and why GPUs sit idle: the figures behind a decision.
 
 A policy gives every job a ``Reason`` (``Decision.reasons``): a small frozen value holding the
-figures the policy decided on (GPUs needed and free, what a resize costs and what it would
-save, how long a job has left), and ``str(reason)`` writes it for people. This module is the
-one place where reasons are put into words; drivers add what only they know (``Start``: when a
-queued job should start, from the forecast) and write the text when they show it.
-
-The words are short (a line of the sidebar) and round their figures ("~6 s", "~3 min"): the
-figures are estimates, and a text that changed at every progress report would be rewritten
-and pushed to every viewer each time.
+figures the policy decided on (GPUs needed and free, who holds them, what a resize costs and
+what it would save, how long a job has left). Each has a ``kind`` and ``figures()``, the data
+the API sends (``reason_kinds``), and ``str(reason)`` is their text (``reason_text.say``).
+Drivers add what only they know (``Start``: when a queued job should start, from the
+forecast; the names of the jobs a reason mentions) where they show it.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
+
+from .reason_kinds import Ahead, Because, IdleCause, JobRef, ReasonFigures, ReasonKind
+from .reason_text import NAMED_HOLDERS, about, cause, plural, say
+
+K = ReasonKind
 
 #: Why a running job keeps its GPUs whatever else happens (``Kept.because``).
-IN_PROGRESS = "its resize is in progress"
-FINISHING = "it is about to finish"
-RESIZED = "it was resized moments ago"
-STARTED = "it started moments ago"
+IN_PROGRESS: Because = "in_progress"
+FINISHING: Because = "finishing"
+RESIZED: Because = "resized"
+STARTED: Because = "started"
 
 
-def plural(n: int, word: str) -> str:
-    return f"{n} {word}{'' if n == 1 else 's'}"
-
-
-def about(seconds: float) -> str:
-    """A duration as an estimate: '~6 s', '~35 s', '~3 min', '~1.5 h', '~2 days'.
-
-    Coarser as it grows (whole seconds under 10 s, then steps of 5 s, minutes, hours), so that
-    a figure that drifts as a job progresses changes its text rarely."""
-    if not math.isfinite(seconds):
-        return "never"
-    s = max(seconds, 0.0)
-    if s < 0.5:
-        return "under 1 s"
-    if s < 10:
-        return f"~{round(s)} s"
-    if s < 57.5:
-        return f"~{5 * round(s / 5)} s"
-    if s < 59.5 * 60:
-        return f"~{max(round(s / 60), 1)} min"
-    if s < 23.5 * 3600:
-        h = s / 3600
-        return f"~{h:.1f} h" if h < 9.95 else f"~{round(h)} h"
-    d = s / 86400
-    return f"~{d:.1f} days" if d < 9.95 else f"~{round(d)} days"
+def _given(**figures: Any) -> ReasonFigures:
+    """The figures that are known (None: not said)."""
+    return {k: v for k, v in figures.items() if v is not None}  # type: ignore[return-value]
 
 
 class Reason:
-    """Why one job has what a decision gives it; ``str()`` says it, ``cause()`` says how it
-    keeps GPUs idle (for ``Idle``), ``public`` drops what only its owner may read."""
+    """Why one job has what a decision gives it: ``kind`` and ``figures()`` are what the API
+    sends, ``str()`` their text; ``cause()`` says how it keeps GPUs idle (for ``Idle``)."""
 
     __slots__ = ()
+    kind: ReasonKind = K.RUNNING
+
+    def figures(self) -> ReasonFigures:
+        return {}
+
+    def __str__(self) -> str:
+        return say(self.kind, self.figures())
 
     def cause(self, job_id: str, public: bool = False) -> str | None:
         """Why ``job_id`` takes none of the idle GPUs, as part of an ``Idle`` sentence (None:
         it has nothing to do with them); ``public``: for someone who may not see the job."""
-        return None
+        return cause({"id": job_id}, self.kind, self.figures(), public)
+
+
+@dataclass(frozen=True, slots=True)
+class Told(Reason):
+    """A reason a driver gives as it is (a state change only it knows of): its kind and
+    figures."""
+
+    kind: ReasonKind  # type: ignore[misc]
+    given: Mapping[str, Any] | None = None
+
+    def figures(self) -> ReasonFigures:
+        return dict(self.given or {})  # type: ignore[return-value]
 
 
 @dataclass(frozen=True, slots=True)
 class Waiting(Reason):
     """A job that gets no GPUs: what it needs, what is free, and who holds the rest.
 
-    ``holders`` jobs hold GPUs in the decision; ``ahead`` says why they come first, in words
-    that agree with their number."""
+    ``holders`` are the jobs that hold GPUs in the decision, each with why it comes first."""
 
     needs: int
     free: int
-    holders: int = 0
-    ahead: str = ""
+    holders: tuple[tuple[str, Ahead], ...] = ()
     suspended: bool = False
+    kind = K.WAITING
 
-    def __str__(self) -> str:
-        text = (
-            f"{'suspended' if self.suspended else 'queued'}: "
-            f"needs {plural(self.needs, 'GPU')}, {self.free} free"
+    def figures(self) -> ReasonFigures:
+        named: list[JobRef] = [{"id": i, "ahead": a} for i, a in self.holders[:NAMED_HOLDERS]]
+        others = len(self.holders) - len(named)
+        return _given(
+            needs=self.needs,
+            free=self.free,
+            holders=named or None,
+            others=others or None,
+            suspended=self.suspended or None,
         )
-        if self.holders:
-            text += f"; GPUs held by {plural(self.holders, 'job')} {self.ahead}"
-        return text
-
-    def cause(self, job_id: str, public: bool = False) -> str | None:
-        return f"{job_id} needs {self.needs}" if self.needs > self.free else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -96,44 +92,38 @@ class Running(Reason):
 
     gpus: int
 
-    def __str__(self) -> str:
-        return f"running on {plural(self.gpus, 'GPU')}"
+    def figures(self) -> ReasonFigures:
+        return {"gpus": self.gpus}
 
 
 @dataclass(frozen=True, slots=True)
 class AtMaximum(Running):
-    def __str__(self) -> str:
-        return f"running on {plural(self.gpus, 'GPU')} (its maximum)"
+    kind = K.AT_MAXIMUM
 
 
 @dataclass(frozen=True, slots=True)
 class Kept(Running):
-    """A job whose lease is kept as it is, ``because`` (one of the phrases above).
+    """A job whose lease is kept as it is, ``because`` (one of the values above).
 
     The figures where they exist: ``left_s`` and ``cost_s`` for a job about to finish (it has
     less than a few resizes of work left), ``hold_s`` for one changed moments ago (how long
-    it is left alone after a change)."""
+    it is left alone after a change) and ``changed_at`` (when)."""
 
-    because: str = IN_PROGRESS
+    because: Because = IN_PROGRESS
     left_s: float | None = None
     cost_s: float | None = None
     hold_s: float | None = None
+    changed_at: float | None = None
+    kind = K.KEPT
 
-    def _figures(self) -> str:
-        if self.left_s is not None and self.cost_s is not None:
-            return f" ({about(self.left_s)} left; a resize costs {about(self.cost_s)})"
-        if self.hold_s is not None:
-            return f" (left alone {about(self.hold_s)} after a change)"
-        return ""
-
-    def __str__(self) -> str:
-        return f"running on {plural(self.gpus, 'GPU')}: kept as is because {self.because}" + (
-            self._figures()
-        )
-
-    def cause(self, job_id: str, public: bool = False) -> str | None:
-        return f"{job_id} is kept as is because {self.because}" + (
-            "" if public else self._figures()
+    def figures(self) -> ReasonFigures:
+        return _given(
+            gpus=self.gpus,
+            because=self.because,
+            left_s=self.left_s,
+            cost_s=self.cost_s,
+            hold_s=self.hold_s,
+            changed_at=self.changed_at,
         )
 
 
@@ -144,38 +134,27 @@ class Elastic(Reason):
     gpus: int
     top: int
 
-    def _head(self) -> str:
-        return f"running on {self.gpus} of up to {self.top} GPUs"
+    def figures(self) -> ReasonFigures:
+        return {"gpus": self.gpus, "top": self.top}
 
 
 @dataclass(frozen=True, slots=True)
 class Critical(Elastic):
-    def __str__(self) -> str:
-        return (
-            f"{self._head()}: on the critical path, these end it in time with the rest of the work"
-        )
-
-    def cause(self, job_id: str, public: bool = False) -> str | None:
-        return f"{job_id} has what ends it in time with the rest of the work"
+    kind = K.CRITICAL
 
 
 @dataclass(frozen=True, slots=True)
 class Crowded(Elastic):
     """No GPU is free: the ones it could add do more for other jobs."""
 
-    def __str__(self) -> str:
-        return f"{self._head()}: the others help other jobs more"
+    kind = K.CROWDED
 
 
 @dataclass(frozen=True, slots=True)
 class NoFaster(Elastic):
     """GPUs are free, but the job's speed model says it would go no faster on them."""
 
-    def __str__(self) -> str:
-        return f"{self._head()}: more would not make it faster"
-
-    def cause(self, job_id: str, public: bool = False) -> str | None:
-        return f"{job_id} would go no faster on more"
+    kind = K.NO_FASTER
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,75 +167,81 @@ class ResizeWouldNotPay(Elastic):
     cost_s: float = 0.0
     gain_s: float = 0.0
     need_s: float = 0.0
+    kind = K.RESIZE_WOULD_NOT_PAY
 
-    def _figures(self) -> str:
-        text = f"would save {about(self.gain_s)}, a resize costs {about(self.cost_s)}"
-        if self.gain_s >= self.cost_s:  # saves more than it costs, but not by the margin
-            text += f" (must save {about(self.need_s)})"
-        return text
-
-    def __str__(self) -> str:
-        return f"{self._head()}: {self.to} {self._figures()}"
-
-    def cause(self, job_id: str, public: bool = False) -> str | None:
-        if public:
-            return f"growing {job_id} would not pay for its resize"
-        return f"growing {job_id} to {self.to} {self._figures()}"
+    def figures(self) -> ReasonFigures:
+        return {
+            "gpus": self.gpus,
+            "top": self.top,
+            "to": self.to,
+            "cost_s": self.cost_s,
+            "gain_s": self.gain_s,
+            "need_s": self.need_s,
+        }
 
 
 @dataclass(frozen=True, slots=True)
 class Resized(Elastic):
     """A running job this decision resizes from ``held`` GPUs, and what it does to its time
     left: a grow saves ``change_s`` seconds (before the ``cost_s`` pause), a shrink makes it
-    end ``-change_s`` later (its GPUs do more for other jobs)."""
+    end ``-change_s`` later, to make room for ``for_job`` (the first job that gains GPUs in
+    the decision; ``starts``: it starts now, else it grows)."""
 
     held: int = 0
     cost_s: float = 0.0
     change_s: float = 0.0
+    for_job: str | None = None
+    starts: bool = False
+    kind = K.RESIZED
 
-    def __str__(self) -> str:
-        if self.gpus > self.held:
-            return (
-                f"{self._head()}: grown from {self.held}, saves {about(self.change_s)}, "
-                f"a resize costs {about(self.cost_s)}"
-            )
-        return (
-            f"{self._head()}: shrunk from {self.held} for jobs its GPUs help more "
-            f"(it ends {about(-self.change_s)} later)"
+    def figures(self) -> ReasonFigures:
+        room: JobRef | None = None
+        if self.for_job is not None and self.gpus < self.held:
+            room = {"id": self.for_job, "starts": self.starts}
+        return _given(
+            gpus=self.gpus,
+            top=self.top,
+            held=self.held,
+            cost_s=self.cost_s,
+            change_s=self.change_s,
+            for_job=room,
         )
 
 
 @dataclass(frozen=True, slots=True)
 class Limited(Reason):
     """A job a per-user limit keeps waiting (``gpus`` 0) or at ``gpus`` of up to ``top``;
-    ``limit`` is the limit in words (``user_cap``, or fair share's own sentence)."""
+    ``limit`` is the limit's figures (``user_cap``, or fair share's ``share``)."""
 
-    limit: str
+    limit: ReasonFigures
     gpus: int = 0
     top: int = 0
     suspended: bool = False
+    kind = K.LIMITED
 
-    def __str__(self) -> str:
-        if self.gpus:
-            return f"running on {self.gpus} of up to {self.top} GPUs: {self.limit}"
-        return f"{'suspended' if self.suspended else 'queued'}: {self.limit}"
+    def figures(self) -> ReasonFigures:
+        return {
+            **self.limit,
+            **_given(gpus=self.gpus or None, top=self.top or None),
+            **_given(suspended=self.suspended or None),
+        }
 
-    def cause(self, job_id: str, public: bool = False) -> str | None:
-        return f"{job_id} is at its user's limit" if public else f"{job_id}: {self.limit}"
 
-
-def user_cap(user: str, cap: int) -> str:
+def user_cap(user: str, cap: int) -> ReasonFigures:
     """The per-user cap as a ``Limited.limit``."""
-    return f"{user} may hold at most {plural(cap, 'GPU')} at a time"
+    return {"user": user, "cap": cap}
 
 
 @dataclass(frozen=True, slots=True)
 class Start:
     """When a queued job should get GPUs: in ``in_s`` seconds, when ``after`` (a job id, or
-    None) finishes. A driver's addition to a waiting job's reason, from the forecast."""
+    None) finishes. A driver's addition to a waiting job's figures, from the forecast."""
 
     in_s: float
     after: str | None = None
+
+    def figures(self) -> ReasonFigures:
+        return _given(start_in_s=self.in_s, start_after={"id": self.after} if self.after else None)
 
     def __str__(self) -> str:
         when = "starts in under a minute" if self.in_s < 60 else f"starts in {about(self.in_s)}"
@@ -274,22 +259,33 @@ class Cause:
 
 @dataclass(frozen=True, slots=True)
 class Idle:
-    """Why ``gpus`` usable GPUs get no job: the jobs that could take them and why they do not
-    (none: no job can use more)."""
+    """Why ``gpus`` usable GPUs get no job at time ``at``: the jobs that could take them and
+    why they do not (none: no job can use more)."""
 
     gpus: int
     causes: tuple[Cause, ...] = ()
+    at: float | None = None
+    kind = K.IDLE
+
+    def figures(self, may_see: Callable[[str], bool] | None = None) -> ReasonFigures:
+        """The figures, for a reader who may see the jobs of the users ``may_see`` accepts
+        (None: all); another user's job is named without its figures."""
+        causes: list[IdleCause] = []
+        for c in self.causes:
+            said: IdleCause = {"job": {"id": c.job_id}, "kind": c.reason.kind}
+            figures = c.reason.figures()
+            if may_see is None or may_see(c.user):
+                said["figures"] = figures
+            else:  # why it is kept, never its numbers
+                said["public"] = True
+                if "because" in figures:
+                    said["figures"] = {"because": figures["because"]}
+            causes.append(said)
+        return _given(gpus=self.gpus, causes=causes or None, at=self.at)
 
     def text(self, may_see: Callable[[str], bool] | None = None) -> str:
-        """The sentence, for a reader who may see the jobs of the users ``may_see`` accepts
-        (None: all); another user's job is named without its figures."""
-        parts = []
-        for c in self.causes:
-            part = c.reason.cause(c.job_id, public=may_see is not None and not may_see(c.user))
-            if part:
-                parts.append(part)
-        why = "; ".join(parts) or "no job can use more"
-        return f"{plural(self.gpus, 'GPU')} idle: {why}"
+        """The sentence, for the reader ``figures`` says."""
+        return say(self.kind, self.figures(may_see))
 
     def __str__(self) -> str:
         return self.text()
@@ -316,10 +312,12 @@ __all__ = [
     "Limited",
     "NoFaster",
     "Reason",
+    "ReasonKind",
     "ResizeWouldNotPay",
     "Resized",
     "Running",
     "Start",
+    "Told",
     "Waiting",
     "about",
     "plural",

@@ -59,6 +59,7 @@ from .fairshare import Entitlement, FairShare, entitlements, share_reason
 from .model import Decision, Job, Snapshot
 from .placement import PlacementError, place
 from .policies.base import Policy
+from .reason_kinds import ReasonFigures
 from .reasons import AtMaximum, Cause, Idle, Limited, Reason, ResizeWouldNotPay, user_cap
 
 
@@ -222,8 +223,9 @@ def queue_positions(decision: Decision, among: Collection[str] | None = None) ->
     return positions
 
 
-def idle_reason(snapshot: Snapshot, decision: Decision) -> Idle | None:
-    """Why the usable GPUs ``decision`` gives no job stay idle (None: there are none).
+def idle_reason(snapshot: Snapshot, decision: Decision, at: float | None = None) -> Idle | None:
+    """Why the usable GPUs ``decision`` (made at ``at``) gives no job stay idle (None: there
+    are none).
 
     It names at most two jobs: the first waiting job in the policy's order that cannot take
     them (it needs more, or its user's limit keeps it out), and the running job closest to
@@ -251,7 +253,7 @@ def idle_reason(snapshot: Snapshot, decision: Decision) -> Idle | None:
     unpaid = [c for c in running if isinstance(c.reason, ResizeWouldNotPay)]
     if unpaid:
         running = [max(unpaid, key=lambda c: c.reason.gain_s)]  # type: ignore[attr-defined]
-    return Idle(free, (*((waiting,) if waiting else ()), *running[:1]))
+    return Idle(free, (*((waiting,) if waiting else ()), *running[:1]), at)
 
 
 def cap_reason(job: Job, cap: int, gpus: int = 0, top: int = 0) -> Limited:
@@ -260,8 +262,8 @@ def cap_reason(job: Job, cap: int, gpus: int = 0, top: int = 0) -> Limited:
     return held_reason(job, user_cap(job.user, cap), gpus, top)
 
 
-def held_reason(job: Job, why: str, gpus: int = 0, top: int = 0) -> Limited:
-    """What a job a per-user limit holds back reads, ``why`` being the limit in words."""
+def held_reason(job: Job, why: ReasonFigures, gpus: int = 0, top: int = 0) -> Limited:
+    """What a job a per-user limit holds back reads, ``why`` being the limit's figures."""
     return Limited(why, gpus, top if gpus else 0, suspended=job.started and not gpus)
 
 

@@ -3,14 +3,31 @@ status, the GPUs, events, logs, the lease a sidecar is told to run on."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from elastic_gpu_sidecar.protocol import BatchPolicy, JobKind, JobState, LeaseAction, Vocabulary
 from pydantic import Field
 
+from ..core.reason_kinds import Ahead, Because, ReasonKind
 from ..core.reasons import EstimateLimit
 from .base import Count, Strict
 from .requests import ErrorInfo, LaunchRequest, ProgressRecord
+
+#: Longest text a reason's figures carry (an error's message, an idle rule's sentence).
+MAX_DETAIL = 1000
+#: Most jobs a reason's figures name (holders of a waiting job's GPUs, idle GPUs' causes).
+MAX_NAMED = 8
+Seconds = Annotated[float, Field(allow_inf_nan=False)]
+Detail = Annotated[str, Field(max_length=MAX_DETAIL)]
+#: What ``reason_kind`` is, in the job, the queue and the status.
+REASON_KIND = (
+    "what kind of reason 'reason' is, for front ends to tell reasons apart without reading "
+    "the text (core/reason_kinds.py documents each value; 'reason_figures' holds its figures)"
+)
+REASON_FIGURES = (
+    "the numbers and jobs behind 'reason': 'reason' is their text (core/reason_text.py, and "
+    "the lab extension's reasons.ts, make the same text from reason_kind and these)"
+)
 
 
 class EventKind(Vocabulary):
@@ -79,10 +96,95 @@ class JobProgress(Strict):
     )
 
 
+class JobRef(Strict):
+    """A job a reason mentions: its id, and its name where the reader may see it."""
+
+    id: str
+    name: str | None = None
+    ahead: Ahead | None = Field(None, description="why it holds GPUs before a waiting job")
+    starts: bool | None = Field(
+        None, description="the job a shrink made room for starts now (false: it grows)"
+    )
+
+
+class ShareFigures(Strict):
+    """Fair share's figures: ``user``'s share now (``due`` of ``total`` GPUs, at ``weight`` of
+    ``weights``), and who used more than theirs (``over``, ``ratio`` times, over the last
+    ``half_life_s``)."""
+
+    user: str
+    due: Count
+    total: Count
+    weight: Seconds
+    weights: Seconds
+    over: str | None = None
+    ratio: Seconds | None = None
+    half_life_s: Seconds | None = None
+
+
+class IdleCause(Strict):
+    """One job's part in leaving GPUs idle; no figures when the reader may not see the job."""
+
+    job: JobRef
+    kind: ReasonKind
+    figures: ReasonFigures | None = None
+    public: bool | None = None
+
+
+class ReasonFigures(Strict):
+    """The figures behind a reason; each kind uses those ``ReasonKind`` says
+    (core/reason_kinds.py). Times in seconds, ``at`` and ``changed_at`` epoch seconds."""
+
+    gpus: Count | None = Field(None, description="GPUs it holds or gets (a resize's 'to')")
+    top: Count | None = Field(None, description="its maximum")
+    held: Count | None = Field(None, description="GPUs it held before a resize ('from')")
+    needs: Count | None = None
+    free: Count | None = None
+    suspended: bool | None = None
+    holders: list[JobRef] | None = Field(
+        None, max_length=MAX_NAMED, description="the jobs that hold the GPUs it waits for"
+    )
+    others: Count | None = Field(None, description="more holders, not named")
+    because: Because | None = Field(None, description="why a kept lease is kept")
+    left_s: Seconds | None = None
+    cost_s: Seconds | None = Field(None, description="what a resize costs it")
+    hold_s: Seconds | None = Field(None, description="how long it is left alone after a change")
+    changed_at: Seconds | None = None
+    to: Count | None = Field(None, description="the size growing would take it to")
+    gain_s: Seconds | None = None
+    need_s: Seconds | None = None
+    change_s: Seconds | None = Field(None, description="time left saved (<0: added) by a resize")
+    for_job: JobRef | None = Field(None, description="the job a shrink made room for")
+    user: str | None = None
+    cap: Count | None = Field(None, description="the per-user GPU cap")
+    share: ShareFigures | None = None
+    start_in_s: Seconds | None = Field(None, description="when a queued job should start")
+    start_after: JobRef | None = Field(None, description="the job whose end it starts at")
+    causes: list[IdleCause] | None = Field(None, max_length=MAX_NAMED)
+    at: Seconds | None = Field(None, description="when the idle line was said")
+    by: str | None = Field(None, description="who held, resumed or cancelled it")
+    admin: bool | None = None
+    job_id: str | None = None
+    stopping: bool | None = None
+    died: bool | None = None
+    withdrawn: bool | None = None
+    state: JobState | None = None
+    for_others: bool | None = None
+    silent_s: Seconds | None = None
+    release_in_s: Seconds | None = Field(None, description="when a kernel's lease is released")
+    idle_s: Seconds | None = Field(None, description="how long a kernel has run nothing")
+    detail: Detail | None = None
+
+
+IdleCause.model_rebuild()  # its figures are a ReasonFigures, declared after it
+
+
 class LeaseChange(Strict):
     t: float = Field(description="Epoch seconds.")
     gpus: list[str]
     why: str
+    why_kind: ReasonKind | None = Field(None, description="'why' as a reason_kind")
+    why_figures: ReasonFigures | None = Field(None, description="'why''s figures")
 
 
 #: What ``estimating`` says, in the job and in the queue.
@@ -108,6 +210,8 @@ class JobView(Strict):
     max_gpus: int
     requested_gpus: int
     reason: str
+    reason_kind: ReasonKind = Field(ReasonKind.NEW, description=REASON_KIND)
+    reason_figures: ReasonFigures = Field(default_factory=ReasonFigures, description=REASON_FIGURES)
     position: int | None = Field(description="Place in the queue while queued.")
     submitted_at: float = Field(description="Epoch seconds.")
     started_at: float | None = Field(description="First time its trainer ran.")
@@ -204,6 +308,8 @@ class QueueEntry(Strict):
     max_gpus: int
     position: int | None
     reason: str
+    reason_kind: ReasonKind = Field(ReasonKind.NEW, description=REASON_KIND)
+    reason_figures: ReasonFigures = Field(default_factory=ReasonFigures, description=REASON_FIGURES)
     name: str | None = None
     estimated_start: float | None = Field(
         None,
@@ -249,6 +355,17 @@ class StatusJob(Strict):
     max_gpus: int
     progress: StatusProgress
     reason: str | None = None
+    reason_kind: ReasonKind | None = Field(None, description=REASON_KIND)
+    reason_figures: ReasonFigures | None = Field(None, description=REASON_FIGURES)
+
+
+#: What the idle-GPU line says, in the status and the GPUs.
+IDLE = (
+    "why usable GPUs stay idle, with the figures behind it (\"2 GPUs idle: growing 'resnet' "
+    'to 4 would save ~5 s, a resize costs ~8 s"); null when none is'
+)
+IDLE_KIND = "'idle' when 'idle' is said: the idle line as a reason_kind"
+IDLE_FIGURES = "the figures behind 'idle' (gpus, at, causes: each job's kind and figures)"
 
 
 class StatusGpu(Strict):
@@ -262,11 +379,9 @@ class Status(Strict):
     gpus: list[StatusGpu]
     jobs: list[StatusJob]
     hidden: int = Field(0, description=HIDDEN)
-    idle: str | None = Field(
-        None,
-        description='why usable GPUs stay idle, with the figures behind it ("2 GPUs idle: '
-        'growing j-3 to 4 would save ~5 s, a resize costs ~8 s"); null when none is',
-    )
+    idle: str | None = Field(None, description=IDLE)
+    idle_kind: ReasonKind | None = Field(None, description=IDLE_KIND)
+    idle_figures: ReasonFigures | None = Field(None, description=IDLE_FIGURES)
 
 
 class GpuProcessView(Strict):
@@ -306,11 +421,9 @@ class GpuView(Strict):
 class Gpus(Strict):
     source: Literal["nvml", "simulated"]
     gpus: list[GpuView]
-    idle: str | None = Field(
-        None,
-        description='why usable GPUs stay idle, with the figures behind it ("2 GPUs idle: '
-        'growing j-3 to 4 would save ~5 s, a resize costs ~8 s"); null when none is',
-    )
+    idle: str | None = Field(None, description=IDLE)
+    idle_kind: ReasonKind | None = Field(None, description=IDLE_KIND)
+    idle_figures: ReasonFigures | None = Field(None, description=IDLE_FIGURES)
 
 
 class Event(Strict):

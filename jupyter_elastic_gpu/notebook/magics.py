@@ -20,6 +20,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_magic, magics_class
 from IPython.core.magic_arguments import argument, magic_arguments, parse_argstring
 
+from ..core.reason_text import gpu_range
 from ..errors import BadRequest
 from ..listing import hidden_line, job_filter, magic_filter_options
 from ..models.requests import check_notebook_path
@@ -183,7 +184,7 @@ class ElasticMagics(Magics):
             for q in others:
                 print(
                     f"  {q['id']}  {q['user']}  {q['state']}  {len(q['gpus'])} GPUs "
-                    f"({q['min_gpus']}-{q['max_gpus']})"
+                    f"({gpu_range(q['min_gpus'], q['max_gpus'])})"
                 )
 
     # -- interactive GPU leases (docs/interactive-gpus.md) -------------------------------------

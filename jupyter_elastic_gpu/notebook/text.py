@@ -8,6 +8,8 @@ from typing import Any
 
 from elastic_gpu_sidecar.protocol import FINAL_JOB_STATES, JobState, epoch_shown
 
+from ..core.reason_text import gpu_range
+
 FINAL = frozenset(s.value for s in FINAL_JOB_STATES)
 #: What a notebook says of an undefined name: the most common surprise of a cell run as a job.
 #: Only notebook views say it (the trainer's own hint speaks of scripts, which the CLI shows).
@@ -120,7 +122,7 @@ def describe_job(job: dict[str, Any]) -> str:
 
 def jobs_table(jobs: list[dict[str, Any]]) -> str:
     """The table `%elastic_jobs` prints."""
-    rows = [["id", "name", "user", "state", "GPUs", "min-max", "progress", "reason"]]
+    rows = [["id", "name", "user", "state", "GPUs", "range", "progress", "reason"]]
     for j in jobs:
         p = j.get("progress") or {}
         prog = epoch_text(p, j["state"]) or ""
@@ -133,7 +135,7 @@ def jobs_table(jobs: list[dict[str, Any]]) -> str:
                 j["user"],
                 j["state"],
                 ",".join(j.get("gpus") or []) or "-",
-                f"{j['min_gpus']}-{j['max_gpus']}",
+                gpu_range(j["min_gpus"], j["max_gpus"]),
                 prog,
                 (j.get("reason") or "")[:70],
             ]

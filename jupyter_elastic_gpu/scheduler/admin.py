@@ -19,6 +19,8 @@ from typing import Any
 
 from elastic_gpu_sidecar.protocol import JobState, LeaseAction
 
+from ..core.reason_kinds import ReasonKind
+from ..core.reasons import Told
 from ..errors import Conflict, Forbidden, NotFound
 from ..models import DrainChange, EventKind, PriorityChange, parse
 from . import releases
@@ -99,12 +101,12 @@ class AdminActions:
         now = time.time()
         async with atomically(self.store, job):
             job.held_by = who.user
-            job.reason = held_reason(job)
+            job.tell(held_reason(job))
             if job.state in (JobState.STARTING, JobState.RUNNING, JobState.RESIZING):
                 # The move any suspension makes: the lease's STOP (or, before a sidecar
                 # exists, straight back to the queue). The reason just set says whose.
                 await self.lifecycle.change(job, [], now)
-                job.reason = held_reason(job)
+                job.tell(held_reason(job))
             await self.lifecycle.save(job)
             await self.store.add_event(
                 job.id,
@@ -126,7 +128,7 @@ class AdminActions:
         async with atomically(self.store, job):
             held_by, job.held_by = job.held_by, None
             if job.state == JobState.QUEUED:
-                job.reason = f"resumed by {who.user}: waiting for the next decision"
+                job.tell(Told(ReasonKind.UNHELD, {"by": who.user}))
             await self.lifecycle.save(job)
             await self.store.add_event(
                 job.id,

@@ -65,7 +65,7 @@ def outlook(
 ) -> Outlook:
     """``snap`` played forward from ``now`` (bounded as ``forecast`` is), and why the decision
     now leaves GPUs idle."""
-    idle = idle_reason(snap, decide(policy, snap, now))
+    idle = idle_reason(snap, decide(policy, snap, now), now)
     ahead = forecast(policy, snap, now, max_jobs=max_jobs, order=order, out_of_time=out_of_time)
     return Outlook(**{f.name: getattr(ahead, f.name) for f in fields(Forecast)}, idle=idle)
 

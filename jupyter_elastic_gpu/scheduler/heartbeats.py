@@ -13,6 +13,8 @@ from typing import Any
 
 from elastic_gpu_sidecar.protocol import JobState, LeaseAction, SidecarState
 
+from ..core.reason_kinds import ReasonKind
+from ..core.reasons import Told
 from ..errors import Unauthorized
 from ..models import EventKind, Heartbeat, LeaseView, parse
 from . import leases, snapshot
@@ -77,8 +79,7 @@ class SidecarHeartbeats:
                     job,
                     snapshot.held_reason(job, stopping=False)
                     if job.held
-                    else "suspended: its GPUs went to jobs that need them more; it resumes from "
-                    "its checkpoint",
+                    else Told(ReasonKind.SUSPENDED, {"for_others": True}),
                     now,
                     kind=EventKind.SUSPENDED,
                 )

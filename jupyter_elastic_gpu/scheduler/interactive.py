@@ -33,7 +33,8 @@ from traitlets.config import LoggingConfigurable
 from ..core.idle import IdleAction, IdleRule, lease_verdict
 from ..core.model import Snapshot
 from ..core.policies import Policy
-from ..core.reasons import plural
+from ..core.reason_kinds import ReasonKind
+from ..core.reasons import Told, plural
 from ..core.schedule import entitlement
 from ..errors import Conflict
 from ..models import (
@@ -58,9 +59,9 @@ from .storage.store import Store
 
 #: What a lease whose kernel ended it says.
 ENDINGS = {
-    JobState.DONE: "ended: its kernel shut down",
-    JobState.FAILED: "ended: its kernel died",
-    JobState.CANCELLED: "withdrawn by its kernel before it got GPUs",
+    JobState.DONE: Told(ReasonKind.KERNEL_ENDED),
+    JobState.FAILED: Told(ReasonKind.KERNEL_ENDED, {"died": True}),
+    JobState.CANCELLED: Told(ReasonKind.KERNEL_ENDED, {"withdrawn": True}),
 }
 #: A GPU at least this busy (NVML utilisation 0..1) counts as used by its kernel.
 BUSY_UTILIZATION = 0.05
@@ -142,7 +143,8 @@ class InteractiveLeases(LoggingConfigurable):
         self.submit, self.snapshot, self.decider = submit, snapshot, decider
         self.heartbeat_url, self.simulated = heartbeat_url, simulated
         self.changed, self.poke = changed, poke
-        self.notices: dict[str, str] = {}  # job id -> idle warning shown as its reason
+        # job id -> the figures of the idle warning shown as its reason
+        self.notices: dict[str, dict[str, Any]] = {}
         #: Seconds since code last ran in the kernel of a lease, as this server saw it (None:
         #: no kernel of this server holds it); set by a Jupyter server that runs kernels.
         self.kernel_idle: Callable[[JobRecord], float | None] | None = None
@@ -202,13 +204,15 @@ class InteractiveLeases(LoggingConfigurable):
             heartbeat_interval=self.settings.heartbeat_interval,
         )
 
-    def reason(self, job: JobRecord) -> str | None:
+    def reason(self, job: JobRecord) -> Told | None:
         """What a running lease shows instead of the policy's reason (which sees it only as
         a job it may not resize): its idle warning, else what it holds."""
         if not is_lease(job) or job.state != JobState.RUNNING:
             return None
-        held = plural(len(job.held_gpus), "GPU")
-        return self.notices.get(job.id) or f"holds {held} for its notebook kernel"
+        notice = self.notices.get(job.id)
+        if notice:
+            return Told(ReasonKind.IDLE_WARNING, notice)
+        return Told(ReasonKind.KERNEL, {"gpus": len(job.held_gpus)})
 
     # -- the provisioner's heartbeat -------------------------------------------------------
     async def heartbeat(self, job: JobRecord, beat: Heartbeat) -> LeaseView:
@@ -226,10 +230,12 @@ class InteractiveLeases(LoggingConfigurable):
         async with atomically(self.store, job):
             leases.absorb(job, beat, False, {g.id for g in self.gpu_infos()})
             if ended:
-                said = job.reason if job.state == JobState.STOPPING else None
+                said = Told(job.reason_kind, job.reason_figures)
+                stopping = job.state == JobState.STOPPING
                 state = JobState(beat.state.value)  # done, failed (its kernel died), cancelled
                 await self.lifecycle.finish(job, state, beat, now)
-                job.reason = said or ENDINGS.get(state, job.reason)
+                ending = ENDINGS.get(state)
+                job.tell(said if stopping or ending is None else ending)
                 self.notices.pop(job.id, None)
                 changed = True
             elif (
@@ -238,7 +244,7 @@ class InteractiveLeases(LoggingConfigurable):
                 and beat.generation == job.desired.generation
             ):
                 await self.lifecycle.confirm_running(job, now)
-                job.reason = f"kernel running on {len(job.desired.gpus)} GPU(s)"
+                job.tell(Told(ReasonKind.KERNEL, {"gpus": len(job.desired.gpus)}))
                 changed = True
             answer = leases.published(job, self.jobs.values())
             if job.state == JobState.STARTING and answer.gpus and job.launched_at is None:
@@ -339,16 +345,22 @@ class InteractiveLeases(LoggingConfigurable):
             if verdict.action == IdleAction.RELEASE:
                 await self._release(job, verdict.reason, now)
                 continue
-            notice = verdict.reason if verdict.action == IdleAction.WARN else None
-            if notice == self.notices.get(job.id):
+            notice = None
+            if verdict.action == IdleAction.WARN:
+                figures = dict(detail=verdict.reason, release_in_s=verdict.release_in_s)
+                notice = figures | (
+                    {"idle_s": verdict.idle_s} if verdict.idle_s is not None else {}
+                )
+            if (notice or {}).get("detail") == self.notices.get(job.id, {}).get("detail"):
                 continue
             if notice is None:
                 self.notices.pop(job.id, None)
-                text = f"kernel running on {len(job.desired.gpus)} GPU(s)"
+                said = Told(ReasonKind.KERNEL, {"gpus": len(job.desired.gpus)})
             else:
-                self.notices[job.id] = text = notice
+                self.notices[job.id] = notice
+                said = Told(ReasonKind.IDLE_WARNING, notice)
             async with atomically(self.store, job):
-                job.reason = text
+                job.tell(said)
                 await self.lifecycle.save(job)
             await self.changed()
 
@@ -357,8 +369,9 @@ class InteractiveLeases(LoggingConfigurable):
         until its provisioner says it has."""
         async with atomically(self.store, job):
             job.desired = Lease(job.desired.generation + 1, [], LeaseAction.CANCEL)
-            job.state, job.reason, job.last_change = JobState.STOPPING, reason, now
-            job.history.append({"t": now, "gpus": [], "why": reason})
+            job.state, job.last_change = JobState.STOPPING, now
+            job.tell(Told(ReasonKind.RELEASED, {"detail": reason}))
+            job.lease_change(now, [])
             await self.lifecycle.save(job)
             await self.store.add_event(job.id, EventKind.CANCEL, reason)
         self.notices.pop(job.id, None)

@@ -13,6 +13,7 @@ import hmac
 import math
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -21,6 +22,9 @@ from pydantic import TypeAdapter, ValidationError
 
 from ..core import eta
 from ..core.model import gpu_counts
+from ..core.reason_kinds import ReasonKind
+from ..core.reason_text import named, say
+from ..core.reasons import Reason
 from ..models import ErrorInfo, Heartbeat, ProgressRecord, SubmitRequest, describe
 
 
@@ -36,6 +40,10 @@ def hash_secret(secret: str) -> str:
 
 def secret_matches(secret: str, digest: str) -> bool:
     return hmac.compare_digest(hash_secret(secret), digest)
+
+
+#: The name a reader may see of a job, by id (None: name it by its id).
+NameOf = Callable[[str], str | None]
 
 
 def _first_grants(state: JobState, desired: Lease, reported: Heartbeat) -> dict[int, list[str]]:
@@ -58,7 +66,11 @@ class JobRecord:
     job_dir: str
     secret_hash: str = ""
     state: JobState = JobState.QUEUED
-    reason: str = "queued: waiting for the first decision"
+    # Why the job has what it has: the text (``core.reason_text.say``) of its kind and
+    # figures, set together by ``tell``.
+    reason: str = say(ReasonKind.NEW)
+    reason_kind: ReasonKind = ReasonKind.NEW
+    reason_figures: dict[str, Any] = field(default_factory=dict)
     position: int | None = None  # place in the queue while waiting (1: served next)
     rank: int | None = None  # place in the policy's order among all open jobs
     submitted_at: float = field(default_factory=time.time)
@@ -101,6 +113,39 @@ class JobRecord:
     # and when its claim was voided for not doing so (the owner's server ends its processes).
     release_due: float | None = None
     voided_at: float | None = None
+
+    # -- its reason -------------------------------------------------------------------------
+    def tell(self, reason: Reason, name_of: NameOf | None = None) -> bool:
+        """Say ``reason``, naming the jobs it mentions by ``name_of`` (their id where it
+        gives None); whether its text changed. Kind, figures and text change together, so the
+        figures always make the text a front end shows."""
+        if not self.says_other(reason, name_of):
+            return False
+        figures = reason.figures()
+        if name_of is not None:
+            figures = named(figures, name_of)
+        self.reason, self.reason_kind = say(reason.kind, figures), reason.kind
+        self.reason_figures = dict(figures)
+        return True
+
+    def says_other(self, reason: Reason, name_of: NameOf | None = None) -> bool:
+        """Whether ``tell(reason, name_of)`` changes what the job says."""
+        figures = reason.figures()
+        if name_of is not None:
+            figures = named(figures, name_of)
+        return (say(reason.kind, figures), reason.kind) != (self.reason, self.reason_kind)
+
+    def lease_change(self, now: float, gpus: list[str]) -> None:
+        """Record a new lease in ``history``, with the reason it was given for."""
+        self.history.append(
+            {
+                "t": now,
+                "gpus": gpus,
+                "why": self.reason,
+                "why_kind": self.reason_kind,
+                "why_figures": self.reason_figures,
+            }
+        )
 
     # -- facts ------------------------------------------------------------------------------
     @property
@@ -185,6 +230,7 @@ class JobRecord:
             error=None if self.error is None else self.error.model_dump(mode="json"),
             throughput={str(k): v for k, v in self.throughput.items()},
             granted={str(k): list(v) for k, v in self.granted.items()},
+            reason_kind=self.reason_kind.value,
         )
         return data
 
@@ -210,6 +256,9 @@ class JobRecord:
         if data.get("error") is not None:
             data["error"] = ErrorInfo.model_validate(data["error"])
         data["throughput"] = {int(k): float(v) for k, v in (data.get("throughput") or {}).items()}
+        if "reason_kind" not in data:  # saved before reasons had kinds: its state's, if final
+            final = {s.value: s.value for s in (JobState.DONE, JobState.FAILED, JobState.CANCELLED)}
+            data["reason_kind"] = final.get(data["state"].value, ReasonKind.NEW)
         known = cls.__dataclass_fields__
         try:  # every field against its type: a record that loads is one every view can show
             return _RECORD.validate_python({k: v for k, v in data.items() if k in known})

@@ -16,6 +16,8 @@ from collections.abc import Awaitable, Callable
 from elastic_gpu_sidecar import protocol as P
 from elastic_gpu_sidecar.protocol import JobState
 
+from ..core.reason_kinds import ReasonKind
+from ..core.reasons import Told
 from ..models import ErrorInfo, EventKind, Heartbeat, LaunchRequest
 from . import leases, releases
 from .execution.launcher import BaseLauncher, PlaceGone
@@ -108,8 +110,8 @@ class Launches:
             except PlaceGone as e:  # its GPUs went away meanwhile: not the job's fault
                 self.secrets.pop(job.id, None)
                 self.log.warning("elastic-gpu: job %s: not started: %s", job.id, e)
-                reason = f"queued again: {e} before its sidecar started"
-                await self.lifecycle.requeue(job, reason, now, kind=EventKind.LOST)
+                why = Told(ReasonKind.REQUEUED, {"detail": f"{e} before its sidecar started"})
+                await self.lifecycle.requeue(job, why, now, kind=EventKind.LOST)
             except Exception as e:  # the launch itself failed: the job cannot run as sent
                 self.log.exception("elastic-gpu: job %s: launch failed", job.id)
                 self.secrets.pop(job.id, None)

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from elastic_gpu_sidecar import protocol as P
 from elastic_gpu_sidecar.protocol import JobState, Lease, LeaseAction
 
+from ..core.reason_kinds import ReasonKind
+from ..core.reasons import Reason, Told
 from ..models import ErrorInfo, EventKind, Heartbeat
 from .jobs import JobRecord
 from .storage import jobdirs
@@ -40,10 +42,10 @@ class Lifecycle:
             job.state == JobState.STARTING and job.launched_at is None
         ):
             job.state, job.finished_at = JobState.CANCELLED, now
-            job.reason = f"cancelled by {by}"
+            job.tell(Told(ReasonKind.CANCELLED, {"by": by}))
         else:
             job.state = JobState.STOPPING
-            job.reason = f"cancelling at {by}'s request: checkpoint, then stop"
+            job.tell(Told(ReasonKind.CANCELLING, {"by": by}))
         await self.save(job)
         await self.store.add_event(job.id, EventKind.CANCEL, f"{by} cancelled {job.name}")
 
@@ -62,13 +64,8 @@ class Lifecycle:
             )
             await self.finish(job, JobState.FAILED, Heartbeat(error=error), now)
         else:
-            await self.requeue(
-                job,
-                f"queued again: its sidecar stopped answering {silent:.0f} s ago; it resumes "
-                "from its last checkpoint",
-                now,
-                kind=EventKind.LOST,
-            )
+            why = Told(ReasonKind.REQUEUED, {"silent_s": silent})
+            await self.requeue(job, why, now, kind=EventKind.LOST)
 
     @atomic
     async def confirm_running(self, job: JobRecord, now: float) -> None:
@@ -91,7 +88,7 @@ class Lifecycle:
         job.granted[job.desired.generation] = list(gpus)
         job.state, job.launched_at, job.position = JobState.STARTING, None, None
         job.last_change = now
-        job.history.append({"t": now, "gpus": gpus, "why": job.reason})
+        job.lease_change(now, gpus)
         await self.store.add_event(
             job.id,
             EventKind.RESUMED if resumed else EventKind.ADMITTED,
@@ -125,7 +122,7 @@ class Lifecycle:
             message = (
                 f"resized from {len(before)} to {len(gpus)} GPUs ({','.join(gpus)}): {job.reason}"
             )
-        job.history.append({"t": now, "gpus": gpus, "why": job.reason})
+        job.lease_change(now, gpus)
         await self.store.add_event(
             job.id,
             kind,
@@ -134,15 +131,16 @@ class Lifecycle:
         )
 
     @atomic
-    async def requeue(self, job: JobRecord, reason: str, now: float, kind: EventKind) -> None:
-        job.state, job.reason = JobState.QUEUED, reason
+    async def requeue(self, job: JobRecord, reason: Reason, now: float, kind: EventKind) -> None:
+        job.state = JobState.QUEUED
+        job.tell(reason)
         job.desired = Lease(job.desired.generation, [], LeaseAction.STOP)
         job.reported = Heartbeat()  # its old sidecar holds nothing any more
         job.granted.clear()
         job.launched_at = None
         job.last_change = now
-        job.history.append({"t": now, "gpus": [], "why": reason})
-        await self.store.add_event(job.id, kind, reason)
+        job.lease_change(now, [])
+        await self.store.add_event(job.id, kind, job.reason)
         await self.save(job)
         self.poke()
 
@@ -158,14 +156,13 @@ class Lifecycle:
         job.desired = Lease(job.desired.generation, [], action)
         if state == JobState.DONE:
             job.model_path = self._model_path(job, report.model_path)
-            job.reason = "done"
+            job.tell(Told(ReasonKind.DONE))
         elif state == JobState.FAILED:
             err = job.error
-            job.reason = (
-                f"failed: {err.type}: {err.message}".rstrip(": ") if err else "failed: error"
-            )
+            detail = f"{err.type}: {err.message}".rstrip(": ") if err else "error"
+            job.tell(Told(ReasonKind.FAILED, {"detail": detail}))
         else:
-            job.reason = "cancelled"
+            job.tell(Told(ReasonKind.CANCELLED))
         await self.store.add_event(
             job.id, EventKind(state.value), job.reason, {"exit_code": job.exit_code}
         )

@@ -15,6 +15,8 @@ from typing import Any
 
 from elastic_gpu_sidecar.protocol import JobState, SidecarState
 
+from ..core.reason_kinds import ReasonKind
+from ..core.reasons import Told
 from ..models import EventKind
 from . import snapshot
 from .execution.launcher import BaseLauncher
@@ -77,7 +79,7 @@ class LostSidecars:
                         job,
                         snapshot.held_reason(job, stopping=False)
                         if job.held
-                        else "suspended: it resumes from its checkpoint",
+                        else Told(ReasonKind.SUSPENDED),
                         now,
                         kind=EventKind.SUSPENDED,
                     )

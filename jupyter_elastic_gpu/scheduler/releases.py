@@ -24,7 +24,8 @@ from collections.abc import Awaitable, Callable
 
 from elastic_gpu_sidecar.protocol import JobState, LeaseAction
 
-from ..core.reasons import plural
+from ..core.reason_kinds import ReasonKind
+from ..core.reasons import Told, plural
 from ..models import ErrorInfo, EventKind, Heartbeat
 from . import leases
 from .execution.launcher import BaseLauncher
@@ -194,7 +195,7 @@ class ReleaseDeadlines:
             state = JobState.CANCELLED if cancelling else JobState.FAILED
             await self.lifecycle.finish(job, state, Heartbeat(error=error), now)
             if cancelling:
-                job.reason = f"cancelled: {error.message}"
+                job.tell(Told(ReasonKind.CANCELLED, {"detail": error.message}))
                 await self.lifecycle.save(job)
         self.log.warning("elastic-gpu: job %s: %s", job.id, error.message)
         await self.changed()

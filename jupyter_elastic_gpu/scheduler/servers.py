@@ -13,14 +13,13 @@ from collections.abc import Callable, Iterable
 
 from elastic_gpu_sidecar.protocol import JobState
 
+from ..core.reason_kinds import ReasonKind
+from ..core.reasons import Told
 from .jobs import JobRecord
 from .settings import SchedulerSettings
 
 #: What a queued job of a user whose own Jupyter server is gone says (``server_timeout``).
-WAITING_FOR_SERVER = (
-    "waiting for your server: your jobs start from your own Jupyter server, which is not "
-    "running; start it (on JupyterHub: Start My Server) and this job is scheduled"
-)
+WAITING_FOR_SERVER = Told(ReasonKind.WAITING_FOR_SERVER)
 
 
 class UserServers:

@@ -27,6 +27,7 @@ from elastic_gpu_sidecar.protocol import JobKind, JobState
 
 from ..core.model import Snapshot
 from ..core.policies import Policy
+from ..core.reasons import Told
 from ..core.schedule import decide, queue_positions
 from ..errors import BadRequest, Forbidden, NotFound, StorageUnavailable
 from ..models import (
@@ -46,7 +47,7 @@ from .execution.inventory import external_processes
 from .execution.launcher import BaseLauncher
 from .heartbeats import SidecarHeartbeats
 from .interactive import InteractiveLeases
-from .jobs import JobRecord
+from .jobs import JobRecord, NameOf
 from .launches import Launches
 from .lifecycle import Lifecycle
 from .lost import LostSidecars
@@ -395,21 +396,23 @@ class SchedulerService(SchedulerSettings):
                 why = (
                     why
                     or self.interactive.reason(job)
-                    or str(decision.reasons.get(job.id, job.reason))
+                    or decision.reasons.get(job.id)
+                    or Told(job.reason_kind, job.reason_figures)
                 )
+                name_of = self.names_for(job.user)
                 starts = job.state == JobState.QUEUED and bool(target)
                 moves = job.state in (JobState.STARTING, JobState.RUNNING, JobState.RESIZING)
                 if starts or (moves and set(target) != set(job.desired.gpus)):
                     undo.keep(job)
-                    job.reason = why  # the event of the move tells the policy's why
+                    job.tell(why, name_of)  # the event of the move tells the policy's why
                     await (self.lifecycle.start if starts else self.lifecycle.change)(
                         job, target, now
                     )
                     changed.add(job.id)
                 shown = snapshot.shown_reason(job, why)
-                if shown != job.reason:
+                if shown is not None and job.says_other(shown, name_of):
                     undo.keep(job)
-                    job.reason = shown
+                    job.tell(shown, name_of)
                     changed.add(job.id)
             queued = {j.id for j in open_jobs if j.state == JobState.QUEUED}
             positions = queue_positions(decision, among=queued)
@@ -463,6 +466,16 @@ class SchedulerService(SchedulerSettings):
         return self.share_report(who)
 
     # -- users' servers (shared and JupyterHub modes) ------------------------------------------
+    def names_for(self, user: str) -> NameOf:
+        """The names ``user`` may read in their jobs' reasons: those of their own jobs (every
+        other job is named by its id, which everyone sees)."""
+
+        def name_of(job_id: str) -> str | None:
+            job = self.jobs.get(job_id)
+            return job.name if job is not None and job.user == user and job.name else None
+
+        return name_of
+
     def waits_for_server(self, job: JobRecord) -> bool:
         """Whether ``job`` is queued while nobody is there to start it (``servers.py``)."""
         return self.servers.waits(job)

@@ -16,7 +16,8 @@ from typing import Any
 from elastic_gpu_sidecar.protocol import JobKind, JobState
 
 from ..core.model import Gpu, Job, Snapshot
-from ..core.reasons import Reason, plural
+from ..core.reason_kinds import ReasonKind
+from ..core.reasons import Reason, Told
 from ..core.speed import SpeedModel
 from .jobs import JobRecord
 
@@ -140,41 +141,36 @@ def _within(job: Job, widest: int) -> Job:
     return dataclasses.replace(job, max_gpus=top, requested_gpus=min(job.requested_gpus, top))
 
 
-def held_reason(job: JobRecord, stopping: bool | None = None) -> str:
+def held_reason(job: JobRecord, stopping: bool | None = None) -> Told:
     """What a job suspended by a person says: who, and who may resume it (an admin's hold
     is lifted by an admin; the owner's own, by the owner or an admin). ``stopping``: whether
     it still checkpoints (default: whether it holds GPUs)."""
     by = job.held_by
     if job.state.active if stopping is None else stopping:
-        return f"suspending at {by}'s request: checkpoint, then stop; held until resumed"
+        return Told(ReasonKind.HELD, {"by": by, "stopping": True})
     if by == job.user:
-        return (
-            f"suspended by {by}: it gets no GPUs until resumed (POST jobs/{job.id}/resume); "
-            "it resumes from its checkpoint"
-        )
-    return (
-        f"suspended by {by} (an admin): it gets no GPUs until an admin resumes it; it resumes "
-        "from its checkpoint"
-    )
+        return Told(ReasonKind.HELD, {"by": by, "job_id": job.id})
+    return Told(ReasonKind.HELD, {"by": by, "admin": True})
 
 
-def shown_reason(job: JobRecord, why: Reason | str) -> str:
+def shown_reason(job: JobRecord, why: Reason) -> Reason | None:
     """The reason ``job`` shows after a decision whose policy said ``why``.
 
     ``core`` sees a job starting, resizing or stopping only as a lease mid-change, which it
     keeps as it is ("kept as is because its resize is in progress"); only the service knows
     which change is under way, so the job's state says it instead. A stopping job keeps the
-    reason of the cancel or suspension that stops it; a held one says who holds it.
+    reason of the cancel or suspension that stops it (None: it says what it says); a held
+    one says who holds it.
     """
     if job.held and job.state == JobState.QUEUED:
         return held_reason(job)
-    n = plural(len(job.desired.gpus), "GPU")
+    n = {"gpus": len(job.desired.gpus)}
     if job.state == JobState.STARTING:
         if job.started_at is not None:
-            return f"resuming on {n} from its checkpoint"
-        return f"starting on {n}"
+            return Told(ReasonKind.RESUMING, n)
+        return Told(ReasonKind.STARTING, n)
     if job.state == JobState.RESIZING:
-        return f"resizing to {n}: checkpoint, then restart on them"
+        return Told(ReasonKind.RESIZING, n)
     if job.state == JobState.STOPPING:
-        return job.reason
-    return str(why)
+        return None
+    return why

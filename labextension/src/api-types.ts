@@ -135,10 +135,14 @@ export interface Gpus {
   source: 'nvml' | 'simulated';
   gpus: GpuView[];
   /**
-   * why usable GPUs stay idle, with the figures behind it ("2 GPUs idle: growing j-3 to 4 would
-   * save ~5 s, a resize costs ~8 s"); null when none is
+   * why usable GPUs stay idle, with the figures behind it ("2 GPUs idle: growing 'resnet' to 4
+   * would save ~5 s, a resize costs ~8 s"); null when none is
    */
   idle?: string | null;
+  /** 'idle' when 'idle' is said: the idle line as a reason_kind */
+  idle_kind?: ReasonKind | null;
+  /** the figures behind 'idle' (gpus, at, causes: each job's kind and figures) */
+  idle_figures?: ReasonFigures | null;
 }
 
 /** `PUT admin/groups/{group}/weight`: a group's fair-share weight (default 1). */
@@ -175,6 +179,14 @@ export interface Heartbeat {
   idle_s?: number | null;
 }
 
+/** One job's part in leaving GPUs idle; no figures when the reader may not see the job. */
+export interface IdleCause {
+  job: JobRef;
+  kind: ReasonKind;
+  figures?: ReasonFigures | null;
+  public?: boolean | null;
+}
+
 export type JobKind = 'script' | 'synthetic' | 'interactive';
 
 export interface JobList {
@@ -204,6 +216,26 @@ export interface JobProgress {
   fraction?: number | null;
 }
 
+/** A job a reason mentions: its id, and its name where the reader may see it. */
+export interface JobRef {
+  id: string;
+  name?: string | null;
+  /** why it holds GPUs before a waiting job */
+  ahead?:
+    | 'critical'
+    | 'shorter'
+    | 'waited'
+    | 'priority'
+    | 'running'
+    | 'earlier'
+    | 'less_left'
+    | 'less_service'
+    | 'less_weighted'
+    | null;
+  /** the job a shrink made room for starts now (false: it grows) */
+  starts?: boolean | null;
+}
+
 /** A job as the scheduler sees it (docs/api.md). */
 export type JobState =
   'queued' | 'starting' | 'running' | 'resizing' | 'stopping' | 'done' | 'failed' | 'cancelled';
@@ -223,6 +255,16 @@ export interface JobView {
   max_gpus: number;
   requested_gpus: number;
   reason: string;
+  /**
+   * what kind of reason 'reason' is, for front ends to tell reasons apart without reading the text
+   * (core/reason_kinds.py documents each value; 'reason_figures' holds its figures)
+   */
+  reason_kind?: ReasonKind;
+  /**
+   * the numbers and jobs behind 'reason': 'reason' is their text (core/reason_text.py, and the lab
+   * extension's reasons.ts, make the same text from reason_kind and these)
+   */
+  reason_figures?: ReasonFigures;
   /** Place in the queue while queued. */
   position: number | null;
   /** Epoch seconds. */
@@ -344,6 +386,10 @@ export interface LeaseChange {
   t: number;
   gpus: string[];
   why: string;
+  /** 'why' as a reason_kind */
+  why_kind?: ReasonKind | null;
+  /** 'why''s figures */
+  why_figures?: ReasonFigures | null;
 }
 
 /**
@@ -496,6 +542,16 @@ export interface QueueEntry {
   max_gpus: number;
   position: number | null;
   reason: string;
+  /**
+   * what kind of reason 'reason' is, for front ends to tell reasons apart without reading the text
+   * (core/reason_kinds.py documents each value; 'reason_figures' holds its figures)
+   */
+  reason_kind?: ReasonKind;
+  /**
+   * the numbers and jobs behind 'reason': 'reason' is their text (core/reason_text.py, and the lab
+   * extension's reasons.ts, make the same text from reason_kind and these)
+   */
+  reason_figures?: ReasonFigures;
   name?: string | null;
   /**
    * when a job that holds no GPUs gets them (epoch seconds), from the policy run forward on the
@@ -522,11 +578,120 @@ export interface QueueEntry {
 }
 
 /**
+ * The figures behind a reason; each kind uses those `ReasonKind` says (core/reason_kinds.py). Times
+ * in seconds, `at` and `changed_at` epoch seconds.
+ */
+export interface ReasonFigures {
+  /** GPUs it holds or gets (a resize's 'to') */
+  gpus?: number | null;
+  /** its maximum */
+  top?: number | null;
+  /** GPUs it held before a resize ('from') */
+  held?: number | null;
+  needs?: number | null;
+  free?: number | null;
+  suspended?: boolean | null;
+  /** the jobs that hold the GPUs it waits for */
+  holders?: JobRef[] | null;
+  /** more holders, not named */
+  others?: number | null;
+  /** why a kept lease is kept */
+  because?: 'in_progress' | 'finishing' | 'resized' | 'started' | null;
+  left_s?: number | null;
+  /** what a resize costs it */
+  cost_s?: number | null;
+  /** how long it is left alone after a change */
+  hold_s?: number | null;
+  changed_at?: number | null;
+  /** the size growing would take it to */
+  to?: number | null;
+  gain_s?: number | null;
+  need_s?: number | null;
+  /** time left saved (<0: added) by a resize */
+  change_s?: number | null;
+  /** the job a shrink made room for */
+  for_job?: JobRef | null;
+  user?: string | null;
+  /** the per-user GPU cap */
+  cap?: number | null;
+  share?: ShareFigures | null;
+  /** when a queued job should start */
+  start_in_s?: number | null;
+  /** the job whose end it starts at */
+  start_after?: JobRef | null;
+  causes?: IdleCause[] | null;
+  /** when the idle line was said */
+  at?: number | null;
+  /** who held, resumed or cancelled it */
+  by?: string | null;
+  admin?: boolean | null;
+  job_id?: string | null;
+  stopping?: boolean | null;
+  died?: boolean | null;
+  withdrawn?: boolean | null;
+  state?: JobState | null;
+  for_others?: boolean | null;
+  silent_s?: number | null;
+  /** when a kernel's lease is released */
+  release_in_s?: number | null;
+  /** how long a kernel has run nothing */
+  idle_s?: number | null;
+  detail?: string | null;
+}
+
+/** Why a job has what it has (a job's `reason_kind`), or why GPUs sit idle. */
+export type ReasonKind =
+  | 'new'
+  | 'waiting'
+  | 'running'
+  | 'at_maximum'
+  | 'kept'
+  | 'critical'
+  | 'crowded'
+  | 'no_faster'
+  | 'resize_would_not_pay'
+  | 'resized'
+  | 'limited'
+  | 'waiting_for_server'
+  | 'starting'
+  | 'resuming'
+  | 'resizing'
+  | 'held'
+  | 'suspended'
+  | 'unheld'
+  | 'cancelling'
+  | 'cancelled'
+  | 'done'
+  | 'failed'
+  | 'requeued'
+  | 'kernel'
+  | 'idle_warning'
+  | 'released'
+  | 'kernel_ended'
+  | 'public'
+  | 'idle';
+
+/**
  * The body of `POST launches/removed`: expired jobs of the caller whose directories their server
  * has removed (`Launches.expired`).
  */
 export interface Removed {
   jobs: string[];
+}
+
+/**
+ * Fair share's figures: `user`'s share now (`due` of `total` GPUs, at `weight` of `weights`), and
+ * who used more than theirs (`over`, `ratio` times, over the last `half_life_s`).
+ */
+export interface ShareFigures {
+  user: string;
+  due: number;
+  total: number;
+  weight: number;
+  weights: number;
+  over?: string | null;
+  ratio?: number | null;
+  half_life_s?: number | null;
 }
 
 export interface ShareGroup {
@@ -600,10 +765,14 @@ export interface Status {
    */
   hidden?: number;
   /**
-   * why usable GPUs stay idle, with the figures behind it ("2 GPUs idle: growing j-3 to 4 would
-   * save ~5 s, a resize costs ~8 s"); null when none is
+   * why usable GPUs stay idle, with the figures behind it ("2 GPUs idle: growing 'resnet' to 4
+   * would save ~5 s, a resize costs ~8 s"); null when none is
    */
   idle?: string | null;
+  /** 'idle' when 'idle' is said: the idle line as a reason_kind */
+  idle_kind?: ReasonKind | null;
+  /** the figures behind 'idle' (gpus, at, causes: each job's kind and figures) */
+  idle_figures?: ReasonFigures | null;
 }
 
 export interface StatusGpu {
@@ -622,6 +791,16 @@ export interface StatusJob {
   max_gpus: number;
   progress: StatusProgress;
   reason?: string | null;
+  /**
+   * what kind of reason 'reason' is, for front ends to tell reasons apart without reading the text
+   * (core/reason_kinds.py documents each value; 'reason_figures' holds its figures)
+   */
+  reason_kind?: ReasonKind | null;
+  /**
+   * the numbers and jobs behind 'reason': 'reason' is their text (core/reason_text.py, and the lab
+   * extension's reasons.ts, make the same text from reason_kind and these)
+   */
+  reason_figures?: ReasonFigures | null;
 }
 
 export interface StatusProgress {

@@ -2,6 +2,7 @@
  * How numbers and times read in the panel: one function per kind of value, so the sidebar
  * and the notebook's job card say the same thing the same way.
  */
+import { gpuRange as rangeText } from './reasons';
 import { IJob } from './types';
 
 export function plural(n: number, one: string, many = `${one}s`): string {
@@ -83,32 +84,15 @@ export function epochText(job: IJob): string | null {
   return epoch === null ? null : `epoch ${epoch + 1}`;
 }
 
-/**
- * A reason shown next to its state badge: a reason opens with the state ("queued: needs 2
- * GPUs", "done"), which said twice reads "done done" (`notebook/text.py`, the same rule).
- */
-export function reasonAfterState(state: string, reason: string | null | undefined): string {
-  const text = (reason ?? '').trim();
-  for (const sep of [': ', ' ']) {
-    if (text.startsWith(state + sep)) {
-      return text.slice(state.length + sep.length);
-    }
-  }
-  return text === state ? '' : text;
-}
-
 /** GPU ids as a short list ("0, 1, 2"), or "none". */
 export function gpuList(ids: readonly string[] | undefined): string {
   return ids && ids.length ? ids.join(', ') : 'none';
 }
 
-/** "1-4 GPUs" or "2 GPUs" when min equals max. */
+/** A job's GPU range as every front end writes it ("1–4 GPUs", "2 GPUs"). */
 export function gpuRange(job: IJob): string | null {
   if (job.min_gpus === undefined || job.max_gpus === undefined) {
     return null;
   }
-  if (job.min_gpus === job.max_gpus) {
-    return plural(job.min_gpus, 'GPU');
-  }
-  return `${job.min_gpus}\u2013${job.max_gpus} GPUs`;
+  return rangeText(job.min_gpus, job.max_gpus);
 }

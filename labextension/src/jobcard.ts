@@ -5,18 +5,9 @@
  */
 import { lossChart } from './chart';
 import { append, Child, h } from './dom';
-import {
-  clock,
-  duration,
-  epochText,
-  gpuList,
-  gpuRange,
-  percent,
-  plural,
-  reasonAfterState,
-  relative
-} from './format';
-import { IJob, ILeaseChange, IProgressRecord, IWhoami, isFinal } from './types';
+import { clock, duration, epochText, gpuList, gpuRange, percent, plural, relative } from './format';
+import { reasonAfterState } from './reasons';
+import { IJob, IJobRef, ILeaseChange, IProgressRecord, IWhoami, isFinal } from './types';
 
 /** What a card's buttons do (`data-action` values of the DOM contract, docs/sidebar.md). */
 export type JobAction = 'cancel' | 'suspend' | 'resume' | 'logs' | 'open-notebook';
@@ -210,35 +201,42 @@ export class JobCard {
   private _pending = new Set<JobAction>();
 }
 
-/**
- * The forecast's words at the end of a queued job's reason (`Start` of core/reasons.py:
- * "; starts in ~3 min, when j-12 finishes"): the card's "Starts about 14:03 (in 3 min)" line
- * says when, to the minute and kept current, so the reason drops it and the line says whose
- * end it waits for.
- */
-const START_WORDS = /; starts in (?:under a minute|~[^;,]+)(?:, when (\S+) finishes)?$/;
-
 interface IStartSplit {
-  /** The reason without the forecast's words (what the reason line shows). */
+  /** The reason without the forecast's figures (what the reason line shows). */
   reason: string;
   /** The job whose end the start waits for, if the forecast says. */
-  after: string | null;
+  after: IJobRef | null;
 }
 
-/** A queued job's reason split from its forecast, when the card shows the start time. */
+/**
+ * A queued job's reason split from its forecast (`start_in_s`, `start_after` of its figures),
+ * when the card shows the start time: the card's "Starts about 14:03 (in 3 min)" line says
+ * when, to the minute and kept current, so the reason line leaves it out.
+ */
 function startOfForecast(job: IJob): IStartSplit | null {
-  if (job.state !== 'queued' || typeof job.estimated_start !== 'number' || !job.reason) {
+  const figures = job.reason_figures;
+  if (
+    job.state !== 'queued' ||
+    typeof job.estimated_start !== 'number' ||
+    !job.reason_kind ||
+    typeof figures?.start_in_s !== 'number'
+  ) {
     return null;
   }
-  const match = START_WORDS.exec(job.reason);
-  if (!match) {
-    return null;
+  const { start_in_s: _in, start_after: after, ...rest } = figures;
+  return { reason: reasonAfterState(job.state, job.reason_kind, rest), after: after ?? null };
+}
+
+/** The reason beside the job's badge, without the state the badge says. */
+function shownReason(job: IJob): string {
+  if (!job.reason_kind) {
+    return (job.reason ?? '').trim(); // from a scheduler that sends no kind: as it came
   }
-  return { reason: job.reason.slice(0, match.index), after: match[1] ?? null };
+  return reasonAfterState(job.state, job.reason_kind, job.reason_figures);
 }
 
 function reasonLine(job: IJob, forecast: IStartSplit | null): Child {
-  const text = reasonAfterState(job.state, forecast ? forecast.reason : job.reason);
+  const text = forecast ? forecast.reason : shownReason(job);
   if (!text) {
     return null;
   }
@@ -325,7 +323,8 @@ function forecastLine(job: IJob, ctx: ICardContext, forecast: IStartSplit | null
   const parts: string[] = [];
   if (job.state === 'queued' && job.estimated_start !== undefined) {
     const first = forecast?.after;
-    const after = first ? `, when ${ctx.nameOf?.(first) || first} finishes` : '';
+    const name = first ? ctx.nameOf?.(first.id) || first.name || first.id : null;
+    const after = name ? `, when ${name} finishes` : '';
     parts.push(
       job.estimated_start === null
         ? 'No start time can be estimated yet.'

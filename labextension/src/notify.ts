@@ -13,7 +13,8 @@ import { ISignal } from '@lumino/signaling';
 import { duration, gpuList, plural } from './format';
 import { IProblem } from './model';
 import { IPanelData } from './state';
-import { IJob, IWhoami } from './types';
+import { minutes, reasonParts, reasonText } from './reasons';
+import { IJob, ILeaseChange, IReasonFigures, IWhoami, ReasonKind } from './types';
 
 /** What can happen to a job that its owner is told about. */
 export type JobEventKind = 'started' | 'resumed' | 'resized' | 'done' | 'failed' | 'idle';
@@ -27,8 +28,10 @@ export interface IJobEvent {
   /** GPU counts before and after a resize. */
   from?: number;
   to?: number;
-  /** The scheduler's reason for the lease (a start or a resize). */
+  /** The scheduler's reason for the lease (a start or a resize), its kind and figures. */
   why?: string;
+  whyKind?: ReasonKind | null;
+  whyFigures?: IReasonFigures | null;
 }
 
 /** What a notification's buttons do. */
@@ -65,26 +68,30 @@ const AUTO_CLOSE: Record<JobEventKind, number | false> = {
   idle: false
 };
 
-/** What an interactive lease's reason starts with while its idle kernel is warned. */
-const IDLE_WARNING = 'idle: ';
-
 /**
  * The warning of a notebook kernel's GPU lease about to be released for idleness (its reason
  * says so, docs/interactive-gpus.md), or null. Told apart from the job's milestones: once per
  * warning, again if the kernel is warned again after it ran code.
  */
 export function idleWarning(job: IJob): IJobEvent | null {
-  const reason = job.reason ?? '';
-  if (job.kind !== 'interactive' || job.state !== 'running' || !reason.startsWith(IDLE_WARNING)) {
+  if (job.kind !== 'interactive' || job.state !== 'running' || job.reason_kind !== 'idle_warning') {
     return null;
   }
   const generation = job.generation ?? job.history?.length ?? 0;
-  return { kind: 'idle', job, key: `idle:${generation}`, why: reason };
+  const why = { why: job.reason ?? '', whyKind: job.reason_kind, whyFigures: job.reason_figures };
+  return { kind: 'idle', job, key: `idle:${generation}`, ...why };
 }
 
 /** The memory key of a job's idle warning, beside its milestone's (`job.id`). */
 function idleKey(job: IJob): string {
   return `${job.id}#idle`;
+}
+
+/** The reason a lease change was made for, as an event carries it. */
+function reasonOf(
+  change: ILeaseChange | undefined
+): Pick<IJobEvent, 'why' | 'whyKind' | 'whyFigures'> {
+  return { why: change?.why, whyKind: change?.why_kind, whyFigures: change?.why_figures };
 }
 
 /**
@@ -110,12 +117,12 @@ export function milestone(job: IJob): IJobEvent | null {
       key: `resized:${generation}`,
       from: before.gpus.length,
       to: last.gpus.length,
-      why: last.why
+      ...reasonOf(last)
     };
   }
   const resumed = history.slice(0, -1).some(change => change.gpus.length > 0);
   const kind = resumed ? 'resumed' : 'started';
-  return { kind, job, key: `${kind}:${generation}`, why: last?.why };
+  return { kind, job, key: `${kind}:${generation}`, ...reasonOf(last) };
 }
 
 /**
@@ -157,17 +164,27 @@ export function jobLabel(job: IJob): string {
   return job.name ? `GPU job "${job.name}"` : `GPU job ${job.id}`;
 }
 
+/** The reasons whose head says the lease itself, which a notification already says. */
+const LEASE_LEADS = new Set(['running', 'starting', 'resuming', 'resizing']);
+
 /**
- * What a reason adds after the lease it explains: "running on 2 of up to 4 GPUs: the others
- * help other jobs more" gives "the others help other jobs more".
+ * What a reason adds after the lease it explains: a `crowded` reason ("running on 2 of up to
+ * 4 GPUs: the others help other jobs more") gives "the others help other jobs more". A
+ * reason without a kind (from an older scheduler) is kept whole.
  */
-export function reasonDetail(why: string | null | undefined): string {
-  const text = (why ?? '').trim();
-  const colon = text.indexOf(': ');
-  if (colon >= 0 && /^(running|starting|resuming|resizing)\b/.test(text)) {
-    return text.slice(colon + 2);
+export function reasonDetail(
+  why: string | null | undefined,
+  kind?: ReasonKind | null,
+  figures?: IReasonFigures | null
+): string {
+  if (!kind) {
+    return (why ?? '').trim();
   }
-  return text;
+  const parts = reasonParts(kind, figures);
+  if (parts.detail && parts.lead !== null && LEASE_LEADS.has(parts.lead)) {
+    return parts.detail;
+  }
+  return reasonText(kind, figures);
 }
 
 /** The notification of one event. */
@@ -186,7 +203,7 @@ export function noticeFor(event: IJobEvent, canOpenNotebook: boolean): INotice {
         actions: []
       };
     case 'resized': {
-      const detail = reasonDetail(event.why);
+      const detail = reasonDetail(event.why, event.whyKind, event.whyFigures);
       const what =
         event.from === event.to
           ? `${label} moved to GPUs ${gpuList(job.gpus)}`
@@ -210,13 +227,12 @@ export function noticeFor(event: IJobEvent, canOpenNotebook: boolean): INotice {
     }
     case 'idle': {
       const kernel = job.notebook ? `The GPU kernel of ${job.notebook}` : `${label}'s kernel`;
-      const why = event.why ?? '';
-      const soon = /released in (.+?) unless/.exec(why)?.[1];
-      const idle = /run nothing for (.+?)(?: while|;)/.exec(why)?.[1];
+      const f = event.whyFigures ?? {};
       const message =
-        soon && idle
-          ? `${kernel} loses its GPUs in ${soon} unless it runs code (idle for ${idle})`
-          : `${kernel}: ${why.slice(IDLE_WARNING.length)}`;
+        typeof f.release_in_s === 'number' && typeof f.idle_s === 'number'
+          ? `${kernel} loses its GPUs in ${minutes(f.release_in_s)} unless it runs code ` +
+            `(idle for ${minutes(f.idle_s)})`
+          : `${kernel}: ${event.why ?? ''}`;
       return {
         ...base,
         type: 'warning',

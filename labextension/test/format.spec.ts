@@ -1,15 +1,20 @@
-import { duration, epochText, reasonAfterState } from '../src/format';
+import { duration, epochText } from '../src/format';
+import { reasonAfterState } from '../src/reasons';
+import { IReasonFigures, ReasonKind } from '../src/types';
 
 describe('words', () => {
   it.each([
-    ['done', 'done', ''],
-    ['queued', 'queued: needs 2 GPUs, 0 free', 'needs 2 GPUs, 0 free'],
-    ['starting', 'starting on 2 GPUs', 'on 2 GPUs'],
-    ['running', 'kept as is', 'kept as is'],
-    ['failed', null, '']
-  ])('a %s reason next to its badge', (state, reason, shown) => {
-    expect(reasonAfterState(state, reason)).toBe(shown);
-  });
+    ['done', 'done', {}, ''],
+    ['queued', 'waiting', { needs: 2, free: 0 }, 'needs 2 GPUs, 0 free'],
+    ['starting', 'starting', { gpus: 2 }, 'on 2 GPUs'],
+    ['running', 'kernel', { gpus: 1 }, 'holds 1 GPU for its notebook kernel'],
+    ['failed', 'failed', {}, 'error']
+  ] as [string, ReasonKind, IReasonFigures, string][])(
+    'a %s reason next to its badge',
+    (state, kind, figures, shown) => {
+      expect(reasonAfterState(state, kind, figures)).toBe(shown);
+    }
+  );
 
   it.each([
     ['running', { epoch: 4, epochs: 20 }, 'epoch 5/20'],

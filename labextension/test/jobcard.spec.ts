@@ -6,6 +6,8 @@
  */
 import { lossChart, ticks } from '../src/chart';
 import { JobCard } from '../src/jobcard';
+import { reasonText } from '../src/reasons';
+import { IReasonFigures } from '../src/types';
 import { JOB } from './fakes-data';
 
 jest.mock('../src/icon', () => ({ gpuIcon: undefined }));
@@ -101,11 +103,22 @@ describe('a queued job with its forecast', () => {
   // 13:59 local time; the forecast says 14:03 (4 min later), after j-12.
   const now = new Date(2026, 0, 5, 13, 59, 0).getTime();
   const start = now / 1000 + 240;
-  const waiting =
-    'queued: needs 2 GPUs, 0 free; GPUs held by 1 job that is shorter, has waited longer ' +
-    'or is on the critical path';
-  const queued = (reason: string, extra: Record<string, unknown> = {}) =>
-    JOB('j-7', { state: 'queued', reason, estimated_start: start, ...extra }) as any;
+  const waiting: IReasonFigures = {
+    needs: 2,
+    free: 0,
+    holders: [{ id: 'j-12', ahead: 'shorter' }]
+  };
+  const shown = 'needs 2 GPUs, 0 free; GPUs held by j-12 (shorter)';
+  const forecast = { start_in_s: 240, start_after: { id: 'j-12' } };
+  const queued = (figures: IReasonFigures, extra: Record<string, unknown> = {}) =>
+    JOB('j-7', {
+      state: 'queued',
+      reason: reasonText('waiting', figures),
+      reason_kind: 'waiting',
+      reason_figures: figures,
+      estimated_start: start,
+      ...extra
+    }) as any;
   const texts = (card: JobCard) => ({
     reason: card.node.querySelector('.jp-ElasticGpu-reason')?.textContent ?? null,
     start: card.node.querySelector('.jp-ElasticGpu-start')?.textContent ?? null
@@ -117,61 +130,63 @@ describe('a queued job with its forecast', () => {
 
   it('says when it starts once, with the clock time and whose end it waits for', () => {
     const card = new JobCard({ detail: 'compact', onAction: jest.fn() });
-    const reason = `${waiting}; starts in ~4 min, when j-12 finishes`;
-    card.update(queued(reason), { me, canOpenNotebook: false, now });
+    const job = queued({ ...waiting, ...forecast });
+    card.update(job, { me, canOpenNotebook: false, now });
     expect(texts(card)).toEqual({
-      reason: waiting.slice('queued: '.length),
+      reason: shown,
       start: `Starts about ${clock} (in 4 min), when j-12 finishes.`
     });
     expect(card.node.textContent!.match(/starts/gi)).toHaveLength(1);
     // The scheduler's whole sentence stays on hover.
-    expect(card.node.querySelector('.jp-ElasticGpu-reason')!.getAttribute('title')).toBe(reason);
+    expect(card.node.querySelector('.jp-ElasticGpu-reason')!.getAttribute('title')).toBe(
+      `queued: ${shown}; starts in ~4 min, when j-12 finishes`
+    );
   });
 
-  it('names the job it waits for as the viewer knows it', () => {
+  it('names the job it waits for as the viewer knows it, else as the scheduler named it', () => {
     const card = new JobCard({ detail: 'compact', onAction: jest.fn() });
-    const reason = `${waiting}; starts in ~4 min, when j-12 finishes`;
     const nameOf = (id: string) => (id === 'j-12' ? 'resnet50-sweep' : null);
-    card.update(queued(reason), { me, canOpenNotebook: false, now, nameOf });
+    card.update(queued({ ...waiting, ...forecast }), { me, canOpenNotebook: false, now, nameOf });
     expect(texts(card).start).toBe(
       `Starts about ${clock} (in 4 min), when resnet50-sweep finishes.`
     );
+    const named = { start_in_s: 240, start_after: { id: 'j-12', name: 'mnist' } };
+    card.update(queued({ ...waiting, ...named }), { me, canOpenNotebook: false, now });
+    expect(texts(card).start).toBe(`Starts about ${clock} (in 4 min), when mnist finishes.`);
   });
 
   it('drops the forecast words without a job to wait for, and under a minute', () => {
     const card = new JobCard({ detail: 'compact', onAction: jest.fn() });
-    card.update(queued(`${waiting}; starts in under a minute`), {
-      me,
-      canOpenNotebook: false,
-      now
-    });
-    expect(texts(card)).toEqual({
-      reason: waiting.slice('queued: '.length),
-      start: `Starts about ${clock} (in 4 min).`
-    });
+    card.update(queued({ ...waiting, start_in_s: 20 }), { me, canOpenNotebook: false, now });
+    expect(texts(card)).toEqual({ reason: shown, start: `Starts about ${clock} (in 4 min).` });
   });
 
   it('keeps the reason whole where the card shows no start time', () => {
-    const reason = `${waiting}; starts in ~4 min, when j-12 finishes`;
+    const figures = { ...waiting, ...forecast };
+    const whole = `${shown}; starts in ~4 min, when j-12 finishes`;
     // Nobody known yet: no forecast line, so the reason keeps its figures.
     const card = new JobCard({ detail: 'compact', onAction: jest.fn() });
-    card.update(queued(reason), { me: null, canOpenNotebook: false, now });
-    expect(texts(card)).toEqual({ reason: reason.slice('queued: '.length), start: null });
+    card.update(queued(figures), { me: null, canOpenNotebook: false, now });
+    expect(texts(card)).toEqual({ reason: whole, start: null });
     // No estimate: the reason is left as the scheduler said it.
     const other = new JobCard({ detail: 'compact', onAction: jest.fn() });
-    other.update(queued(reason, { estimated_start: null }), { me, canOpenNotebook: false, now });
+    other.update(queued(figures, { estimated_start: null }), { me, canOpenNotebook: false, now });
     expect(texts(other)).toEqual({
-      reason: reason.slice('queued: '.length),
+      reason: whole,
       start: 'No start time can be estimated yet.'
     });
     expect(other.node.querySelector('.jp-ElasticGpu-reason')!.hasAttribute('title')).toBe(false);
   });
 
-  it('leaves a reason that only looks like a forecast alone', () => {
+  it('shows the words of a scheduler that sends no kind as they came', () => {
     const card = new JobCard({ detail: 'compact', onAction: jest.fn() });
     const reason = 'queued: suspended by ann; starts in ~4 min, when j-12 finishes, maybe';
-    card.update(queued(reason), { me, canOpenNotebook: false, now });
-    expect(texts(card).reason).toBe(reason.slice('queued: '.length));
+    card.update(JOB('j-7', { state: 'queued', reason, estimated_start: start }) as any, {
+      me,
+      canOpenNotebook: false,
+      now
+    });
+    expect(texts(card).reason).toBe(reason);
   });
 });
 

@@ -24,6 +24,12 @@ const start = (t: number, n: number, why = `running on ${n} GPUs (its maximum)`)
   gpus: Array.from({ length: n }, (_, i) => String(i)),
   why
 });
+/** A lease change whose reason has its kind and figures, as the scheduler sends it. */
+const crowded = (t: number) => ({
+  ...start(t, 2, 'running on 2 of up to 4 GPUs: the others help other jobs more'),
+  why_kind: 'crowded' as const,
+  why_figures: { gpus: 2, top: 4 }
+});
 const stop = (t: number) => ({ t, gpus: [], why: 'queued: suspended by ann' });
 
 function job(extra: Partial<IJob> = {}): IJob {
@@ -89,6 +95,7 @@ describe('idle warning of a kernel lease', () => {
   const WARNED =
     'idle: its kernel has run nothing for 12 minutes while jobs wait for 4 GPUs; its GPUs are ' +
     'released in 3 minutes unless it runs code';
+  const WARNING = { detail: WARNED, release_in_s: 170, idle_s: 725 };
   const lease = (reason: string) =>
     job({
       kind: 'interactive',
@@ -98,6 +105,8 @@ describe('idle warning of a kernel lease', () => {
       generation: 1,
       gpus: ['0'],
       reason,
+      reason_kind: reason === WARNED ? 'idle_warning' : 'kernel',
+      reason_figures: reason === WARNED ? WARNING : { gpus: 1 },
       notebook: 'work/explore.ipynb'
     });
 
@@ -121,7 +130,18 @@ describe('idle warning of a kernel lease', () => {
       'The GPU kernel of work/explore.ipynb loses its GPUs in 3 minutes unless it runs code ' +
         '(idle for 12 minutes)'
     );
-    expect(idleWarning(job({ state: 'running', reason: WARNED }))).toBeNull(); // not a lease
+    const notLease = job({ state: 'running', reason: WARNED, reason_kind: 'idle_warning' });
+    expect(idleWarning(notLease)).toBeNull();
+    // A warning by another rule (held too long) says that rule's words.
+    const held = 'it has held its GPUs for 2 hours while jobs wait for 2 GPUs (limit 2 hours)';
+    const bound = {
+      ...lease(WARNED),
+      reason: held,
+      reason_figures: { detail: held, release_in_s: 60 }
+    };
+    expect(noticeFor(idleWarning(bound)!, true).message).toBe(
+      `The GPU kernel of work/explore.ipynb: ${held}`
+    );
   });
 });
 
@@ -135,9 +155,8 @@ describe('noticeFor', () => {
       type: 'info',
       actions: []
     });
-    const why = 'running on 2 of up to 4 GPUs: the others help other jobs more';
     const resized = milestone(
-      job({ state: 'resizing', history: [start(1, 4), start(2, 2, why)], gpus: ['0', '1'] })
+      job({ state: 'resizing', history: [start(1, 4), crowded(2)], gpus: ['0', '1'] })
     )!;
     expect(noticeFor(resized, true).message).toBe(
       'GPU job "mnist" resized from 4 to 2 GPUs: the others help other jobs more'
@@ -195,9 +214,22 @@ describe('noticeFor', () => {
   });
 
   it('keeps what a reason adds after its lease', () => {
-    expect(reasonDetail('running on 2 of up to 4 GPUs: more would not pay')).toBe(
-      'more would not pay'
+    const crowded = 'running on 2 of up to 4 GPUs: the others help other jobs more';
+    expect(reasonDetail(crowded, 'crowded', { gpus: 2, top: 4 })).toBe(
+      'the others help other jobs more'
     );
+    const shrunk = {
+      gpus: 2,
+      top: 4,
+      held: 4,
+      change_s: -60,
+      for_job: { id: 'j-2', name: 'urgent', starts: true }
+    };
+    expect(reasonDetail('', 'resized', shrunk)).toBe(
+      "shrunk from 4 so that 'urgent' can start now (it ends ~1 min later)"
+    );
+    expect(reasonDetail('', 'kernel', { gpus: 1 })).toBe('holds 1 GPU for its notebook kernel');
+    // From a scheduler that sends no kind: the words as they came, never read.
     expect(reasonDetail('shrunk for a shorter job')).toBe('shrunk for a shorter job');
     expect(reasonDetail(null)).toBe('');
   });

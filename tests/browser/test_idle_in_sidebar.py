@@ -49,7 +49,7 @@ def test_idle_gpus_and_a_queued_start_are_explained_once(open_lab, tmp_path):
 
     # Three GPUs idle, because the job that could use them needs four.
     idle = lab.panel.locator("[data-idle-reason]")
-    said = re.compile(rf"^3 GPUs idle: {big['id']} needs 4")
+    said = re.compile(r"^3 GPUs idle: 'all-four' needs 4")  # the owner's job, by its name
     expect(idle).to_have_text(said)
     expect(idle).to_have_attribute("data-idle-reason", said)
     expect(idle).to_be_visible()
@@ -69,7 +69,9 @@ def test_idle_gpus_and_a_queued_start_are_explained_once(open_lab, tmp_path):
     assert "starts" not in reason.inner_text()
     # ... which the scheduler's reason says too (the CLI and the API keep it whole).
     [entry] = [e for e in _get(server, "queue")["queue"] if e["id"] == big["id"]]
-    assert re.search(rf"; starts in ~\d+ min, when {first['id']} finishes$", entry["reason"])
+    assert re.search(r"; starts in ~\d+ min, when 'one-gpu' finishes$", entry["reason"])
+    after = entry["reason_figures"]["start_after"]
+    assert (after["id"], after["name"]) == (first["id"], "one-gpu")
     _screenshot(lab, tmp_path)
 
     # The one-GPU job goes, the big one takes all four: no GPU idle, no line.

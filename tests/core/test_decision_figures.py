@@ -109,7 +109,8 @@ def test_a_resize_says_what_it_saves_or_costs_the_job():
     shrunk = d.reasons["a"]
     assert isinstance(shrunk, Resized) and (shrunk.gpus, shrunk.held) == (n, 4)
     assert shrunk.change_s == pytest.approx(wide.remaining_time(4) - wide.remaining_time(n))
-    assert str(shrunk).startswith(f"running on {n} of up to 4 GPUs: shrunk from 4 for jobs")
+    assert shrunk.for_job == "s" and shrunk.starts  # the room it makes, for whom
+    assert str(shrunk).startswith(f"running on {n} of up to 4 GPUs: shrunk from 4 so that s can ")
 
 
 def test_a_job_about_to_finish_says_how_long_it_has_left():
@@ -128,7 +129,8 @@ def test_a_job_started_moments_ago_says_how_long_it_is_left_alone():
     job = running(left=1e4, last_change=995.0)
     d = decide(policy, Snapshot(GPUS, (job,)), now=1000.0)
     why = d.reasons["a"]
-    assert why == Kept(2, STARTED, hold_s=policy.cooldown_s(job)) and why.hold_s == 60.0
+    assert why == Kept(2, STARTED, hold_s=policy.cooldown_s(job), changed_at=995.0)
+    assert why.hold_s == 60.0
     assert str(why).endswith("because it started moments ago (left alone ~1 min after a change)")
     assert "a is kept as is because it started moments ago" in str(
         idle_reason(Snapshot(GPUS, (job,)), d)

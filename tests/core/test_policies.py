@@ -206,7 +206,7 @@ def test_adaptive_queues_with_a_reason_when_nothing_fits():
     d = AdaptivePolicy().decide(Snapshot(_gpus(4), (running, waiting)), 100)
     assert d.allocations["w"] == ()
     assert str(d.reasons["w"]).startswith("queued: needs 4 GPUs, 0 free")
-    assert "held by 1 job" in str(d.reasons["w"])
+    assert str(d.reasons["w"]).endswith("; GPUs held by r (shorter)")
 
 
 def test_aging_lets_a_long_waiting_job_in():

@@ -20,6 +20,8 @@ from openapi_check import response_pointer, validate
 from servers import DaemonProcess, call, free_port, get_json, wait_for
 
 from jupyter_elastic_gpu.core.policies import make_policy
+from jupyter_elastic_gpu.core.reason_kinds import ReasonKind
+from jupyter_elastic_gpu.core.reasons import Told
 from jupyter_elastic_gpu.core.schedule import decide
 from jupyter_elastic_gpu.models import SubmitRequest
 from jupyter_elastic_gpu.scheduler import snapshot
@@ -85,12 +87,13 @@ def test_held_jobs_and_drained_gpus_are_not_offered_to_the_policy():
     assert [g.id for g in snap.usable_gpus] == ["0", "1", "3"]
     snapshot.account([free, held], 10.0)
     assert free.queued_s == 10.0 and held.queued_s == 0.0  # a hold does not age a job
-    assert snapshot.shown_reason(held, "whatever the policy said").startswith(
+    policy_said = Told(ReasonKind.CROWDED, {"gpus": 1, "top": 2})
+    assert str(snapshot.shown_reason(held, policy_said)).startswith(
         "suspended by ann: it gets no GPUs until resumed (POST jobs/j-held/resume)"
     )
     by_admin = record("j-2", held_by="ops")
     assert "by ops (an admin): it gets no GPUs until an admin resumes it" in (
-        snapshot.shown_reason(by_admin, "")
+        str(snapshot.shown_reason(by_admin, policy_said))
     )
     by_admin.state = JobState.STOPPING  # still checkpointing: kept in the snapshot, pinned
     assert [j.id for j in snapshot.build([by_admin], gpus, {}, 1.0).jobs] == ["j-2"]

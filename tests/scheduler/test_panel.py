@@ -150,6 +150,8 @@ async def test_the_status_view_is_unchanged_and_an_unknown_view_is_refused(jp_fe
         "jobs",
         "hidden",
         "idle",
+        "idle_kind",
+        "idle_figures",
     }
     ws.close()
     with pytest.raises(HTTPClientError) as refused:

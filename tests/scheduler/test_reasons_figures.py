@@ -73,8 +73,13 @@ async def test_a_queued_job_says_whose_end_it_waits_for_and_when_it_starts(tmp_p
         entry = next(e for e in (await api.queue(ANN)).queue if e.id == second.id)
         # 100 s of work left: "~2 min" from now, or "~1 min" on a machine slow enough for
         # tens of seconds to pass between the forecast and the answer.
-        figures = rf"; starts in ~[12] min, when {first.id} finishes"
-        assert entry.reason.startswith("queued: needs 1 GPU, 0 free; GPUs held by 1 job")
+        figures = rf"; starts in ~[12] min, when '{first.name}' finishes"
+        held_by = f"queued: needs 1 GPU, 0 free; GPUs held by '{first.name}' (shorter)"
+        assert entry.reason.startswith(held_by), entry.reason
+        # The same as data: the kind, the holder by id and name, and the forecast's figures.
+        assert entry.reason_kind == "waiting" and entry.reason_figures.needs == 1
+        assert entry.reason_figures.holders[0].id == first.id
+        assert entry.reason_figures.start_after.name == first.name
         assert re.search(figures + "$", entry.reason), entry.reason
         assert entry.estimated_start is not None
         status = await api.status(ANN)
@@ -83,7 +88,7 @@ async def test_a_queued_job_says_whose_end_it_waits_for_and_when_it_starts(tmp_p
         assert status.idle is None and (await api.gpus(ANN)).idle is None  # no GPU is idle
         # The figures are the owner's: another user sees owner, size and state only.
         theirs = next(e for e in (await api.queue(BOB)).queue if e.id == second.id)
-        assert theirs.reason == "queued"
+        assert theirs.reason == "queued" and theirs.reason_kind == "public"
 
 
 async def test_idle_gpus_say_what_growing_the_running_job_would_cost_and_save(tmp_path):
@@ -102,8 +107,11 @@ async def test_idle_gpus_say_what_growing_the_running_job_would_cost_and_save(tm
         assert len(long.desired.gpus) == 2  # growing to 4 saves 5 s: less than a resize
         assert long.reason == "running on 2 of up to 4 GPUs: 4 would save ~5 s, a resize costs ~6 s"
         api = LocalBackend(svc)
-        want = f"2 GPUs idle: growing {long.id} to 4 would save ~5 s, a resize costs ~6 s"
-        assert (await api.gpus(ANN)).idle == want
+        want = f"2 GPUs idle: growing '{long.name}' to 4 would save ~5 s, a resize costs ~6 s"
+        gpus = await api.gpus(ANN)
+        assert gpus.idle == want and gpus.idle_kind == "idle"
+        cause = gpus.idle_figures.causes[0]
+        assert (cause.job.id, cause.kind, cause.figures.to) == (long.id, "resize_would_not_pay", 4)
         assert (await api.status(ANN)).idle == want
         # Another user learns why the GPUs are idle, not the figures of ann's job.
         assert (await api.gpus(BOB)).idle == (

@@ -13,6 +13,8 @@ import pytest
 from elastic_gpu_sidecar.protocol import JobState, Lease
 from servers import RecordingLauncher
 
+from jupyter_elastic_gpu.core.reason_kinds import ReasonKind
+from jupyter_elastic_gpu.core.reasons import Told
 from jupyter_elastic_gpu.errors import BadRequest
 from jupyter_elastic_gpu.models import EventKind, Heartbeat, SubmitRequest, parse
 from jupyter_elastic_gpu.scheduler.execution.inventory import SimulatedInventory
@@ -100,7 +102,7 @@ async def test_a_resumed_job_does_not_deadlock_a_shrinking_one(tmp_path):
     a.state, a.started_at = JobState.RUNNING, now
     a.desired, a.reported = Lease(1, ["0", "1"]), Heartbeat(generation=1, gpus=["0", "1"])
     a.launched_at = now
-    await svc.lifecycle.requeue(a, "suspended", now, kind=EventKind.SUSPENDED)
+    await svc.lifecycle.requeue(a, Told(ReasonKind.SUSPENDED), now, kind=EventKind.SUSPENDED)
     b.state, b.started_at, b.launched_at = JobState.RUNNING, now, now
     b.desired, b.granted = Lease(3, ["1", "2"]), {3: ["1", "2"]}
     b.reported = Heartbeat(generation=3, gpus=["1", "2"], state="running")

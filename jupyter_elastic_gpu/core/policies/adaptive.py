@@ -27,13 +27,14 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from operator import attrgetter
 from typing import ClassVar
 
 from ..model import Decision, Job, Snapshot
 from ..placement import place
+from ..reason_kinds import Ahead
 from ..reasons import (
     FINISHING,
     IN_PROGRESS,
@@ -102,7 +103,7 @@ class _Reasons(Mapping[str, Reason]):
     def _worked_out(self) -> dict[str, Reason]:
         if self._said is None:
             plans, why = self._plans, self._policy.reason
-            ahead = [p.job for p in plans if p.count]
+            ahead = [p for p in plans if p.count]
             self._said = {p.job.id: why(p, self._free, ahead) for p in plans}
         return self._said
 
@@ -365,16 +366,14 @@ class AdaptivePolicy:
 
         return Decision(allocations, reasons, order, promise)
 
-    def reason(self, plan: _Plan, free: int, admitted: list[Job]) -> Reason:
+    def reason(self, plan: _Plan, free: int, admitted: list[_Plan]) -> Reason:
         """Why ``plan``'s job gets what it gets, with the figures the decision weighed;
-        ``free``: the GPUs the decision leaves idle, ``admitted``: the jobs that get GPUs."""
+        ``free``: the GPUs the decision leaves idle, ``admitted``: the plans that get GPUs."""
         job, n = plan.job, plan.count
         if n == 0:
-            why = (
-                "that is shorter, has waited longer or is on the critical path",
-                "that are shorter, have waited longer or are on the critical path",
+            return queued_reason(
+                job, job.min_gpus, free, [p.job for p in admitted], _why_ahead(plan, admitted)
             )
-            return queued_reason(job, job.min_gpus, free, admitted, why)
         held = len(job.gpus)
         if plan.frozen and n == held:
             return self._kept(plan)
@@ -385,7 +384,18 @@ class AdaptivePolicy:
         if held and n != held:
             change = job.remaining_time(held) - job.remaining_time(n)
             if math.isfinite(change):
-                return Resized(n, job.max_gpus, held, job.resize_cost, change)
+                # A shrink makes room for the first job that gains GPUs, one that starts first.
+                gain = [p.job for p in admitted if p is not plan and p.count > len(p.job.gpus)]
+                room = next((j for j in gain if not j.gpus), gain[0] if gain else None)
+                return Resized(
+                    n,
+                    job.max_gpus,
+                    held,
+                    job.resize_cost,
+                    change,
+                    room.id if room and n < held else None,
+                    bool(room and not room.gpus),
+                )
         if n >= job.max_gpus:
             return AtMaximum(n)
         if free > 0:
@@ -397,7 +407,7 @@ class AdaptivePolicy:
         if plan.frozen == FINISHING:
             return Kept(n, FINISHING, left_s=job.remaining_time(n), cost_s=job.resize_cost)
         if plan.frozen in (RESIZED, STARTED):
-            return Kept(n, plan.frozen, hold_s=self.cooldown_s(job))
+            return Kept(n, plan.frozen, hold_s=self.cooldown_s(job), changed_at=job.last_change)
         return Kept(n, plan.frozen)
 
     def _not_grown(self, job: Job, n: int, free: int) -> Elastic:
@@ -420,3 +430,26 @@ class AdaptivePolicy:
         m = 1.0 + self.params.resize_margin
         need = m * cost * left / (left + m * cost)
         return ResizeWouldNotPay(n, job.max_gpus, to, cost, gain, need)
+
+
+def _why_ahead(waiting: _Plan, admitted: list[_Plan]) -> Callable[[Job], Ahead]:
+    """Why each job that gets GPUs comes before ``waiting``: it is on the critical path, it
+    has less GPU-time left, it has waited longer, it weighs more, or it already runs."""
+    plans = {p.job.id: p for p in admitted}
+
+    def why(job: Job) -> Ahead:
+        p = plans[job.id]
+        if p.critical:
+            return "critical"
+        mine, theirs = waiting.job, p.job
+        if p.rem * theirs.min_gpus / max(p.x_lo, _EPS) < (
+            waiting.rem * mine.min_gpus / max(waiting.x_lo, _EPS)
+        ):
+            return "shorter"
+        if theirs.queued_s > mine.queued_s:
+            return "waited"
+        if theirs.weight > mine.weight:
+            return "priority"
+        return "running"
+
+    return why

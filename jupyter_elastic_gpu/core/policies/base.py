@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import ClassVar, Protocol
 
 from ..model import Decision, Job, Snapshot
 from ..placement import place
+from ..reason_kinds import Ahead
 from ..reasons import Reason, Running, Waiting
 
 
@@ -30,9 +31,9 @@ class Policy(Protocol):
         ...
 
 
-#: Why the jobs that hold the GPUs come first: one phrase that agrees with any number of them
-#: ("submitted earlier"), or the phrase for one job and the phrase for several.
-WhyAhead = str | tuple[str, str]
+#: Why the jobs that hold the GPUs come first: one cause for all of them ("earlier": submitted
+#: earlier), or a function of the holder.
+WhyAhead = Ahead | Callable[[Job], Ahead]
 
 
 def queued_reason(
@@ -42,10 +43,9 @@ def queued_reason(
 
     ``ahead`` are the jobs that hold GPUs in this decision (the waiting job is not one of them).
     """
-    held = len(ahead)
-    if not isinstance(why_ahead, str):
-        why_ahead = why_ahead[0] if held == 1 else why_ahead[1]
-    return Waiting(needed, free, held, why_ahead if held else "", suspended=job.started)
+    why = why_ahead if callable(why_ahead) else (lambda _: why_ahead)
+    holders = tuple((other.id, why(other)) for other in ahead if other.id != job.id)
+    return Waiting(needed, free, holders, suspended=job.started)
 
 
 def whole_leases_first(jobs: Iterable[Job], snapshot: Snapshot) -> list[Job]:

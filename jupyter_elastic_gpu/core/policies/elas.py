@@ -43,6 +43,6 @@ class ElasPolicy:
             snapshot,
             order,
             size,
-            why_ahead="with less progress-weighted service",
+            why_ahead="less_weighted",
             keep_running=False,
         )

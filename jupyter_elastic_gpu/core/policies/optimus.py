@@ -59,7 +59,7 @@ class OptimusPolicy:
             j.id: (
                 Running(counts[j.id])
                 if counts[j.id]
-                else queued_reason(j, j.min_gpus, free, admitted, "submitted earlier")
+                else queued_reason(j, j.min_gpus, free, admitted, "earlier")
             )
             for j in order
         }

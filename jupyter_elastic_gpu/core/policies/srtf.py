@@ -24,6 +24,4 @@ class SrtfPolicy:
             key=lambda j: (not j.pinned, j.remaining_time(j.requested_gpus), j.submit_time, j.id),
         )
         size = {j.id: j.requested_gpus for j in snapshot.jobs}
-        return fixed_size_decision(
-            snapshot, order, size, why_ahead="with less time left", keep_running=False
-        )
+        return fixed_size_decision(snapshot, order, size, why_ahead="less_left", keep_running=False)

@@ -21,6 +21,4 @@ class StaticPolicy:
     def decide(self, snapshot: Snapshot, now: float) -> Decision:
         order = sorted(snapshot.jobs, key=lambda j: (j.submit_time, j.id))
         size = {j.id: j.requested_gpus for j in snapshot.jobs}
-        return fixed_size_decision(
-            snapshot, order, size, why_ahead="submitted earlier", keep_running=True
-        )
+        return fixed_size_decision(snapshot, order, size, why_ahead="earlier", keep_running=True)

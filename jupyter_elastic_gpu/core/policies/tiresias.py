@@ -35,5 +35,5 @@ class TiresiasPolicy:
         )
         size = {j.id: j.requested_gpus for j in snapshot.jobs}
         return fixed_size_decision(
-            snapshot, order, size, why_ahead="with less attained service", keep_running=False
+            snapshot, order, size, why_ahead="less_service", keep_running=False
         )

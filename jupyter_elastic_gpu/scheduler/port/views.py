@@ -13,6 +13,8 @@ from typing import Any
 
 from elastic_gpu_sidecar.protocol import JobState
 
+from ...core.reason_kinds import ReasonKind
+from ...core.reason_text import named, say
 from ...errors import Forbidden
 from ...models import (
     GpuProcessView,
@@ -32,7 +34,7 @@ from ...models import (
 )
 from ...sim.forecast import Forecast
 from .. import estimates as expect
-from ..jobs import JobRecord
+from ..jobs import JobRecord, NameOf
 from ..principal import Principal
 
 #: Lease changes a job view carries (the newest).
@@ -75,6 +77,8 @@ def job_view(job: JobRecord) -> JobView:
         max_gpus=job.max_gpus,
         requested_gpus=job.requested_gpus,
         reason=job.reason,
+        reason_kind=job.reason_kind,
+        reason_figures=job.reason_figures,
         position=job.position,
         submitted_at=job.submitted_at,
         started_at=job.started_at,
@@ -170,10 +174,13 @@ def job_list(
     )
 
 
-def _public_reason(job: JobRecord) -> str:
-    if job.state == JobState.QUEUED:
-        return "queued"
-    return f"{job.state} on {len(job.held_gpus)} GPUs"
+#: A reason as a view carries it: its text, kind and figures.
+Said = tuple[str, ReasonKind, dict[str, Any]]
+
+
+def _public_reason(job: JobRecord) -> Said:
+    figures: dict[str, Any] = {"state": job.state.value, "gpus": len(job.held_gpus)}
+    return say(ReasonKind.PUBLIC, figures), ReasonKind.PUBLIC, figures
 
 
 def _when(t: float | None) -> float | None:
@@ -181,20 +188,40 @@ def _when(t: float | None) -> float | None:
     return None if t is None else float(round(t))
 
 
-def _reason(job: JobRecord, forecast: Forecast | None, now: float | None) -> str:
+def _reason(job: JobRecord, forecast: Forecast | None, now: float | None, name_of: NameOf) -> Said:
     """The owner's reason, with when a queued job starts and whose end it waits for."""
+    said = job.reason, job.reason_kind, job.reason_figures
     if forecast is None or job.state != JobState.QUEUED or job.held:
-        return job.reason
+        return said
     start = expect.start(job.id, forecast, forecast.at if now is None else now)
-    return f"{job.reason}; {start}" if start else job.reason
+    if start is None:
+        return said
+    figures = {**job.reason_figures, **named(start.figures(), name_of)}
+    return say(job.reason_kind, figures), job.reason_kind, figures
 
 
-def _idle(forecast: Forecast | None, who: Principal) -> str | None:
-    """Why GPUs stay idle, naming the jobs ``who`` may not see without their figures."""
+def _idle(
+    forecast: Forecast | None, who: Principal, jobs: Mapping[str, JobRecord]
+) -> dict[str, Any]:
+    """Why GPUs stay idle (the fields ``idle``, ``idle_kind``, ``idle_figures``), naming the
+    jobs ``who`` may see by their names, and those they may not without their figures."""
     idle = getattr(forecast, "idle", None)
     if idle is None:
-        return None
-    return idle.text(lambda user: who.may_see(SimpleNamespace(user=user)))
+        return {}
+    figures = named(
+        idle.figures(lambda user: who.may_see(SimpleNamespace(user=user))), _names(jobs, who)
+    )
+    return {"idle": say(idle.kind, figures), "idle_kind": idle.kind, "idle_figures": figures}
+
+
+def _names(jobs: Mapping[str, JobRecord], who: Principal) -> NameOf:
+    """The names of the jobs ``who`` may see, by id."""
+
+    def name_of(job_id: str) -> str | None:
+        job = jobs.get(job_id)
+        return job.name if job is not None and who.may_see(job) and job.name else None
+
+    return name_of
 
 
 def queue(
@@ -210,10 +237,12 @@ def queue(
         key=lambda j: (j.rank is None, j.rank or 0, j.submitted_at, j.id),
     )
     estimates = forecast.estimates if forecast else {}
+    name_of = _names({j.id: j for j in waiting}, who)
     entries = []
     for j in waiting:
         mine = who.may_see(j)
         guess = estimates.get(j.id) if mine else None
+        reason, kind, figures = _reason(j, forecast, now, name_of) if mine else _public_reason(j)
         entries.append(
             QueueEntry(
                 id=j.id,
@@ -223,7 +252,9 @@ def queue(
                 min_gpus=j.min_gpus,
                 max_gpus=j.max_gpus,
                 position=j.position,
-                reason=_reason(j, forecast, now) if mine else _public_reason(j),
+                reason=reason,
+                reason_kind=kind,
+                reason_figures=figures,
                 name=j.name if mine else None,
                 estimated_start=_when(guess.start) if guess else None,
                 estimated_end=_when(guess.end) if guess and not j.estimating else None,
@@ -248,9 +279,12 @@ def status(
     ``forecast`` as for ``queue``."""
     visible = [j for j in jobs if not j.final or who.may_see(j)]
     listed, hidden = select(visible, who, query, finished_per_user)
+    every = {j.id: j for j in visible}
+    name_of = _names(every, who)
     summaries = []
     for j in listed:
         mine = who.may_see(j)
+        reason, kind, figures = _reason(j, forecast, now, name_of) if mine else (None, None, None)
         p = j.progress
         summaries.append(
             StatusJob(
@@ -267,14 +301,16 @@ def status(
                     step=p.step_in_epoch if p else None,
                     replicas=p.replicas if p else None,
                 ),
-                reason=_reason(j, forecast, now) if mine else None,
+                reason=reason,
+                reason_kind=kind,
+                reason_figures=figures,
             )
         )
     return Status(
         gpus=[StatusGpu(id=g, holder=holders.get(g)) for g in gpu_ids],
         jobs=summaries,
         hidden=hidden,
-        idle=_idle(forecast, who),
+        **_idle(forecast, who, every),
     )
 
 
@@ -322,4 +358,4 @@ def gpus(
                 drained=info.id in drained,
             )
         )
-    return Gpus(source=source, gpus=views, idle=_idle(forecast, who))
+    return Gpus(source=source, gpus=views, **_idle(forecast, who, jobs))

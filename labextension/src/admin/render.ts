@@ -5,17 +5,17 @@
  * caller's (`IAdminSteering`). Text from the server goes in as text, never as HTML.
  */
 import { Child, h } from '../dom';
-import {
-  duration,
-  figure,
-  gpuList,
-  gpuRange,
-  memory,
-  percent,
-  plural,
-  reasonAfterState
-} from '../format';
+import { duration, figure, gpuList, gpuRange, memory, percent, plural } from '../format';
+import { reasonAfterState } from '../reasons';
 import { IGpu, IJob, isFinal, IShareGroup, IShares, IShareUser } from '../types';
+
+/** A job's reason beside its state, made from its kind and figures (its text from a server
+ * that sends no kind). */
+function reasonText(job: IJob): string {
+  return job.reason_kind
+    ? reasonAfterState(job.state, job.reason_kind, job.reason_figures)
+    : (job.reason ?? '');
+}
 
 /** What a cell shows when there is nothing to show. */
 export const NONE = '\u2013';
@@ -150,7 +150,7 @@ export function jobRow(job: IJob, steer: IAdminSteering): HTMLTableRowElement {
     td({ class: 'state' }, job.state, ...(job.held ? [' ', badge('held', 'held')] : [])),
     td({}, gpuList(job.gpus), range ? ` (${range})` : null),
     td({}, ...priority),
-    td({ class: 'reason' }, reasonAfterState(job.state, job.reason)),
+    td({ class: 'reason' }, reasonText(job)),
     td({}, ...jobButtons(job, steer))
   );
 }
