@@ -7,7 +7,7 @@ the launcher hands a sidecar (the job's secret, ``--job-id``, ``--generation``, 
 ``--scheduler-url``, ``--heartbeat``) and stays alive as a ``sleep``. For each launch this
 script then runs a synthetic sidecar client that heartbeats the real route, with the real
 secret, once per heartbeat interval: realistic bodies, a new progress record each time, the
-generation of the lease it was given. ``--pollers`` clients GET ``jobs`` once a second
+generation of the grant it was given. ``--pollers`` clients GET ``jobs`` once a second
 meanwhile, all on one event loop (tornado's AsyncHTTPClient, which opens a connection per
 request, as the sidecar's urllib does). Each client sends its next request one interval after
 the previous one was sent, or at once if the answer came later (closed loop).
@@ -126,7 +126,7 @@ class SyntheticSidecar:
         self.t_last: float | None = None
         self.acked: list[dict] = []  # progress records of heartbeats answered 2xx
         self.unacked: list[dict] = []  # sent, but the answer was an error or never came
-        self.wrong_leases = 0
+        self.wrong_grants = 0
 
     def record(self, **extra) -> dict:
         now = time.time()
@@ -188,12 +188,12 @@ class SyntheticSidecar:
             self.unacked.append(record)
             return
         self.acked.append(record)
-        lease = json.loads(response.body)
+        grant = json.loads(response.body)
         expected = {"generation": self.launch.generation, "gpus": self.launch.gpus}
         if state != "done" and (
-            lease.get("action") != "run" or {k: lease.get(k) for k in expected} != expected
+            grant.get("action") != "run" or {k: grant.get(k) for k in expected} != expected
         ):
-            self.wrong_leases += 1
+            self.wrong_grants += 1
 
     async def run(self, client, stats: Stats, until: float) -> None:
         loop = asyncio.get_running_loop()
@@ -376,9 +376,9 @@ async def run(args, server: JupyterServer, launches_dir: Path, sleepers: list[in
         problems.append(f"{len(not_done)} jobs not done after their final heartbeat")
     if stopped not in (0, -signal.SIGTERM):
         problems.append(f"the server exited with {stopped} on SIGTERM")
-    wrong = sum(sc.wrong_leases for sc in sidecars)
+    wrong = sum(sc.wrong_grants for sc in sidecars)
     if wrong:
-        problems.append(f"{wrong} heartbeats were answered another lease than the one given")
+        problems.append(f"{wrong} heartbeats were answered another grant than the one given")
 
     print(
         f"{args.jobs} synthetic sidecars heartbeating every {args.interval:g} s, "

@@ -7,7 +7,7 @@ a job A (1-4 GPUs) starts alone on 4 GPUs, then job B (2 GPUs) arrives and A is 
 and both finish. From the API's events and progress records:
 
 * start: the decision to admit a job until its first training step (both jobs);
-* resize: the decision to resize A until its first step on the new lease.
+* resize: the decision to resize A until its first step on the new grant.
 
     python benchmarks/cluster_overhead.py [--rounds 3] [--json OUT]
 """

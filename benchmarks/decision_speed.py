@@ -31,7 +31,7 @@ from jupyter_elastic_gpu.sim.traces.pollux import scaling_curves
 
 
 def big_snapshot(jobs: int = 1000, gpus: int = 256, seed: int = 0) -> Snapshot:
-    """A busy 32-node box: every GPU leased, most jobs waiting, measured speeds for runners."""
+    """A busy 32-node box: every GPU granted, most jobs waiting, measured speeds for runners."""
     rng = random.Random(seed)
     gpu_list = tuple(Gpu(f"n{i // 8}-g{i % 8}", f"n{i // 8}") for i in range(gpus))
     free = [g.id for g in gpu_list]

@@ -88,7 +88,7 @@ def wait_first(job: Path, generation: int, proc: subprocess.Popen, timeout: floa
     raise RuntimeError(f"generation {generation} did not start training in {timeout} s")
 
 
-def run_case(work: Path, name: str, leases: list[str], extra: list[str], settle: float) -> dict:
+def run_case(work: Path, name: str, grants: list[str], extra: list[str], settle: float) -> dict:
     job = work / name
     cli = [sys.executable, "-m", "elastic_gpu_sidecar"]
     cmd = [
@@ -97,7 +97,7 @@ def run_case(work: Path, name: str, leases: list[str], extra: list[str], settle:
         "--job-dir",
         str(job),
         "--gpus",
-        leases[0],
+        grants[0],
         "--quiet",
         *extra,
         "--",
@@ -113,16 +113,16 @@ def run_case(work: Path, name: str, leases: list[str], extra: list[str], settle:
         start_new_session=True,
     )
     try:
-        for gen, lease in enumerate(leases[1:], start=1):
+        for gen, grant in enumerate(grants[1:], start=1):
             wait_first(job, gen, proc)
             time.sleep(settle)
             subprocess.run(
-                [*cli, "resize", "--job-dir", str(job), "--gpus", lease],
+                [*cli, "resize", "--job-dir", str(job), "--gpus", grant],
                 env=sidecar_env(),
                 check=True,
                 capture_output=True,
             )
-        wait_first(job, len(leases), proc)
+        wait_first(job, len(grants), proc)
         subprocess.run(
             [*cli, "cancel", "--job-dir", str(job), "--wait"],
             env=sidecar_env(),
@@ -141,18 +141,18 @@ def run_case(work: Path, name: str, leases: list[str], extra: list[str], settle:
         "resizes": status["resizes"],
         "devices": devices,
         "replicas": replicas,
-        "expected": {g + 1: len(lease.split(",")) for g, lease in enumerate(leases)},
+        "expected": {g + 1: len(grant.split(",")) for g, grant in enumerate(grants)},
     }
 
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--settle", type=positive, default=10.0, help="seconds of training per lease")
+    ap.add_argument("--settle", type=positive, default=10.0, help="seconds of training per grant")
     args = ap.parse_args()
     n, why = gpu_count()
     if n == 0:
         return skip(why)
-    leases = ["0", "0,1", "0"] if n >= 2 else ["0", "0,0", "0"]
+    grants = ["0", "0,1", "0"] if n >= 2 else ["0", "0,0", "0"]
     what = "1 -> 2 GPUs -> 1" if n >= 2 else "1 GPU -> 2 logical GPUs on GPU 0 -> 1"
     print(f"{n} GPU(s): resizing {what}\n")
     work = Path(tempfile.mkdtemp(prefix="elastic-gpu-check-"))
@@ -160,7 +160,7 @@ def main() -> int:
     ok = True
     rows = []
     for name, extra in (("standby", []), ("fresh", ["--no-standby"])):
-        res = run_case(work, name, leases, extra, args.settle)
+        res = run_case(work, name, grants, extra, args.settle)
         for line in res["devices"]:
             print(f"  [{name}] trainer: {line}")
         if res["replicas"] != res["expected"]:

@@ -12,7 +12,7 @@ pause the sidecars report themselves (``resize_cost_s``), and once with the over
 runs measured end to end from the API's events and progress records: the start latency (the
 decision to admit a job until its first training step, plus the time from its last step until
 the scheduler marks it done, both of which hold GPUs without progress), and the pause of a
-resize (the decision until the first step on the new lease) for the sidecar and for
+resize (the decision until the first step on the new grant) for the sidecar and for
 termination. The second is the prediction printed beside each live figure.
 
 Synthetic jobs are time-compressed: the profiles are samples/s of a modelled job in real time,
@@ -45,7 +45,7 @@ from jupyter_elastic_gpu.sim.workload import JobSpec, Workload, profile_throughp
 POLICIES = ("adaptive", "static", "termination")
 GPUS = 8
 TARGET = 0.15  # live within 15% of the simulator's prediction
-#: A lease change slower than this waited for something else than its own restart.
+#: A grant change slower than this waited for something else than its own restart.
 SLOW_CHANGE_S = 2.0
 
 
@@ -120,7 +120,7 @@ class LiveRun:
     events: dict[str, list[dict]]
     progress: dict[str, list[dict]]
     wall_s: float
-    #: Lease changes that took longer than SLOW_CHANGE_S, for people (set by ``overheads``).
+    #: Grant changes that took longer than SLOW_CHANGE_S, for people (set by ``overheads``).
     slow_changes: list[str] = field(default_factory=list)
 
     @property
@@ -129,7 +129,7 @@ class LiveRun:
 
     def summary(self) -> dict:
         jcts = [j["finished_at"] - j["submitted_at"] for j in self.jobs]
-        # Changes of a running job's lease, counted as the simulator counts them: a grow, a
+        # Changes of a running job's grant, counted as the simulator counts them: a grow, a
         # shrink or a suspend (a resume is the second half of a suspend).
         changes = sum(
             1 for evs in self.events.values() for e in evs if e["kind"] in ("resize", "suspend")
@@ -143,9 +143,9 @@ class LiveRun:
     def overheads(self) -> dict[str, list[float]]:
         """Seconds without progress, measured end to end, by kind:
 
-        * ``start``: an admission decision until the job's first step on that lease;
+        * ``start``: an admission decision until the job's first step on that grant;
         * ``finish``: the job's last progress record until the scheduler marked it done;
-        * ``change``: a resize or a resume decision until the first step on the new lease;
+        * ``change``: a resize or a resume decision until the first step on the new grant;
         * ``reported``: the resize pause the sidecars report (``resize_cost_s``).
         """
         out: dict[str, list[float]] = {"start": [], "finish": [], "change": [], "reported": []}
@@ -422,7 +422,7 @@ def main() -> int:
     slow = [line for r in runs.values() for line in r.slow_changes]
     if slow:
         print(
-            f"  lease changes slower than {SLOW_CHANGE_S:g} s (waiting for GPUs, not restarting):"
+            f"  grant changes slower than {SLOW_CHANGE_S:g} s (waiting for GPUs, not restarting):"
         )
         for line in slow:
             print(f"    {line}")

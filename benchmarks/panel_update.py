@@ -171,9 +171,9 @@ def heartbeat(sidecar: SyntheticSidecar, record: dict) -> None:
     request.add_header("Authorization", f"Bearer {sidecar.launch.secret}")
     request.add_header("Content-Type", "application/json")
     with urllib.request.urlopen(request, timeout=60) as r:
-        lease = json.loads(r.read())
-    if lease.get("action") != "run":
-        raise SystemExit(f"{sidecar.launch.job_id} was told {lease} instead of running on")
+        grant = json.loads(r.read())
+    if grant.get("action") != "run":
+        raise SystemExit(f"{sidecar.launch.job_id} was told {grant} instead of running on")
     sidecar.acked.append(record)
 
 

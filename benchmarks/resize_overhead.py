@@ -147,7 +147,7 @@ def measure_resizes(
         start_new_session=True,
     )
     try:
-        leases = ["0,1,2,3", "0,1"]
+        grants = ["0,1,2,3", "0,1"]
         for i in range(resizes):
             wait_running(job, i + 1)
             time.sleep(settle)
@@ -160,7 +160,7 @@ def measure_resizes(
                     "--job-dir",
                     str(job),
                     "--gpus",
-                    leases[i % 2],
+                    grants[i % 2],
                 ],
                 env=sidecar_env(3),
                 check=True,

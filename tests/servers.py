@@ -552,7 +552,7 @@ def sidecar_python(recorder: HeartbeatRecorder, folder: Path) -> str:
 class RecordingLauncher(BaseLauncher):
     """A launcher that starts nothing and records each launch: the job ids in order, and each
     launch's secret, so that a test can heartbeat as the sidecar would. For tests of the
-    service itself (which lease is published when, what it says), not of processes."""
+    service itself (which grant is published when, what it says), not of processes."""
 
     def __init__(self) -> None:
         super().__init__()

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 @dataclass(frozen=True)
 class Mechanism:
     name: str
-    #: Seconds without progress for one change of lease (suspend + resume counts once).
+    #: Seconds without progress for one change of grant (suspend + resume counts once).
     pause_s: float
     #: Whether a change loses the work done since the last periodic checkpoint.
     loses_work: bool = False

@@ -50,8 +50,8 @@ class Job:
     """A training job as the scheduler sees it at one instant.
 
     ``total_work``/``work_done`` are in the job's work units; ``speed`` turns them into time.
-    ``gpus`` is the current lease (empty: queued or suspended). ``resize_cost`` is the
-    measured seconds without progress that one change of lease costs this job.
+    ``gpus`` is the current grant (empty: queued or suspended). ``resize_cost`` is the
+    measured seconds without progress that one change of grant costs this job.
     """
 
     id: str

@@ -58,24 +58,24 @@ def _layout(gpus: Sequence[Gpu]) -> _Layout:
 def _unchanged(
     rank: Mapping[str, int], current: Mapping[str, Sequence[str]], counts: Mapping[str, int]
 ) -> dict[str, tuple[str, ...]] | None:
-    """Every job keeps its healthy lease (the common case at a tick): no work to do."""
-    leases = {}
+    """Every job keeps its healthy grant (the common case at a tick): no work to do."""
+    grants = {}
     held = 0
     for job_id, count in counts.items():
-        lease = tuple(current.get(job_id, ()))
-        if len(lease) != count:
+        grant = tuple(current.get(job_id, ()))
+        if len(grant) != count:
             return None
-        leases[job_id] = lease
+        grants[job_id] = grant
         held += count
-    taken = {gid for lease in leases.values() for gid in lease}
+    taken = {gid for grant in grants.values() for gid in grant}
     if len(taken) != held or not taken.issubset(rank):
         return None
-    for job_id, lease in leases.items():
-        if len(lease) > 1:
-            ranks = [rank[gid] for gid in lease]
+    for job_id, grant in grants.items():
+        if len(grant) > 1:
+            ranks = [rank[gid] for gid in grant]
             if ranks != sorted(ranks):
-                leases[job_id] = tuple(sorted(lease, key=rank.__getitem__))
-    return leases
+                grants[job_id] = tuple(sorted(grant, key=rank.__getitem__))
+    return grants
 
 
 def place(
@@ -86,7 +86,7 @@ def place(
 ) -> dict[str, tuple[str, ...]]:
     """GPU ids for every job in ``counts``.
 
-    ``current`` is each job's present lease; ``order`` breaks ties between new jobs (earlier
+    ``current`` is each job's present grant; ``order`` breaks ties between new jobs (earlier
     first). Only healthy GPUs are handed out; a job keeps a GPU it holds only while it is healthy.
     """
     layout = _layout(gpus)
@@ -101,11 +101,11 @@ def place(
     result: dict[str, list[str]] = {}
     # 1. Keep what each job holds, trimmed to its new count (fullest node first).
     for job_id, count in counts.items():
-        lease = current.get(job_id)
-        if count <= 0 or not lease:
+        grant = current.get(job_id)
+        if count <= 0 or not grant:
             result[job_id] = []
             continue
-        held = [gid for gid in lease if gid in free]
+        held = [gid for gid in grant if gid in free]
         if not held:
             result[job_id] = []
             continue
@@ -163,7 +163,7 @@ def place(
 
 
 def nodes_spanned(gpu_ids: Iterable[str], gpus: Sequence[Gpu]) -> tuple[int, ...]:
-    """GPUs per node for a lease, largest first: the placement shape speed can depend on."""
+    """GPUs per node for a grant, largest first: the placement shape speed can depend on."""
     node_of = {g.id: g.node for g in gpus}
     groups = _by_node(gpu_ids, node_of)
     return tuple(sorted((len(v) for v in groups.values()), reverse=True))

@@ -27,7 +27,7 @@ class ReasonKind(str, Enum):
     RUNNING = "running"
     #: At its maximum (``gpus``).
     AT_MAXIMUM = "at_maximum"
-    #: Its lease is kept as it is (``because``: its resize is in progress, it is about to
+    #: Its grant is kept as it is (``because``: its resize is in progress, it is about to
     #: finish, it was resized or started moments ago; ``hold_s``, ``changed_at``).
     KEPT = "kept"
     #: Below its maximum on the critical path: these GPUs end it in time with the rest.
@@ -102,7 +102,7 @@ Ahead = Literal[
     "less_weighted",  # less progress-weighted service
 ]
 
-#: Why a kept lease is kept (``ReasonKind.KEPT``).
+#: Why a kept grant is kept (``ReasonKind.KEPT``).
 Because = Literal["in_progress", "finishing", "resized", "started"]
 
 

@@ -7,7 +7,7 @@ of the sidebar) and round their figures ("~6 s", "~3 min"): the figures are esti
 text that changed at every progress report would be pushed to every viewer each time.
 
 A text is a head (opening with a state word where it has one: ``lead``) and a detail after
-": ", so a front end can show the detail alone (after the lease it explains) or drop the
+": ", so a front end can show the detail alone (after the grant it explains) or drop the
 state it already shows, without reading the words.
 """
 

@@ -103,7 +103,7 @@ class AtMaximum(Running):
 
 @dataclass(frozen=True, slots=True)
 class Kept(Running):
-    """A job whose lease is kept as it is, ``because`` (one of the values above).
+    """A job whose grant is kept as it is, ``because`` (one of the values above).
 
     The figures where they exist: ``left_s`` and ``cost_s`` for a job about to finish (it has
     less than a few resizes of work left), ``hold_s`` for one changed moments ago (how long

@@ -5,19 +5,19 @@ The simulator and the live scheduler call ``decide(policy, snapshot, now)``, nev
 ``policy.decide`` directly, so that both run exactly the same rules.
 
 **Per-user GPU cap** (``Snapshot.user_gpu_cap``, 0: none). With a cap, no user's jobs hold more
-than the cap in a decision; only a lease mid-change (``Job.pinned``), which no policy touches,
+than the cap in a decision; only a grant mid-change (``Job.pinned``), which no policy touches,
 can keep a user above it (when the cap was lowered under it). The GPUs the cap keeps from a
 user go to other jobs in the same decision, by the policy's own rules:
 
 1. Ask the policy. If no user holds more than the cap, that is the decision.
-2. For each user over the cap, walk their jobs: first leases mid-change that the decision keeps
+2. For each user over the cap, walk their jobs: first grants mid-change that the decision keeps
    (they cannot be cut), then, under a non-preemptive policy, running jobs kept at their size
    (the policy's promise to them holds against the user's newer jobs too), then the rest in the
    policy's order (``Decision.order``). A job keeps what the decision gives it while that fits
    in what is left of the cap; the first one that does not fit is bounded to what is left
    (its maximum, and its requested size, lowered) if that reaches its minimum, and otherwise
    waits, as does every later job whose minimum no longer fits.
-   A job whose lease the policy keeps whatever its bound (adaptive's "about to finish", a
+   A job whose grant the policy keeps whatever its bound (adaptive's "about to finish", a
    running job under a non-preemptive policy) is shrunk by the cap itself, on GPUs it holds,
    and from then on counts as mid-change (pinned), which every policy leaves as it is.
 3. Ask the policy again on the jobs with those bounds, without the jobs that wait. Repeat from
@@ -172,7 +172,7 @@ def _lend(
 ) -> bool:
     """Raise the caps of users whose cap keeps them from GPUs that ``decision`` leaves idle,
     in fair-share priority order; True if any was raised (decide again)."""
-    taken = {g for lease in decision.allocations.values() for g in lease}
+    taken = {g for grant in decision.allocations.values() for g in grant}
     free = sum(1 for g in snapshot.usable_gpus if g.id not in taken)
     if free <= 0:
         return False
@@ -231,7 +231,7 @@ def idle_reason(snapshot: Snapshot, decision: Decision, at: float | None = None)
     them (it needs more, or its user's limit keeps it out), and the running job closest to
     taking them (the resize that would save the most, else the first that says why it
     does not grow); none when no job can use more."""
-    taken = {g for lease in decision.allocations.values() for g in lease}
+    taken = {g for grant in decision.allocations.values() for g in grant}
     free = sum(1 for g in snapshot.usable_gpus if g.id not in taken)
     if free <= 0 or not snapshot.jobs:  # no job at all: nothing to explain
         return None
@@ -340,7 +340,7 @@ def _backfill(
     if not waiting:
         return filled
     jobs = {job.id: job for job in snapshot.jobs}
-    taken = {g for lease in allocations.values() for g in lease}
+    taken = {g for grant in allocations.values() for g in grant}
     free = sum(1 for g in snapshot.usable_gpus if g.id not in taken)
     held: dict[str, int] = {}
     for job in snapshot.jobs:
@@ -355,13 +355,13 @@ def _backfill(
         size = min(top, fit) if policy.elastic else top
         if size < job.min_gpus or size > fit:
             continue
-        counts = {i: len(lease) for i, lease in allocations.items()}
+        counts = {i: len(grant) for i, grant in allocations.items()}
         counts[job_id] = size
         try:
             placed = place(snapshot.gpus, allocations, counts, order)
         except PlacementError:
             continue
-        if any(placed[i] != lease for i, lease in allocations.items() if lease):
+        if any(placed[i] != grant for i, grant in allocations.items() if grant):
             continue  # it would move a running job: not worth an idle GPU
         allocations[job_id] = placed[job_id]
         waiting.discard(job_id)
@@ -458,17 +458,17 @@ def _hold_back(
                 continue
             changed = True
             if room < job.min_gpus or (n > job.max_gpus and job.pinned):
-                waiting.add(job_id)  # no room for it, or a lease it cannot be held to
+                waiting.add(job_id)  # no room for it, or a grant it cannot be held to
                 continue
             if n > job.max_gpus:
-                # The policy keeps this lease whatever its bound (e.g. a job about to finish):
+                # The policy keeps this grant whatever its bound (e.g. a job about to finish):
                 # the cap shrinks it on the GPUs it keeps, as if mid-change, and the policy
                 # hands out the rest.
                 size = min(room, job.max_gpus)
-                lease = place(snapshot.gpus, {job_id: allocations[job_id]}, {job_id: size})
+                grant = place(snapshot.gpus, {job_id: allocations[job_id]}, {job_id: size})
                 seen[job_id] = replace(
                     job,
-                    gpus=lease[job_id],
+                    gpus=grant[job_id],
                     pinned=True,
                     max_gpus=size,
                     requested_gpus=min(job.requested_gpus, size),

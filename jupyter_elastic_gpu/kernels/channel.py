@@ -45,14 +45,14 @@ class Channel:
     async def queue(self) -> dict:
         raise NotImplementedError
 
-    async def beat(self, grant: dict, body: dict) -> dict:
-        """POST the heartbeat ``body`` for the lease ``grant`` (its URL and secret)."""
+    async def beat(self, lease: dict, body: dict) -> dict:
+        """POST the heartbeat ``body`` for ``lease`` (the answer to POST leases: its URL and secret)."""
         request = HTTPRequest(
-            grant["heartbeat_url"],
+            lease["heartbeat_url"],
             method="POST",
             body=json.dumps(body),
             headers={
-                "Authorization": f"Bearer {grant['secret']}",
+                "Authorization": f"Bearer {lease['secret']}",
                 "Content-Type": "application/json",
             },
             request_timeout=10.0,
@@ -78,19 +78,19 @@ class InServer(Channel):
         return Principal(self.app.owner)
 
     async def open(self, body: dict) -> dict:
-        grant = await self.app.backend.open_lease(self._who(), body)
-        return grant.model_dump(mode="json")
+        lease = await self.app.backend.open_lease(self._who(), body)
+        return lease.model_dump(mode="json")
 
     async def queue(self) -> dict:
         return (await self.app.backend.queue(self._who())).model_dump(mode="json")
 
-    async def beat(self, grant: dict, body: dict) -> dict:
+    async def beat(self, lease: dict, body: dict) -> dict:
         from ..scheduler.port.local import LocalBackend
 
         if not isinstance(self.app.backend.inner, LocalBackend):  # a shared scheduler: over HTTP
-            return await super().beat(grant, body)
-        job_id = grant["job"]["id"]
-        view = await self.app.backend.heartbeat(job_id, grant["secret"], json.dumps(body).encode())
+            return await super().beat(lease, body)
+        job_id = lease["job"]["id"]
+        view = await self.app.backend.heartbeat(job_id, lease["secret"], json.dumps(body).encode())
         return view.model_dump(mode="json")
 
 

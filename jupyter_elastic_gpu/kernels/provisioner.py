@@ -24,7 +24,7 @@ import inspect
 import time
 from typing import Any
 
-from elastic_gpu_sidecar.protocol import ENV_GPUS, LeaseAction, SidecarState, device_index
+from elastic_gpu_sidecar.protocol import ENV_GPUS, GrantAction, SidecarState, device_index
 from jupyter_client.provisioning import LocalProvisioner
 from traitlets import Float, Int
 
@@ -73,7 +73,7 @@ class ElasticGPUProvisioner(LocalProvisioner):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.grant: dict | None = None  # the lease held (POST leases' answer)
+        self.lease: dict | None = None  # the lease held (POST leases' answer)
         self.lease_gpus: list[str] = []
         self.generation = 0
         self.release_next = False  # the next start is without GPUs (the lease was taken back)
@@ -91,35 +91,35 @@ class ElasticGPUProvisioner(LocalProvisioner):
 
     @property
     def lease_id(self) -> str | None:
-        return self.grant["job"]["id"] if self.grant else None
+        return self.lease["job"]["id"] if self.lease else None
 
     async def acquire(self, gpus: int) -> dict:
         """Lease ``gpus`` GPUs and wait for them (at most ``admission_timeout``); the lease
         held before, if any, is let go at the next start. Raises LeaseNotGranted saying why."""
         ch = self._scheduler()
         name = f"kernel-{str(self.kernel_id)[:8]}"
-        grant = await ch.open({"gpus": gpus, "name": name})
+        lease = await ch.open({"gpus": gpus, "name": name})
         deadline = time.monotonic() + self.admission_timeout
-        pause = min(float(grant.get("heartbeat_interval") or 2.0), 1.0)
+        pause = min(float(lease.get("heartbeat_interval") or 2.0), 1.0)
         while True:
-            view = await ch.beat(grant, {"job_id": grant["job"]["id"]})
-            if view.get("action") == LeaseAction.CANCEL:
-                raise LeaseNotGranted(f"the GPU lease {grant['job']['id']} was cancelled")
+            view = await ch.beat(lease, {"job_id": lease["job"]["id"]})
+            if view.get("action") == GrantAction.CANCEL:
+                raise LeaseNotGranted(f"the GPU lease {lease['job']['id']} was cancelled")
             if view.get("gpus"):
                 break
             if time.monotonic() >= deadline:
-                why = await self._why_waiting(ch, grant["job"]["id"])
-                await self._end(grant, SidecarState.CANCELLED)
+                why = await self._why_waiting(ch, lease["job"]["id"])
+                await self._end(lease, SidecarState.CANCELLED)
                 raise LeaseNotGranted(
                     f"no {gpus} GPU(s) within {self.admission_timeout:g} s: {why}. Pick a "
                     "kernel without GPUs, or try again later (the lease was withdrawn)."
                 )
             await asyncio.sleep(pause)
-        if self.grant is not None and self.grant is not grant:
-            self._previous = self.grant
-        self.grant, self.lease_gpus = grant, list(view["gpus"])
+        if self.lease is not None and self.lease is not lease:
+            self._previous = self.lease
+        self.lease, self.lease_gpus = lease, list(view["gpus"])
         self.generation = int(view.get("generation") or 0)
-        return grant
+        return lease
 
     async def _why_waiting(self, ch: Channel, job_id: str) -> str:
         with contextlib.suppress(Exception):
@@ -132,30 +132,30 @@ class ElasticGPUProvisioner(LocalProvisioner):
                     )
         return "the GPUs are busy"
 
-    async def _end(self, grant: dict | None, state: SidecarState) -> None:
+    async def _end(self, lease: dict | None, state: SidecarState) -> None:
         """Tell the scheduler the kernel no longer uses the lease (it is freed at once)."""
-        if grant is None:
+        if lease is None:
             return
-        body = {"job_id": grant["job"]["id"], "state": state.value, "gpus": []}
+        body = {"job_id": lease["job"]["id"], "state": state.value, "gpus": []}
         try:
-            await self._scheduler().beat(grant, body)
+            await self._scheduler().beat(lease, body)
         except Exception as e:  # the scheduler ends it itself after its heartbeat timeout
-            self.log.warning("elastic-gpu: lease %s not ended: %s", grant["job"]["id"], e)
+            self.log.warning("elastic-gpu: lease %s not ended: %s", lease["job"]["id"], e)
 
     # -- the provisioner's life cycle -----------------------------------------------------------
     async def pre_launch(self, **kwargs: Any) -> dict[str, Any]:
         previous, self._previous = self._previous, None
         await self._end(previous, SidecarState.DONE)
         if self.release_next or not self.gpus:
-            await self._end(self.grant, SidecarState.DONE)
-            self.grant, self.lease_gpus = None, []
+            await self._end(self.lease, SidecarState.DONE)
+            self.lease, self.lease_gpus = None, []
             self.release_next = False
-        elif self.grant is None or len(self.lease_gpus) != self.gpus:
+        elif self.lease is None or len(self.lease_gpus) != self.gpus:
             await self.acquire(self.gpus)
         kwargs = await super().pre_launch(**kwargs)
         env = kwargs["env"]
         env.setdefault(ENV_DEFAULT_PROVISIONER, PROVISIONER_NAME)
-        if self.grant:
+        if self.lease:
             env[ENV_CUDA] = ",".join(device_index(g) for g in self.lease_gpus)
             env[ENV_TF_GROWTH] = "true"
             env[ENV_GPUS] = ",".join(self.lease_gpus)
@@ -169,7 +169,7 @@ class ElasticGPUProvisioner(LocalProvisioner):
 
     async def post_launch(self, **kwargs: Any) -> None:
         await super().post_launch(**kwargs)
-        if self.grant is not None:
+        if self.lease is not None:
             try:
                 await self._beat_once()  # the kernel runs on the lease: confirmed now
             except Exception as e:  # confirmed by the next one
@@ -191,8 +191,8 @@ class ElasticGPUProvisioner(LocalProvisioner):
     async def cleanup(self, restart: bool = False) -> None:
         self._stop_beats()
         if not restart:  # shut down for good: the lease is freed at once
-            await self._end(self.grant, SidecarState.DONE)
-            self.grant, self.lease_gpus = None, []
+            await self._end(self.lease, SidecarState.DONE)
+            self.lease, self.lease_gpus = None, []
         await super().cleanup(restart=restart)
 
     def _stop_beats(self) -> None:
@@ -207,10 +207,10 @@ class ElasticGPUProvisioner(LocalProvisioner):
         return manager_idle_s(self.parent)
 
     async def _beat_once(self) -> dict:
-        grant = self.grant
-        assert grant is not None
+        lease = self.lease
+        assert lease is not None
         body: dict[str, Any] = {
-            "job_id": grant["job"]["id"],
+            "job_id": lease["job"]["id"],
             "generation": self.generation,
             "gpus": self.lease_gpus,
             "state": SidecarState.RUNNING.value,
@@ -220,26 +220,26 @@ class ElasticGPUProvisioner(LocalProvisioner):
         idle = self.idle_s()
         if idle is not None:
             body["idle_s"] = round(idle, 1)
-        return await self._scheduler().beat(grant, body)
+        return await self._scheduler().beat(lease, body)
 
     async def _heartbeats(self) -> None:
-        grant = self.grant
-        interval = float(grant.get("heartbeat_interval") or 2.0) if grant else 2.0
-        while self.grant is not None:
+        lease = self.lease
+        interval = float(lease.get("heartbeat_interval") or 2.0) if lease else 2.0
+        while self.lease is not None:
             await asyncio.sleep(interval)
             if self._stopping:
                 continue
             if self.process is None or self.process.poll() is not None:
                 self.log.warning("elastic-gpu: kernel %s died: its lease ends", self.kernel_id)
-                await self._end(self.grant, SidecarState.FAILED)
-                self.grant, self.lease_gpus = None, []
+                await self._end(self.lease, SidecarState.FAILED)
+                self.lease, self.lease_gpus = None, []
                 return
             try:
                 view = await self._beat_once()
             except Exception as e:  # the scheduler may be restarting: keep trying
                 self.log.warning("elastic-gpu: lease heartbeat failed: %s", e)
                 continue
-            if view.get("action") != LeaseAction.RUN or not view.get("gpus"):
+            if view.get("action") != GrantAction.RUN or not view.get("gpus"):
                 self.log.info(
                     "elastic-gpu: kernel %s: its GPU lease was taken back; restarting it "
                     "without GPUs",

@@ -43,7 +43,7 @@ GpuIds = Annotated[list[GpuId], Field(max_length=MAX_GPUS)]
 GpuCount = Annotated[int, Field(ge=1, le=MAX_GPUS)]
 Seconds = Annotated[float, Field(ge=0, le=1e12, allow_inf_nan=False)]
 Count = Annotated[int, Field(ge=0, le=2**53)]
-#: A lease generation a sidecar reports: the scheduler answers one above it, still a Count.
+#: A grant generation a sidecar reports: the scheduler answers one above it, still a Count.
 Generation = Annotated[int, Field(ge=0, le=2**53 - 1)]
 Amount = Annotated[float, Field(ge=0, le=1e18, allow_inf_nan=False)]
 Value = Annotated[float, Field(ge=-1e300, le=1e300, allow_inf_nan=False)]

@@ -259,7 +259,7 @@ class Heartbeat(Lenient):
 
     job_id: Annotated[str | None, Field(max_length=64)] = None
     generation: Generation | None = Field(
-        None, description="Generation of the lease the current (or last) trainer runs on."
+        None, description="Generation of the grant the current (or last) trainer runs on."
     )
     gpus: GpuIds = Field(default_factory=list)
     state: SidecarState | None = None

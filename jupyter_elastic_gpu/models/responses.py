@@ -1,11 +1,11 @@
 """What the API answers: jobs as their owner and as everyone else sees them, the queue, the
-status, the GPUs, events, logs, the lease a sidecar is told to run on."""
+status, the GPUs, events, logs, the grant a sidecar is told to run on."""
 
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from elastic_gpu_sidecar.protocol import BatchPolicy, JobKind, JobState, LeaseAction, Vocabulary
+from elastic_gpu_sidecar.protocol import BatchPolicy, GrantAction, JobKind, JobState, Vocabulary
 from pydantic import Field
 
 from ..core.reason_kinds import Ahead, Because, ReasonKind
@@ -70,12 +70,12 @@ class Whoami(Strict):
     )
 
 
-class LeaseView(Strict):
-    """The lease a sidecar is told to run on (its answer to a heartbeat)."""
+class GrantView(Strict):
+    """The grant a sidecar is told to run on (its answer to a heartbeat)."""
 
-    generation: Count = Field(description="Increases with every new lease.")
+    generation: Count = Field(description="Increases with every new grant.")
     gpus: list[str]
-    action: LeaseAction
+    action: GrantAction
 
 
 class JobProgress(Strict):
@@ -145,7 +145,7 @@ class ReasonFigures(Strict):
         None, max_length=MAX_NAMED, description="the jobs that hold the GPUs it waits for"
     )
     others: Count | None = Field(None, description="more holders, not named")
-    because: Because | None = Field(None, description="why a kept lease is kept")
+    because: Because | None = Field(None, description="why a kept grant is kept")
     left_s: Seconds | None = None
     cost_s: Seconds | None = Field(None, description="what a resize costs it")
     hold_s: Seconds | None = Field(None, description="how long it is left alone after a change")
@@ -179,7 +179,7 @@ class ReasonFigures(Strict):
 IdleCause.model_rebuild()  # its figures are a ReasonFigures, declared after it
 
 
-class LeaseChange(Strict):
+class GrantChange(Strict):
     t: float = Field(description="Epoch seconds.")
     gpus: list[str]
     why: str
@@ -205,7 +205,7 @@ class JobView(Strict):
     state: JobState
     kind: JobKind
     gpus: list[str] = Field(description="GPUs the job holds now.")
-    generation: int = Field(description="Generation of the desired lease.")
+    generation: int = Field(description="Generation of the desired grant.")
     min_gpus: int
     max_gpus: int
     requested_gpus: int
@@ -226,7 +226,7 @@ class JobView(Strict):
     )
     resize_cost_s: float | None = Field(description="Mean measured resize pause.")
     resizes: int
-    history: list[LeaseChange] = Field(description="The last 50 lease changes.")
+    history: list[GrantChange] = Field(description="The last 50 grant changes.")
     restarts: int
     error: ErrorInfo | None
     exit_code: int | None

@@ -3,7 +3,7 @@ resume it (its owner or an admin), change a job's priority and drain a GPU (admi
 
 Each action checks who may do it, validates what it was sent before anything changes, writes
 its change and an event that says who did what in one transaction, and has the scheduler
-decide again at once. None of them is a new mechanism: a suspension is the lease action the
+decide again at once. None of them is a new mechanism: a suspension is the grant action the
 sidecar already knows (checkpoint at the next step, then stop) plus a hold that keeps the job
 away from the policy (``snapshot.build``); a drained GPU is one the policy may not use, so jobs
 on it move off through the usual resize; a priority is the weight a submission sets. The hold
@@ -17,7 +17,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from elastic_gpu_sidecar.protocol import JobState, LeaseAction
+from elastic_gpu_sidecar.protocol import GrantAction, JobState
 
 from ..core.reason_kinds import ReasonKind
 from ..core.reasons import Told
@@ -94,7 +94,7 @@ class AdminActions:
         job = self.get(who, job_id, change=True)
         if job.final:
             raise Conflict(f"job {job_id} is {job.state}: there is nothing to suspend")
-        if job.state == JobState.STOPPING and job.desired.action == LeaseAction.CANCEL:
+        if job.state == JobState.STOPPING and job.desired.action == GrantAction.CANCEL:
             raise Conflict(f"job {job_id} is being cancelled: it cannot be suspended")
         if job.held:
             return job
@@ -103,7 +103,7 @@ class AdminActions:
             job.held_by = who.user
             job.tell(held_reason(job))
             if job.state in (JobState.STARTING, JobState.RUNNING, JobState.RESIZING):
-                # The move any suspension makes: the lease's STOP (or, before a sidecar
+                # The move any suspension makes: the grant's STOP (or, before a sidecar
                 # exists, straight back to the queue). The reason just set says whose.
                 await self.lifecycle.change(job, [], now)
                 job.tell(held_reason(job))

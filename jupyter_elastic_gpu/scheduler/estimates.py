@@ -8,7 +8,7 @@ jobs past it have no estimate, and the forecast says which bound cut it (``limit
 entry's ``estimate_limit``). No caller waits for a run longer than ``WAIT_S`` (nor the budget):
 past it, it answers from the last forecast made, and the run's end is a new state version, so
 that watchers (the panel) read its estimates. A new version that changed no job's state,
-lease, size or measured speeds (a progress report, the common case) reuses a forecast younger
+grant, size or measured speeds (a progress report, the common case) reuses a forecast younger
 than ``REUSE_S``: its estimates are times, which stay true while the jobs go as forecast, and
 the queue's estimates do not churn at every heartbeat. A forward run that fails leaves the
 estimates empty (the queue is still answered) and is logged once.

@@ -1,5 +1,5 @@
 """A sidecar's heartbeat: its secret checked, then its report absorbed into its job (progress,
-the GPUs it is on, how it ended) and the lease it should hold answered.
+the GPUs it is on, how it ended) and the grant it should hold answered.
 
 A heartbeat reads and changes the job table, the launch secrets and the job's record (through
 its lifecycle, in one transaction), then tells watchers and the policy.
@@ -11,13 +11,13 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from elastic_gpu_sidecar.protocol import JobState, LeaseAction, SidecarState
+from elastic_gpu_sidecar.protocol import GrantAction, JobState, SidecarState
 
 from ..core.reason_kinds import ReasonKind
 from ..core.reasons import Told
 from ..errors import Unauthorized
-from ..models import EventKind, Heartbeat, LeaseView, parse
-from . import leases, snapshot
+from ..models import EventKind, GrantView, Heartbeat, parse
+from . import grants, snapshot
 from .interactive import is_lease
 from .jobs import JobRecord, secret_matches
 from .lifecycle import Lifecycle
@@ -42,7 +42,7 @@ class SidecarHeartbeats:
         store: Store,
         lifecycle: Lifecycle,
         gpu_infos: Callable[[], list[Any]],
-        lease_beat: Callable[[JobRecord, Heartbeat], Awaitable[LeaseView]],
+        lease_beat: Callable[[JobRecord, Heartbeat], Awaitable[GrantView]],
         changed: Callable[[], Awaitable[None]],
         poke: Callable[[], None],
     ) -> None:
@@ -50,7 +50,7 @@ class SidecarHeartbeats:
         self.gpu_infos, self.lease_beat = gpu_infos, lease_beat
         self.changed, self.poke = changed, poke
 
-    async def receive(self, job_id: str, secret: str, body: object) -> LeaseView:
+    async def receive(self, job_id: str, secret: str, body: object) -> GrantView:
         job = self.jobs.get(job_id)
         if job is None or not job.secret_hash or not secret_matches(secret, job.secret_hash):
             raise Unauthorized(f"job {job_id}: unknown job or wrong secret")
@@ -65,12 +65,12 @@ class SidecarHeartbeats:
             # through the scheduler like any queued job. What it did meanwhile is kept.
             await self.store.add_progress(job.id, beat.records())
             top = max(job.desired.generation, beat.generation or 0) + 1
-            return LeaseView(generation=top, gpus=[], action=LeaseAction.STOP)
+            return GrantView(generation=top, gpus=[], action=GrantAction.STOP)
         fresh = beat.progress is not None and beat.progress != job.progress
         # All or nothing: when a write fails the job is left as it was (but alive), and the
         async with atomically(self.store, job):  # sidecar sends it again, backlog included
             await self.store.add_progress(job.id, beat.records())
-            changed = leases.absorb(job, beat, fresh, {g.id for g in self.gpu_infos()})
+            changed = grants.absorb(job, beat, fresh, {g.id for g in self.gpu_infos()})
             if beat.state in (SidecarState.DONE, SidecarState.FAILED, SidecarState.CANCELLED):
                 await self.lifecycle.finish(job, JobState(beat.state.value), beat, now)
                 changed = True
@@ -96,4 +96,4 @@ class SidecarHeartbeats:
         if changed or fresh:  # watchers of /updates and the websocket see it now; and what
             await self.changed()  # the job shows is decided again with it
             self.poke()
-        return leases.published(job, self.jobs.values())
+        return grants.published(job, self.jobs.values())

@@ -26,7 +26,7 @@ import time
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from elastic_gpu_sidecar.protocol import JobKind, JobState, Lease, LeaseAction, SidecarState
+from elastic_gpu_sidecar.protocol import Grant, GrantAction, JobKind, JobState, SidecarState
 from traitlets import Float, Int
 from traitlets.config import LoggingConfigurable
 
@@ -40,14 +40,14 @@ from ..errors import Conflict
 from ..models import (
     ErrorInfo,
     EventKind,
+    GrantView,
     Heartbeat,
     LeaseGrant,
     LeaseRequest,
-    LeaseView,
     SubmitRequest,
     parse,
 )
-from . import leases
+from . import grants
 from .execution.launcher import BaseLauncher
 from .jobs import JobRecord, new_secret
 from .lifecycle import Lifecycle
@@ -215,20 +215,20 @@ class InteractiveLeases(LoggingConfigurable):
         return Told(ReasonKind.KERNEL, {"gpus": len(job.held_gpus)})
 
     # -- the provisioner's heartbeat -------------------------------------------------------
-    async def heartbeat(self, job: JobRecord, beat: Heartbeat) -> LeaseView:
-        """What a validated heartbeat of ``job``'s provisioner changes, and the lease to
+    async def heartbeat(self, job: JobRecord, beat: Heartbeat) -> GrantView:
+        """What a validated heartbeat of ``job``'s provisioner changes, and the grant to
         answer: no GPUs yet (RUN, empty) while it waits, its GPUs once they are free, CANCEL
         (empty) once it is over or released."""
         now = time.time()
         job.last_heartbeat = now
         if job.final:
-            return LeaseView(generation=job.desired.generation, gpus=[], action=LeaseAction.CANCEL)
+            return GrantView(generation=job.desired.generation, gpus=[], action=GrantAction.CANCEL)
         ended = beat.state in (SidecarState.DONE, SidecarState.FAILED, SidecarState.CANCELLED)
         if job.state == JobState.QUEUED and not ended:
-            return LeaseView(generation=job.desired.generation, gpus=[], action=LeaseAction.RUN)
+            return GrantView(generation=job.desired.generation, gpus=[], action=GrantAction.RUN)
         changed = False
         async with atomically(self.store, job):
-            leases.absorb(job, beat, False, {g.id for g in self.gpu_infos()})
+            grants.absorb(job, beat, False, {g.id for g in self.gpu_infos()})
             if ended:
                 said = Told(job.reason_kind, job.reason_figures)
                 stopping = job.state == JobState.STOPPING
@@ -246,7 +246,7 @@ class InteractiveLeases(LoggingConfigurable):
                 await self.lifecycle.confirm_running(job, now)
                 job.tell(Told(ReasonKind.KERNEL, {"gpus": len(job.desired.gpus)}))
                 changed = True
-            answer = leases.published(job, self.jobs.values())
+            answer = grants.published(job, self.jobs.values())
             if job.state == JobState.STARTING and answer.gpus and job.launched_at is None:
                 job.launched_at = now  # the kernel may start on them from now on
                 changed = True
@@ -368,7 +368,7 @@ class InteractiveLeases(LoggingConfigurable):
         """Ask the kernel to give its GPUs back (restart without them); the lease holds them
         until its provisioner says it has."""
         async with atomically(self.store, job):
-            job.desired = Lease(job.desired.generation + 1, [], LeaseAction.CANCEL)
+            job.desired = Grant(job.desired.generation + 1, [], GrantAction.CANCEL)
             job.state, job.last_change = JobState.STOPPING, now
             job.tell(Told(ReasonKind.RELEASED, {"detail": reason}))
             job.lease_change(now, [])

@@ -1,7 +1,7 @@
 """A job as the live scheduler keeps it.
 
 The record is the scheduler's whole memory of a job: what was asked (``spec``, the settled
-submit request), what the scheduler wants (``desired``: the protocol's lease), what the
+submit request), what the scheduler wants (``desired``: the protocol's grant), what the
 sidecar last reported (``reported``), and the measurements the policy decides on. It
 round-trips through JSON, which is how the store keeps it.
 """
@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from elastic_gpu_sidecar.protocol import JobKind, JobState, Lease
+from elastic_gpu_sidecar.protocol import Grant, JobKind, JobState
 from pydantic import TypeAdapter, ValidationError
 
 from ..core import eta
@@ -46,8 +46,8 @@ def secret_matches(secret: str, digest: str) -> bool:
 NameOf = Callable[[str], str | None]
 
 
-def _first_grants(state: JobState, desired: Lease, reported: Heartbeat) -> dict[int, list[str]]:
-    """The grants of a record from an older database: the desired lease and, in the middle
+def _first_grants(state: JobState, desired: Grant, reported: Heartbeat) -> dict[int, list[str]]:
+    """The grants of a record from an older database: the desired grant and, in the middle
     of a resize, the older generation its sidecar still reports running on."""
     if not state.active:
         return {}
@@ -76,9 +76,9 @@ class JobRecord:
     submitted_at: float = field(default_factory=time.time)
     started_at: float | None = None
     finished_at: float | None = None
-    desired: Lease = field(default_factory=Lease)
-    # {generation: GPUs} of each lease published to the job since the one its sidecar last
-    # confirmed: what a sidecar may report holding (leases.absorb).
+    desired: Grant = field(default_factory=Grant)
+    # {generation: GPUs} of each grant published to the job since the one its sidecar last
+    # confirmed: what a sidecar may report holding (grants.absorb).
     granted: dict[int, list[str]] = field(default_factory=dict)
     reported: Heartbeat = field(default_factory=Heartbeat)  # without progress: kept below
     progress: ProgressRecord | None = None
@@ -100,7 +100,7 @@ class JobRecord:
     exit_code: int | None = None
     error: ErrorInfo | None = None
     model_path: str | None = None
-    history: list[dict[str, Any]] = field(default_factory=list)  # lease changes, for the UI
+    history: list[dict[str, Any]] = field(default_factory=list)  # grant changes, for the UI
     notes: list[str] = field(default_factory=list)  # what the scheduler changed in the request
     groups: list[str] = field(default_factory=list)  # the owner's groups at submit (fair share)
     # Who suspended the job (its owner or an admin) and holds it: no GPUs until resumed
@@ -135,8 +135,8 @@ class JobRecord:
             figures = named(figures, name_of)
         return (say(reason.kind, figures), reason.kind) != (self.reason, self.reason_kind)
 
-    def lease_change(self, now: float, gpus: list[str]) -> None:
-        """Record a new lease in ``history``, with the reason it was given for."""
+    def grant_change(self, now: float, gpus: list[str]) -> None:
+        """Record a new grant in ``history``, with the reason it was given for."""
         self.history.append(
             {
                 "t": now,
@@ -182,7 +182,7 @@ class JobRecord:
 
     @property
     def held_gpus(self) -> list[str]:
-        """GPUs the job holds now: the desired lease, or while it stops, what it still runs on."""
+        """GPUs the job holds now: the desired grant, or while it stops, what it still runs on."""
         if self.state == JobState.STOPPING:
             return list(self.reported.gpus or self.desired.gpus)
         if self.state.active:
@@ -241,7 +241,7 @@ class JobRecord:
         data["spec"] = SubmitRequest.model_validate(data["spec"])
         data["state"] = JobState(data.get("state", JobState.QUEUED))
         desired = data.get("desired") or {}
-        data["desired"] = Lease(
+        data["desired"] = Grant(
             int(desired.get("generation", 0)),
             list(desired.get("gpus", [])),
             desired.get("action", "run"),

@@ -19,7 +19,7 @@ from elastic_gpu_sidecar.protocol import JobState
 from ..core.reason_kinds import ReasonKind
 from ..core.reasons import Told
 from ..models import ErrorInfo, EventKind, Heartbeat, LaunchRequest
-from . import leases, releases
+from . import grants, releases
 from .execution.launcher import BaseLauncher, PlaceGone
 from .interactive import is_lease
 from .jobs import JobRecord, new_secret
@@ -97,7 +97,7 @@ class Launches:
         for job in list(self.jobs.values()):
             if job.state != JobState.STARTING or job.launched_at is not None or is_lease(job):
                 continue  # a lease's kernel starts itself (interactive.py)
-            if not leases.busy_elsewhere(job, self.jobs.values()).isdisjoint(job.desired.gpus):
+            if not grants.busy_elsewhere(job, self.jobs.values()).isdisjoint(job.desired.gpus):
                 continue  # the previous holder is still checkpointing: next round
             secret, digest = new_secret()
             async with atomically(self.store, job):  # recorded before a sidecar exists

@@ -1,7 +1,7 @@
 """How a job moves between states: every change to its record, with the event that tells it.
 
 The service decides *when* a job starts, is resized, suspended, lost or ends; this module is
-the one place that says what each of those moves changes (state, desired lease, history) and
+the one place that says what each of those moves changes (state, desired grant, history) and
 how it reads in the job's event log, and that saves the record afterwards. Each move is
 ``atomic``: its writes are committed together, or the job is left as it was.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from elastic_gpu_sidecar import protocol as P
-from elastic_gpu_sidecar.protocol import JobState, Lease, LeaseAction
+from elastic_gpu_sidecar.protocol import Grant, GrantAction, JobState
 
 from ..core.reason_kinds import ReasonKind
 from ..core.reasons import Reason, Told
@@ -37,7 +37,7 @@ class Lifecycle:
     @atomic
     async def cancel(self, job: JobRecord, by: str, now: float) -> None:
         """At once when no sidecar runs yet; otherwise it checkpoints and stops first."""
-        job.desired = Lease(job.desired.generation + 1, [], LeaseAction.CANCEL)
+        job.desired = Grant(job.desired.generation + 1, [], GrantAction.CANCEL)
         if job.state == JobState.QUEUED or (
             job.state == JobState.STARTING and job.launched_at is None
         ):
@@ -54,7 +54,7 @@ class Lifecycle:
         """Its sidecar stopped answering: queued again to resume from its last checkpoint, or
         failed after ``MAX_LOST`` losses (cancelled, if it was being cancelled)."""
         job.lost += 1
-        if job.state == JobState.STOPPING and job.desired.action == LeaseAction.CANCEL:
+        if job.state == JobState.STOPPING and job.desired.action == GrantAction.CANCEL:
             await self.finish(job, JobState.CANCELLED, Heartbeat(), now)
         elif job.lost > MAX_LOST:
             error = ErrorInfo(
@@ -84,11 +84,11 @@ class Lifecycle:
     @atomic
     async def start(self, job: JobRecord, gpus: list[str], now: float) -> None:
         resumed = job.started_at is not None
-        job.desired = Lease(job.desired.generation + 1, gpus, LeaseAction.RUN)
+        job.desired = Grant(job.desired.generation + 1, gpus, GrantAction.RUN)
         job.granted[job.desired.generation] = list(gpus)
         job.state, job.launched_at, job.position = JobState.STARTING, None, None
         job.last_change = now
-        job.lease_change(now, gpus)
+        job.grant_change(now, gpus)
         await self.store.add_event(
             job.id,
             EventKind.RESUMED if resumed else EventKind.ADMITTED,
@@ -101,7 +101,7 @@ class Lifecycle:
     async def change(self, job: JobRecord, gpus: list[str], now: float) -> None:
         before = job.desired.gpus
         if job.state == JobState.STARTING and job.launched_at is None:
-            job.desired = Lease(job.desired.generation, gpus, LeaseAction.RUN)
+            job.desired = Grant(job.desired.generation, gpus, GrantAction.RUN)
             job.granted[job.desired.generation] = list(gpus)  # no sidecar saw the old one
             if not gpus:
                 job.state = JobState.QUEUED
@@ -109,11 +109,11 @@ class Lifecycle:
             return
         job.last_change = now
         if not gpus:
-            job.desired = Lease(job.desired.generation + 1, [], LeaseAction.STOP)
+            job.desired = Grant(job.desired.generation + 1, [], GrantAction.STOP)
             job.state = JobState.STOPPING
             kind, message = EventKind.SUSPEND, f"suspended (checkpoint, then stop): {job.reason}"
         else:
-            job.desired = Lease(job.desired.generation + 1, gpus, LeaseAction.RUN)
+            job.desired = Grant(job.desired.generation + 1, gpus, GrantAction.RUN)
             job.granted[job.desired.generation] = list(gpus)
             if job.state == JobState.RUNNING:
                 job.state = JobState.RESIZING
@@ -122,7 +122,7 @@ class Lifecycle:
             message = (
                 f"resized from {len(before)} to {len(gpus)} GPUs ({','.join(gpus)}): {job.reason}"
             )
-        job.lease_change(now, gpus)
+        job.grant_change(now, gpus)
         await self.store.add_event(
             job.id,
             kind,
@@ -134,12 +134,12 @@ class Lifecycle:
     async def requeue(self, job: JobRecord, reason: Reason, now: float, kind: EventKind) -> None:
         job.state = JobState.QUEUED
         job.tell(reason)
-        job.desired = Lease(job.desired.generation, [], LeaseAction.STOP)
+        job.desired = Grant(job.desired.generation, [], GrantAction.STOP)
         job.reported = Heartbeat()  # its old sidecar holds nothing any more
         job.granted.clear()
         job.launched_at = None
         job.last_change = now
-        job.lease_change(now, [])
+        job.grant_change(now, [])
         await self.store.add_event(job.id, kind, job.reason)
         await self.save(job)
         self.poke()
@@ -152,8 +152,8 @@ class Lifecycle:
         if report.exit_code is not None:
             job.exit_code = report.exit_code
         job.error = report.error or job.error
-        action = LeaseAction.CANCEL if state == JobState.CANCELLED else LeaseAction.RUN
-        job.desired = Lease(job.desired.generation, [], action)
+        action = GrantAction.CANCEL if state == JobState.CANCELLED else GrantAction.RUN
+        job.desired = Grant(job.desired.generation, [], action)
         if state == JobState.DONE:
             job.model_path = self._model_path(job, report.model_path)
             job.tell(Told(ReasonKind.DONE))

@@ -4,7 +4,7 @@ A sidecar, a trainer and a kernel's provisioner are the user's own processes, an
 needs only the job's secret: a holder that keeps reporting its old grant, or a trainer hung in
 a checkpoint, would keep GPUs for as long as it liked. So every release the scheduler asks for
 (a resize that gives GPUs up, a suspension, a cancel, an interactive lease taken back) has a
-deadline. The clock starts once the ask can reach the holder (its new lease is not held back
+deadline. The clock starts once the ask can reach the holder (its new grant is not held back
 for GPUs another job still leaves) and is written in the job's record and its events; it stops
 when the holder confirms. Past it the claim is void: the job's secret is revoked (its
 heartbeats are refused), the launcher ends every process of the launch it owns (in shared mode,
@@ -22,12 +22,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 
-from elastic_gpu_sidecar.protocol import JobState, LeaseAction
+from elastic_gpu_sidecar.protocol import GrantAction, JobState
 
 from ..core.reason_kinds import ReasonKind
 from ..core.reasons import Told, plural
 from ..models import ErrorInfo, EventKind, Heartbeat
-from . import leases
+from . import grants
 from .execution.launcher import BaseLauncher
 from .interactive import is_lease
 from .jobs import JobRecord
@@ -49,11 +49,11 @@ RELEASE_TIMEOUT = "ReleaseTimeout"
 
 
 def owed(job: JobRecord) -> list[str]:
-    """GPUs ``job``'s holder may still be on that its desired lease does not give it: what it
-    reported, and every lease granted since its last confirmation."""
+    """GPUs ``job``'s holder may still be on that its desired grant does not give it: what it
+    reported, and every grant published since its last confirmation."""
     if not job.state.active or job.launched_at is None:
         return []
-    keep = set(job.desired.gpus) if job.desired.action == LeaseAction.RUN else set()
+    keep = set(job.desired.gpus) if job.desired.action == GrantAction.RUN else set()
     may_hold = set(job.reported.gpus).union(*job.granted.values())
     return sorted(may_hold - keep)
 
@@ -71,7 +71,7 @@ def asked_for(job: JobRecord) -> str:
     if job.state == JobState.STOPPING:
         if is_lease(job):
             return "give its lease back"
-        return "stop (cancel)" if job.desired.action == LeaseAction.CANCEL else "stop (suspend)"
+        return "stop (cancel)" if job.desired.action == GrantAction.CANCEL else "stop (suspend)"
     return f"resize to {plural(len(job.desired.gpus), 'GPU')}"
 
 
@@ -134,12 +134,12 @@ class ReleaseDeadlines:
                 await self.void(job, now)
 
     def _reaches_holder(self, job: JobRecord) -> bool:
-        """Whether the holder is told what it is asked: a lease whose GPUs another job still
-        leaves is held back (``leases.published``), and its holder is not late meanwhile."""
+        """Whether the holder is told what it is asked: a grant whose GPUs another job still
+        leaves is held back (``grants.published``), and its holder is not late meanwhile."""
         desired = job.desired
-        if desired.action != LeaseAction.RUN or job.state == JobState.STOPPING:
+        if desired.action != GrantAction.RUN or job.state == JobState.STOPPING:
             return True
-        busy = leases.busy_elsewhere(job, self.jobs.values())
+        busy = grants.busy_elsewhere(job, self.jobs.values())
         return busy.isdisjoint(desired.gpus)
 
     async def _start_clock(self, job: JobRecord, now: float) -> None:
@@ -165,9 +165,9 @@ class ReleaseDeadlines:
         deadline passed), instead of asking it ``what`` (default: what it was asked)."""
         gpus = owed(job) or job.held_gpus
         what = what or asked_for(job)
-        cancelling = (  # a lease not given back failed, whoever asked for it
+        cancelling = (  # a grant not given back failed, whoever asked for it
             job.state == JobState.STOPPING
-            and job.desired.action == LeaseAction.CANCEL
+            and job.desired.action == GrantAction.CANCEL
             and not is_lease(job)
         )
         if by is None:

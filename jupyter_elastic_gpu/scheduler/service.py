@@ -1,10 +1,10 @@
-"""The live scheduler: jobs in, desired leases out, level-triggered.
+"""The live scheduler: jobs in, desired grants out, level-triggered.
 
 ``SchedulerService`` keeps every job in memory and in SQLite. On every event (a submission, a
 cancel, a heartbeat that changes something, a sidecar lost) and on a periodic tick it builds a
 ``core`` snapshot (``snapshot.py``), asks the policy for a decision and publishes each job's
-desired lease. Sidecars heartbeat their progress and get the desired lease back
-(``leases.py``); they converge on it whatever was lost on the way. Who may see what is in
+desired grant. Sidecars heartbeat their progress and get the desired grant back
+(``grants.py``); they converge on it whatever was lost on the way. Who may see what is in
 ``port/views.py``; where job files live in ``storage/jobdirs.py``. Its settings are
 ``settings.py``; a sidecar's heartbeat is absorbed by ``heartbeats.py``, and sidecars are
 started (or listed for their owner's server) by ``launches.py``.
@@ -33,13 +33,13 @@ from ..errors import BadRequest, Forbidden, NotFound, StorageUnavailable
 from ..models import (
     CancelRequest,
     EventKind,
+    GrantView,
     GroupWeightRequest,
     LaunchRequest,
-    LeaseView,
     SubmitRequest,
     parse,
 )
-from . import leases, policies, releases, snapshot
+from . import grants, policies, releases, snapshot
 from .admin import AdminActions
 from .budgets import UserTally
 from .estimates import Estimates
@@ -65,7 +65,7 @@ from .waits import wait_at_most
 
 
 class SchedulerService(SchedulerSettings):
-    """Decides and publishes leases; every setting is ``c.SchedulerService.<name>``
+    """Decides and publishes grants; every setting is ``c.SchedulerService.<name>``
     (``settings.py``)."""
 
     def __init__(
@@ -368,16 +368,16 @@ class SchedulerService(SchedulerSettings):
         return self.launches.voided(who)
 
     def holders(self) -> dict[str, str]:
-        return leases.holders(self.jobs.values())
+        return grants.holders(self.jobs.values())
 
     def external(self) -> dict[str, list[Any]]:
         """Processes on each GPU that the scheduler did not start (they make it busy)."""
         return external_processes(
-            self.gpu_infos(), leases.our_pids(self.jobs.values()), self.holders()
+            self.gpu_infos(), grants.our_pids(self.jobs.values()), self.holders()
         )
 
     # -- the sidecar protocol ---------------------------------------------------------------
-    async def heartbeat(self, job_id: str, secret: str, body: object) -> LeaseView:
+    async def heartbeat(self, job_id: str, secret: str, body: object) -> GrantView:
         return await self.beats.receive(job_id, secret, body)  # heartbeats.py
 
     # -- decisions --------------------------------------------------------------------------
@@ -391,7 +391,7 @@ class SchedulerService(SchedulerSettings):
             node = {g.id: g.node for g in self.gpu_infos()}
             for job in open_jobs:
                 target = list(decision.allocations.get(job.id, ()))
-                target = leases.on_one_node(target, job.desired.gpus, node, job.min_gpus)
+                target = grants.on_one_node(target, job.desired.gpus, node, job.min_gpus)
                 why = WAITING_FOR_SERVER if self.waits_for_server(job) else None
                 why = (
                     why

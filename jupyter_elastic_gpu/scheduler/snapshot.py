@@ -98,7 +98,7 @@ def build(
     A GPU busy with a process we did not start, or ``drained`` by an admin, is not usable:
     jobs on it move off through the policy's usual resize. A job held by a person (suspended
     until resumed) is not offered to the policy while it waits; while it still stops, it is,
-    as every stopping job is (its lease kept until the checkpoint is written)."""
+    as every stopping job is (its grant kept until the checkpoint is written)."""
     gpus = tuple(
         Gpu(g.id, g.node, healthy=not external.get(g.id) and g.id not in drained) for g in infos
     )
@@ -123,7 +123,7 @@ def build(
 def _holding(job: Job, counted: Collection[str]) -> Job:
     """``job`` holding only the GPUs of ``counted`` that it holds.
 
-    A GPU that left the inventory (its node lost, the device gone) is held by nobody: a lease
+    A GPU that left the inventory (its node lost, the device gone) is held by nobody: a grant
     mid-change on a lost node (a job asked to stop, say) would otherwise be kept at its size
     on the GPUs that remain, and push the job running there off them until its silent sidecar
     is declared lost. A stopping job is never moved, so it counts only the usable GPUs it
@@ -156,7 +156,7 @@ def held_reason(job: JobRecord, stopping: bool | None = None) -> Told:
 def shown_reason(job: JobRecord, why: Reason) -> Reason | None:
     """The reason ``job`` shows after a decision whose policy said ``why``.
 
-    ``core`` sees a job starting, resizing or stopping only as a lease mid-change, which it
+    ``core`` sees a job starting, resizing or stopping only as a grant mid-change, which it
     keeps as it is ("kept as is because its resize is in progress"); only the service knows
     which change is under way, so the job's state says it instead. A stopping job keeps the
     reason of the cancel or suspension that stops it (None: it says what it says); a held

@@ -49,7 +49,7 @@ MATERIAL_CHANGE = 0.05
 ON_EVENT = "an arrival or a completion"
 ON_SURPRISE = "a pause ended on a speed off its model"
 AFTER_PAUSE = "a tick after a pause's end (a new measurement)"
-AFTER_CHANGE = "the first tick after a change of leases"
+AFTER_CHANGE = "the first tick after a change of grants"
 NO_PROMISE = "a tick, no promise"
 PROMISE_ENDED = "a tick, its promise ended"
 EVERY_TICK = "a tick (every tick decided)"
@@ -101,7 +101,7 @@ class Simulation:
         self.decisions = 0
         self.skipped = 0
         self.decided_on: dict[str, int] = {}
-        self.changed = False  # the last decision changed a lease
+        self.changed = False  # the last decision changed a grant
         # The last decision (its ``holds_until`` says until when it holds).
         self.promise: Decision | None = None
         # Only time has passed since the last decision, up to ``watch`` (a pause's end).
@@ -175,7 +175,7 @@ class Simulation:
         if old:
             job.resizes += 1
             if mech.loses_work and job.speed > 0:
-                ran = now - job.pause_until  # progress on this lease began when its pause ended
+                ran = now - job.pause_until  # progress on this grant began when its pause ended
                 if ran > 0:
                     since_ckpt = math.fmod(ran, mech.checkpoint_interval)
                     lost = min(since_ckpt * job.speed, job.work_done)
@@ -236,7 +236,7 @@ class Simulation:
         if not self.clean:
             return ON_EVENT  # (decisions in rounds: it waited for the tick)
         if self.changed:
-            return AFTER_CHANGE  # a decision that changes leases promises nothing
+            return AFTER_CHANGE  # a decision that changes grants promises nothing
         if t >= self.watch:
             return AFTER_PAUSE
         if self.promise is None or self.promise.holds_until is None:
@@ -270,10 +270,10 @@ class Simulation:
         by_id = self.by_id
         # Release first, then grow: the mechanism sees each job's own change only.
         changes = []
-        for job_id, lease in decision.allocations.items():
+        for job_id, grant in decision.allocations.items():
             job = by_id[job_id]
-            if lease != job.gpus:
-                changes.append((job, tuple(lease)))
+            if grant != job.gpus:
+                changes.append((job, tuple(grant)))
         changes.sort(key=lambda c: len(c[1]) - len(c[0].gpus))
         for job, new in changes:
             self._apply(job, new)
@@ -408,7 +408,7 @@ class Simulation:
                     self._decide(EVERY_TICK)
             else:
                 continue
-            soon = self.soon  # the decision may have changed any lease
+            soon = self.soon  # the decision may have changed any grant
         self._decide(ON_EVENT)
         return self._result()
 

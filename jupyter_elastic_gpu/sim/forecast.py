@@ -92,7 +92,7 @@ class _Run:
         self.queued, self.attained, self.resizes = job.queued_s, job.attained_gpu_s, job.resizes
         self.last_change = job.last_change
         self.speed = job.speed.throughput(len(job.gpus))
-        # A lease mid-change (a start or a resize) pauses from its change for one resize cost.
+        # A grant mid-change (a start or a resize) pauses from its change for one resize cost.
         since = job.last_change if job.last_change is not None else now
         self.pause_until = max(now, since + job.resize_cost) if job.pinned else now
         self.start: float | None = None
@@ -119,7 +119,7 @@ class _Run:
         )
 
     def move(self, gpus: tuple[str, ...], t: float) -> None:
-        """Carry out a new lease: a start or a resize pauses it for its resize cost."""
+        """Carry out a new grant: a start or a resize pauses it for its resize cost."""
         if self.gpus:
             self.resizes += 1
         elif gpus and self.start is None and not self.job.gpus:

@@ -1,4 +1,4 @@
-"""A job as a simulation run holds it (``SimJob``: its progress, lease, pause and what it has
+"""A job as a simulation run holds it (``SimJob``: its progress, grant, pause and what it has
 measured), and the ``core`` snapshot of a run's jobs that its policy decides on, built the way
 the live scheduler builds its own. A long run builds hundreds of thousands of them, so a snapshot
 passes each ``Job`` by position (``_JOB_FIELDS``) and through ``Job``'s checks only the first

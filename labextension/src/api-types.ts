@@ -145,6 +145,27 @@ export interface Gpus {
   idle_figures?: ReasonFigures | null;
 }
 
+export type GrantAction = 'run' | 'stop' | 'cancel';
+
+export interface GrantChange {
+  /** Epoch seconds. */
+  t: number;
+  gpus: string[];
+  why: string;
+  /** 'why' as a reason_kind */
+  why_kind?: ReasonKind | null;
+  /** 'why''s figures */
+  why_figures?: ReasonFigures | null;
+}
+
+/** The grant a sidecar is told to run on (its answer to a heartbeat). */
+export interface GrantView {
+  /** Increases with every new grant. */
+  generation: number;
+  gpus: string[];
+  action: GrantAction;
+}
+
 /** `PUT admin/groups/{group}/weight`: a group's fair-share weight (default 1). */
 export interface GroupWeightRequest {
   /** The group's fair-share weight (groups never set weigh 1). */
@@ -154,7 +175,7 @@ export interface GroupWeightRequest {
 /** What a sidecar posts every few seconds (docs/sidecar.md, "Heartbeat protocol"). */
 export interface Heartbeat {
   job_id?: string | null;
-  /** Generation of the lease the current (or last) trainer runs on. */
+  /** Generation of the grant the current (or last) trainer runs on. */
   generation?: number | null;
   gpus?: string[];
   state?: SidecarState | null;
@@ -249,7 +270,7 @@ export interface JobView {
   kind: JobKind;
   /** GPUs the job holds now. */
   gpus: string[];
-  /** Generation of the desired lease. */
+  /** Generation of the desired grant. */
   generation: number;
   min_gpus: number;
   max_gpus: number;
@@ -287,8 +308,8 @@ export interface JobView {
   /** Mean measured resize pause. */
   resize_cost_s: number | null;
   resizes: number;
-  /** The last 50 lease changes. */
-  history: LeaseChange[];
+  /** The last 50 grant changes. */
+  history: GrantChange[];
   restarts: number;
   error: ErrorInfo | null;
   exit_code: number | null;
@@ -379,19 +400,6 @@ export interface Launches {
   ended?: string[];
 }
 
-export type LeaseAction = 'run' | 'stop' | 'cancel';
-
-export interface LeaseChange {
-  /** Epoch seconds. */
-  t: number;
-  gpus: string[];
-  why: string;
-  /** 'why' as a reason_kind */
-  why_kind?: ReasonKind | null;
-  /** 'why''s figures */
-  why_figures?: ReasonFigures | null;
-}
-
 /**
  * The answer to `POST leases`: the lease (a job of kind `interactive`) and what its kernel's
  * provisioner heartbeats with. The secret is shown this once.
@@ -418,14 +426,6 @@ export interface LeaseRequest {
   name?: string | null;
   /** The notebook the kernel runs */
   notebook?: string | null;
-}
-
-/** The lease a sidecar is told to run on (its answer to a heartbeat). */
-export interface LeaseView {
-  /** Increases with every new lease. */
-  generation: number;
-  gpus: string[];
-  action: LeaseAction;
 }
 
 export interface Logs {
@@ -595,7 +595,7 @@ export interface ReasonFigures {
   holders?: JobRef[] | null;
   /** more holders, not named */
   others?: number | null;
-  /** why a kept lease is kept */
+  /** why a kept grant is kept */
   because?: 'in_progress' | 'finishing' | 'resized' | 'started' | null;
   left_s?: number | null;
   /** what a resize costs it */

@@ -7,7 +7,7 @@ import { lossChart } from './chart';
 import { append, Child, h } from './dom';
 import { clock, duration, epochText, gpuList, gpuRange, percent, plural, relative } from './format';
 import { reasonAfterState } from './reasons';
-import { IJob, IJobRef, ILeaseChange, IProgressRecord, IWhoami, isFinal } from './types';
+import { IJob, IJobRef, IGrantChange, IProgressRecord, IWhoami, isFinal } from './types';
 
 /** What a card's buttons do (`data-action` values of the DOM contract, docs/sidebar.md). */
 export type JobAction = 'cancel' | 'suspend' | 'resume' | 'logs' | 'open-notebook';
@@ -68,7 +68,7 @@ export class JobCard {
     this.node.dataset.jobId = job.id;
     this.node.dataset.jobState = job.state;
     this.node.dataset.jobKind = job.kind ?? 'script';
-    // A rebuild must not close the lease changes a person opened to read.
+    // A rebuild must not close the grant changes a person opened to read.
     const opened = this.node.querySelector<HTMLDetailsElement>('details.jp-ElasticGpu-resizes');
     this.node.replaceChildren();
     append(this.node, this._render(job, ctx, opened?.open ?? false));
@@ -352,8 +352,8 @@ function errorBlock(job: IJob): Child {
   );
 }
 
-/** A lease change as people say it: started on, resized from/to, released. */
-function changeText(history: readonly ILeaseChange[], i: number, now: number): string {
+/** A grant change as people say it: started on, resized from/to, released. */
+function changeText(history: readonly IGrantChange[], i: number, now: number): string {
   const c = history[i];
   const before = i > 0 ? history[i - 1].gpus.length : 0;
   const after = c.gpus.length;
@@ -370,7 +370,7 @@ function changeText(history: readonly ILeaseChange[], i: number, now: number): s
   return `${clock(c.t, now)}: ${what}: ${c.why}`;
 }
 
-/** The lease changes: all in a full card (`open` as left); the last in the sidebar, if resized. */
+/** The grant changes: all in a full card (`open` as left); the last in the sidebar, if resized. */
 function resizeBlock(job: IJob, full: boolean, now: number, open: boolean): Child {
   const history = job.history ?? [];
   const resizes = job.resizes ?? 0;
@@ -391,7 +391,7 @@ function resizeBlock(job: IJob, full: boolean, now: number, open: boolean): Chil
   return h(
     'details',
     { class: 'jp-ElasticGpu-resizes', open },
-    h('summary', {}, `${plural(resizes, 'resize')}, ${plural(history.length, 'lease change')}`),
+    h('summary', {}, `${plural(resizes, 'resize')}, ${plural(history.length, 'grant change')}`),
     h('ol', {}, ...all.map(text => h('li', {}, text)))
   );
 }

@@ -44,21 +44,21 @@ export class LogView extends OnScreenWidget {
   }
 
   dispose(): void {
-    this._lease?.dispose();
+    this._acquired?.dispose();
     this._poll.dispose();
     super.dispose();
   }
 
   /** While visible: the job's state (to know when it ended) and its log. */
   protected onScreen(): void {
-    this._lease = this._lease ?? this.model.acquire();
+    this._acquired = this._acquired ?? this.model.acquire();
     void this._poll.start();
     void this._poll.refresh();
   }
 
   protected offScreen(): void {
-    this._lease?.dispose();
-    this._lease = null;
+    this._acquired?.dispose();
+    this._acquired = null;
   }
 
   private async _fetch(): Promise<void> {
@@ -93,7 +93,7 @@ export class LogView extends OnScreenWidget {
   }
 
   private _poll: Poll;
-  private _lease: IDisposable | null = null;
+  private _acquired: IDisposable | null = null;
   private _status = h('span');
   private _trainer = h('pre', { class: 'jp-ElasticGpu-logText' });
   private _sidecar = h('pre', { class: 'jp-ElasticGpu-logText' });

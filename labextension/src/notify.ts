@@ -14,7 +14,7 @@ import { duration, gpuList, plural } from './format';
 import { IProblem } from './model';
 import { IPanelData } from './state';
 import { minutes, reasonParts, reasonText } from './reasons';
-import { IJob, ILeaseChange, IReasonFigures, IWhoami, ReasonKind } from './types';
+import { IJob, IGrantChange, IReasonFigures, IWhoami, ReasonKind } from './types';
 
 /** What can happen to a job that its owner is told about. */
 export type JobEventKind = 'started' | 'resumed' | 'resized' | 'done' | 'failed' | 'idle';
@@ -23,12 +23,12 @@ export type JobEventKind = 'started' | 'resumed' | 'resized' | 'done' | 'failed'
 export interface IJobEvent {
   kind: JobEventKind;
   job: IJob;
-  /** Unique among the job's milestones: the kind and the lease generation it happened at. */
+  /** Unique among the job's milestones: the kind and the grant generation it happened at. */
   key: string;
   /** GPU counts before and after a resize. */
   from?: number;
   to?: number;
-  /** The scheduler's reason for the lease (a start or a resize), its kind and figures. */
+  /** The scheduler's reason for the grant (a start or a resize), its kind and figures. */
   why?: string;
   whyKind?: ReasonKind | null;
   whyFigures?: IReasonFigures | null;
@@ -87,16 +87,16 @@ function idleKey(job: IJob): string {
   return `${job.id}#idle`;
 }
 
-/** The reason a lease change was made for, as an event carries it. */
+/** The reason a grant change was made for, as an event carries it. */
 function reasonOf(
-  change: ILeaseChange | undefined
+  change: IGrantChange | undefined
 ): Pick<IJobEvent, 'why' | 'whyKind' | 'whyFigures'> {
   return { why: change?.why, whyKind: change?.why_kind, whyFigures: change?.why_figures };
 }
 
 /**
- * The latest milestone of a job, from its state and its lease history (`history`, one entry
- * per lease: a start, a resize, or an empty one for a stop); null while there is nothing to
+ * The latest milestone of a job, from its state and its grant history (`history`, one entry
+ * per grant: a start, a resize, or an empty one for a stop); null while there is nothing to
  * tell (queued, starting, stopping, cancelled by a person).
  */
 export function milestone(job: IJob): IJobEvent | null {
@@ -164,11 +164,11 @@ export function jobLabel(job: IJob): string {
   return job.name ? `GPU job "${job.name}"` : `GPU job ${job.id}`;
 }
 
-/** The reasons whose head says the lease itself, which a notification already says. */
-const LEASE_LEADS = new Set(['running', 'starting', 'resuming', 'resizing']);
+/** The reasons whose head says the grant itself, which a notification already says. */
+const GRANT_LEADS = new Set(['running', 'starting', 'resuming', 'resizing']);
 
 /**
- * What a reason adds after the lease it explains: a `crowded` reason ("running on 2 of up to
+ * What a reason adds after the grant it explains: a `crowded` reason ("running on 2 of up to
  * 4 GPUs: the others help other jobs more") gives "the others help other jobs more". A
  * reason without a kind (from an older scheduler) is kept whole.
  */
@@ -181,7 +181,7 @@ export function reasonDetail(
     return (why ?? '').trim();
   }
   const parts = reasonParts(kind, figures);
-  if (parts.detail && parts.lead !== null && LEASE_LEADS.has(parts.lead)) {
+  if (parts.detail && parts.lead !== null && GRANT_LEADS.has(parts.lead)) {
     return parts.detail;
   }
   return reasonText(kind, figures);
@@ -404,8 +404,8 @@ export class JobNotifier implements IDisposable {
   }
 
   /**
-   * Runs again, once, when the model changes while it runs: taking the lease makes the model
-   * emit `changed` before `acquire` returns, and a nested run would take a second lease (and
+   * Runs again, once, when the model changes while it runs: acquiring the model makes it
+   * emit `changed` before `acquire` returns, and a nested run would acquire it twice (and
    * a third ...) that nothing ever gives back.
    */
   private _update(): void {
@@ -433,8 +433,8 @@ export class JobNotifier implements IDisposable {
       this._release(); // no scheduler on this server: nothing will ever happen
       return;
     }
-    if (!this._lease) {
-      this._lease = model.acquire();
+    if (!this._acquired) {
+      this._acquired = model.acquire();
     }
     const user = model.whoami?.user;
     if (user === undefined || model.data.queue === null) {
@@ -478,16 +478,16 @@ export class JobNotifier implements IDisposable {
     return this._prefix + user;
   }
 
-  /** Lets go of the lease; cleared first, since disposing it makes the model emit `changed`. */
+  /** Lets go of the model; cleared first, since disposing it makes the model emit `changed`. */
   private _release(): void {
-    const lease = this._lease;
-    this._lease = null;
-    lease?.dispose();
+    const acquired = this._acquired;
+    this._acquired = null;
+    acquired?.dispose();
   }
 
   private _enabled = false;
   private _disposed = false;
-  private _lease: IDisposable | null = null;
+  private _acquired: IDisposable | null = null;
   private _updating = false;
   private _stale = false;
   private _memory: IMemory;

@@ -25,7 +25,7 @@ export abstract class OnScreenWidget extends Widget {
     this.offScreen();
   }
 
-  /** Take what the widget needs (a lease on the model, a poll); called again while shown. */
+  /** Take what the widget needs (acquiring the model, a poll); called again while shown. */
   protected abstract onScreen(): void;
 
   /** Give it back; safe to call when nothing is held. */

@@ -106,16 +106,16 @@ export class QueuePanel extends OnScreenWidget {
   }
 
   protected onScreen(): void {
-    if (!this._lease) {
-      this._lease = this.model.acquire();
+    if (!this._acquired) {
+      this._acquired = this.model.acquire();
       this._ticker = setInterval(() => this._schedule(), RELATIVE_TIME_STEP);
     }
     this.render();
   }
 
   protected offScreen(): void {
-    this._lease?.dispose();
-    this._lease = null;
+    this._acquired?.dispose();
+    this._acquired = null;
     if (this._ticker !== null) {
       clearInterval(this._ticker);
       this._ticker = null;
@@ -273,7 +273,7 @@ export class QueuePanel extends OnScreenWidget {
     void this.actions.run(action, job).catch(() => cards.get(job.id)?.settle(action));
   }
 
-  private _lease: IDisposable | null = null;
+  private _acquired: IDisposable | null = null;
   private _ticker: ReturnType<typeof setInterval> | null = null;
   private _frame = 0;
   private _badgeKey = '';

@@ -39,7 +39,7 @@ export class JobRenderer extends OnScreenWidget implements IRenderMime.IRenderer
     if (id !== this._jobId) {
       this._watch?.dispose();
       this._jobId = id;
-      this._watch = id && this._lease ? this.model.watchProgress(id) : null;
+      this._watch = id && this._acquired ? this.model.watchProgress(id) : null;
     }
     this._render();
   }
@@ -61,7 +61,7 @@ export class JobRenderer extends OnScreenWidget implements IRenderMime.IRenderer
 
   /** While the card is on screen (its notebook's tab shown), the page's model stays live. */
   protected onScreen(): void {
-    this._lease = this._lease ?? this.model.acquire();
+    this._acquired = this._acquired ?? this.model.acquire();
     if (this._jobId && !this._watch) {
       this._watch = this.model.watchProgress(this._jobId);
     }
@@ -71,8 +71,8 @@ export class JobRenderer extends OnScreenWidget implements IRenderMime.IRenderer
   protected offScreen(): void {
     this._watch?.dispose();
     this._watch = null;
-    this._lease?.dispose();
-    this._lease = null;
+    this._acquired?.dispose();
+    this._acquired = null;
   }
 
   private _render(): void {
@@ -109,6 +109,6 @@ export class JobRenderer extends OnScreenWidget implements IRenderMime.IRenderer
 
   private _card: JobCard;
   private _jobId: string | null = null;
-  private _lease: IDisposable | null = null;
+  private _acquired: IDisposable | null = null;
   private _watch: IDisposable | null = null;
 }

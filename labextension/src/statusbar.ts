@@ -139,15 +139,15 @@ export class GpuStatusItem extends OnScreenWidget {
   }
 
   protected onScreen(): void {
-    if (!this._lease && this.relevant) {
-      this._lease = this.model.acquire();
+    if (!this._acquired && this.relevant) {
+      this._acquired = this.model.acquire();
     }
     this.render();
   }
 
   protected offScreen(): void {
-    this._lease?.dispose();
-    this._lease = null;
+    this._acquired?.dispose();
+    this._acquired = null;
   }
 
   private _onChange(): void {
@@ -174,7 +174,7 @@ export class GpuStatusItem extends OnScreenWidget {
   };
 
   private _text = h('span', { class: 'jp-StatusBar-TextItem' });
-  private _lease: IDisposable | null = null;
+  private _acquired: IDisposable | null = null;
   private _wasRelevant = true;
   private _relevantChanged = new Signal<this, void>(this);
 }

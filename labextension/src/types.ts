@@ -12,7 +12,7 @@ import {
   JobRef,
   JobState,
   JobView,
-  LeaseChange,
+  GrantChange,
   Logs,
   ProgressRecord,
   PublicJob,
@@ -40,7 +40,7 @@ export type IGpu = GpuView;
 export type GpuSource = Gpus['source'];
 export type IGpuInventory = Gpus;
 export type IJobProgress = JobProgress;
-export type ILeaseChange = LeaseChange;
+export type IGrantChange = GrantChange;
 export type IJobError = ErrorInfo;
 export type IQueueEntry = QueueEntry;
 export type IProgressRecord = ProgressRecord;

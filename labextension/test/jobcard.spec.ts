@@ -1,7 +1,7 @@
 /**
  * @jest-environment jsdom
  *
- * What a person meets on a job card that updates while they read it: the lease changes they
+ * What a person meets on a job card that updates while they read it: the grant changes they
  * opened, the resize labels at the chart's edge, and a readable loss axis.
  */
 import { lossChart, ticks } from '../src/chart';
@@ -22,7 +22,7 @@ const records = (n: number) =>
     replicas: 4
   }));
 
-describe('the lease changes of a full card', () => {
+describe('the grant changes of a full card', () => {
   const job = (epoch: number) =>
     JOB('j-1', {
       state: 'running',

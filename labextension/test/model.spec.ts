@@ -165,7 +165,7 @@ describe('standby', () => {
 
   it('requests nothing once the last view let go, and closes the socket', async () => {
     const { server, model } = setup();
-    const lease = model.acquire();
+    const acquired = model.acquire();
     const socket = FakeSocket.last!;
     socket.receive({
       type: 'snapshot',
@@ -174,7 +174,7 @@ describe('standby', () => {
       queue: [],
       jobs: []
     });
-    lease.dispose();
+    acquired.dispose();
     expect(socket.closed).toBe(true);
     expect(model.transport).toBe('standby');
     const before = server.requests.length;

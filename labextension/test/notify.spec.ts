@@ -24,7 +24,7 @@ const start = (t: number, n: number, why = `running on ${n} GPUs (its maximum)`)
   gpus: Array.from({ length: n }, (_, i) => String(i)),
   why
 });
-/** A lease change whose reason has its kind and figures, as the scheduler sends it. */
+/** A grant change whose reason has its kind and figures, as the scheduler sends it. */
 const crowded = (t: number) => ({
   ...start(t, 2, 'running on 2 of up to 4 GPUs: the others help other jobs more'),
   why_kind: 'crowded' as const,
@@ -43,12 +43,12 @@ describe('milestone', () => {
     expect(milestone(job({ state: 'cancelled' }))).toBeNull();
   });
 
-  it('tells a start once it runs, per lease generation', () => {
+  it('tells a start once it runs, per grant generation', () => {
     const e = milestone(job({ state: 'running', history: [start(1, 2)], generation: 1 }));
     expect(e).toMatchObject({ kind: 'started', key: 'started:1' });
   });
 
-  it('tells a resize from the lease history, with the reason of the new lease', () => {
+  it('tells a resize from the grant history, with the reason of the new grant', () => {
     const why = 'running on 2 of up to 4 GPUs: the others help other jobs more';
     for (const state of ['resizing', 'running'] as const) {
       const e = milestone(
@@ -213,7 +213,7 @@ describe('noticeFor', () => {
     ]);
   });
 
-  it('keeps what a reason adds after its lease', () => {
+  it('keeps what a reason adds after its grant', () => {
     const crowded = 'running on 2 of up to 4 GPUs: the others help other jobs more';
     expect(reasonDetail(crowded, 'crowded', { gpus: 2, top: 4 })).toBe(
       'the others help other jobs more'
@@ -240,10 +240,10 @@ class FakeModel implements INotifierModel {
   data: IPanelData = EMPTY;
   whoami: IWhoami | null = { user: 'ann', admin: false, mode: 'embedded' as const };
   problem: IProblem | null = null;
-  leases = 0;
+  acquired = 0;
   /** As the page's model does, it tells its views at once that one more wants it, or one less. */
   acquire() {
-    this.leases++;
+    this.acquired++;
     this.changed.emit();
     let held = true;
     return {
@@ -253,7 +253,7 @@ class FakeModel implements INotifierModel {
       dispose: () => {
         if (held) {
           held = false;
-          this.leases--;
+          this.acquired--;
           this.changed.emit();
         }
       }
@@ -304,7 +304,7 @@ describe('JobNotifier', () => {
   it('tells nothing of what was true when it first looked, then each change once', () => {
     const { model, told, notifier } = setup();
     notifier.enabled = true;
-    expect(model.leases).toBe(1); // it keeps the model live
+    expect(model.acquired).toBe(1); // it keeps the model live
     model.set([running]);
     expect(told).toEqual([]);
     const next = { ...running, id: 'j-2' };
@@ -321,7 +321,7 @@ describe('JobNotifier', () => {
     first.model.set([running]);
     expect(first.told).toHaveLength(1);
     first.notifier.dispose();
-    expect(first.model.leases).toBe(0);
+    expect(first.model.acquired).toBe(0);
 
     const again = setup(memory);
     again.notifier.enabled = true;
@@ -340,7 +340,7 @@ describe('JobNotifier', () => {
     notifier.enabled = true;
     model.set([]);
     notifier.enabled = false;
-    expect(model.leases).toBe(0);
+    expect(model.acquired).toBe(0);
     expect([...memory.values.keys()]).toEqual(['jupyter-elastic-gpu:told:/other/:ann']);
     model.set([running]);
     notifier.enabled = true; // what is true now (j-1 running) is not told
@@ -361,7 +361,7 @@ describe('JobNotifier', () => {
     notifier.enabled = true;
     model.problem = { kind: 'not-enabled', message: '' };
     model.changed.emit();
-    expect(model.leases).toBe(0);
+    expect(model.acquired).toBe(0);
   });
 });
 
@@ -383,7 +383,7 @@ describe("JobNotifier on the page's model", () => {
     jest.useRealTimers();
   });
 
-  it('holds the model with one lease, and once off, the model asks nothing more', async () => {
+  it('holds the model, acquired once, and once off, the model asks nothing more', async () => {
     const server = new FakeServer();
     standardRoutes(server, [job({ state: 'running', history: [start(1, 1)], generation: 1 })]);
     const model = new ElasticGpuModel({

@@ -27,7 +27,7 @@ describe('reasons', () => {
     );
   });
 
-  it('has a detail after the lease it explains', () => {
+  it('has a detail after the grant it explains', () => {
     expect(reasonParts('crowded', { gpus: 2, top: 4 }).detail).toBe(
       'the others help other jobs more'
     );

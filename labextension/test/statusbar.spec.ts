@@ -39,21 +39,21 @@ describe('the status-bar item', () => {
   });
 
   it('shows the counts as text and attributes, and opens the queue on a click or Enter', () => {
-    let leases = 0;
+    let acquired = 0;
     const model = {
       changed: new Signal<any, void>({}),
       data,
       whoami: { user: 'ann', admin: false, mode: 'embedded' as const },
       problem: null as any,
       acquire: () => {
-        leases++;
-        return { isDisposed: false, dispose: () => void leases-- };
+        acquired++;
+        return { isDisposed: false, dispose: () => void acquired-- };
       }
     };
     let opened = 0;
     const item = new GpuStatusItem(model, () => opened++);
     Widget.attach(item, document.body); // on screen: it holds the model live
-    expect(leases).toBe(1);
+    expect(acquired).toBe(1);
     expect(item.node.textContent).toBe('GPUs 4/5 in use \u00b7 1 queued');
     expect({ ...item.node.dataset }).toMatchObject({
       gpusUsed: '4',
@@ -69,7 +69,7 @@ describe('the status-bar item', () => {
     item.relevantChanged.connect(() => hidden++);
     model.problem = { kind: 'not-enabled', message: 'not enabled' };
     model.changed.emit();
-    expect([item.relevant, hidden, leases]).toEqual([false, 1, 0]);
+    expect([item.relevant, hidden, acquired]).toEqual([false, 1, 0]);
     item.dispose();
   });
 });

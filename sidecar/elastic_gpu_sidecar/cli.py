@@ -1,7 +1,7 @@
 """``python -m elastic_gpu_sidecar run|resize|suspend|cancel|status``.
 
 ``run`` supervises a job (usable without any scheduler); the other commands only write the
-desired lease to ``lease.json`` and nudge the running sidecar, so they return at once and
+desired grant to ``grant.json`` and nudge the running sidecar, so they return at once and
 work the same way the live scheduler does.
 """
 
@@ -55,7 +55,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument(
         "--simulated", action="store_true", help="GPU ids are labels: as many logical CPU devices"
     )
-    run.add_argument("--generation", type=int, help="lease generation to start with")
+    run.add_argument("--generation", type=int, help="grant generation to start with")
     run.add_argument("--epochs", type=_positive(int), help="override the epochs of every fit()")
     run.add_argument(
         "--checkpoint-interval",
@@ -151,7 +151,8 @@ def main(argv: list[str] | None = None) -> int:
 # -- run ----------------------------------------------------------------------------------------
 _STATE_FILES = (
     P.STATUS,
-    P.LEASE,
+    P.GRANT,
+    P.LEGACY_GRANT,
     P.RESULT,
     P.PROGRESS,
     P.MODEL,
@@ -298,24 +299,24 @@ def _nudge(job: JobDir) -> int | None:
 
 def cmd_resize(args, parser) -> int:
     job = _existing_job(args.job_dir)
-    current = job.read_lease()
+    current = job.read_grant()
     status = job.read_status() or {}
     gens = [g for g in (current and current.generation, status.get("generation")) if g is not None]
-    lease = P.Lease(max(gens, default=0) + 1, args.gpus, P.LeaseAction.RUN)
-    job.write_lease(lease)
+    grant = P.Grant(max(gens, default=0) + 1, args.gpus, P.GrantAction.RUN)
+    job.write_grant(grant)
     pid = _nudge(job)
     where = f"sidecar {pid} nudged" if pid else "no sidecar running: applies at the next run"
-    print(f"requested generation {lease.generation} on gpus {','.join(args.gpus)} ({where})")
+    print(f"requested generation {grant.generation} on gpus {','.join(args.gpus)} ({where})")
     return 0
 
 
 def cmd_stop(args, parser) -> int:
     job = _existing_job(args.job_dir)
-    current = job.read_lease()
+    current = job.read_grant()
     if current is None:
-        raise ValueError(f"{job.path} has no {P.LEASE}: is it a job dir?")
-    action = P.LeaseAction.CANCEL if args.cmd == "cancel" else P.LeaseAction.STOP
-    job.write_lease(P.Lease(current.generation, current.gpus, action))
+        raise ValueError(f"{job.path} has no {P.GRANT}: is it a job dir?")
+    action = P.GrantAction.CANCEL if args.cmd == "cancel" else P.GrantAction.STOP
+    job.write_grant(P.Grant(current.generation, current.gpus, action))
     pid = _nudge(job)
     print(
         f"{args.cmd} requested" + (f" (sidecar {pid} nudged)" if pid else " (no sidecar running)")
@@ -358,7 +359,7 @@ def format_status(st: dict, prog: dict | None) -> str:
     gpus = ",".join(st.get("gpus") or []) or "-"
     out = [
         f"state       {st.get('state')}   (updated {now_iso(st.get('updated_at'))})",
-        f"lease       generation {st.get('generation')}, gpus {gpus} ({st.get('replicas')} replicas)",
+        f"grant       generation {st.get('generation')}, gpus {gpus} ({st.get('replicas')} replicas)",
         f"processes   sidecar {st.get('sidecar_pid')}, trainer {st.get('trainer_pid') or '-'}, "
         f"restarts {st.get('restarts')}",
     ]

@@ -1,8 +1,8 @@
-"""Heartbeat to the scheduler: progress out, desired lease in (level-triggered).
+"""Heartbeat to the scheduler: progress out, desired grant in (level-triggered).
 
 Every ``interval`` seconds the sidecar POSTs its state to the scheduler URL with the job's
-secret as a bearer token; the answer is the lease the scheduler wants. A lost answer changes
-nothing and an unreachable scheduler means "keep running on the current lease": the next
+secret as a bearer token; the answer is the grant the scheduler wants. A lost answer changes
+nothing and an unreachable scheduler means "keep running on the current grant": the next
 heartbeat converges again. Progress records are sent until a heartbeat carrying them is
 acknowledged (2xx): the newest as ``progress``, those before it as ``backlog`` (at most
 ``MAX_PROGRESS_BACKLOG``), so what the trainer wrote while the scheduler was down or failing
@@ -27,7 +27,7 @@ from .protocol import (
     FINAL_HEARTBEAT_LINGER_S,
     MAX_HEARTBEAT_BYTES,
     MAX_PROGRESS_BACKLOG,
-    Lease,
+    Grant,
 )
 
 
@@ -42,7 +42,7 @@ class HeartbeatClient:
         *,
         interval: float,
         snapshot: Callable[[], dict],
-        on_lease: Callable[[Lease], None],
+        on_grant: Callable[[Grant], None],
         log: Callable[[str], None],
         timeout: float = 5.0,
         progress: Path | None = None,
@@ -52,7 +52,7 @@ class HeartbeatClient:
         self._secret = secret
         self.interval = interval
         self.snapshot = snapshot
-        self.on_lease = on_lease
+        self.on_grant = on_grant
         self.log = log
         self.timeout = timeout
         self._stop = threading.Event()
@@ -112,8 +112,8 @@ class HeartbeatClient:
             data = json.dumps(body).encode()
         return data, len(pending)
 
-    def beat(self) -> Lease | None:
-        """Send one heartbeat; apply and return the lease from the answer, if any."""
+    def beat(self) -> Grant | None:
+        """Send one heartbeat; apply and return the grant from the answer, if any."""
         data, carried = self.body()
         self.settled = False
         req = urllib.request.Request(
@@ -134,7 +134,7 @@ class HeartbeatClient:
                 self._report(
                     f"http{e.code}",
                     f"scheduler rejected this job's credentials (HTTP {e.code}): check "
-                    f"{ENV_SECRET} and --job-id; the job keeps running on its lease",
+                    f"{ENV_SECRET} and --job-id; the job keeps running on its grant",
                 )
             else:
                 self._report(f"http{e.code}", f"scheduler answered HTTP {e.code}; retrying")
@@ -143,7 +143,7 @@ class HeartbeatClient:
             reason = getattr(e, "reason", e)
             self._report(
                 "down",
-                f"scheduler unreachable at {self.url} ({reason}); keeping the current lease, "
+                f"scheduler unreachable at {self.url} ({reason}); keeping the current grant, "
                 f"retrying every {self.interval:g} s",
             )
             return None
@@ -152,15 +152,15 @@ class HeartbeatClient:
         for _ in range(carried):  # stored: not sent again
             self._pending.popleft()
         try:
-            lease = Lease.from_json(json.loads(payload))
+            grant = Grant.from_json(json.loads(payload))
         except ValueError as e:
-            self._report("bad", f"scheduler sent an invalid lease ({e}); ignoring it")
+            self._report("bad", f"scheduler sent an invalid grant ({e}); ignoring it")
             return None
         if self._problem is not None:
             self.log("scheduler reachable again")
             self._problem = None
-        self.on_lease(lease)
-        return lease
+        self.on_grant(grant)
+        return grant
 
     def _report(self, key: str, message: str) -> None:
         if self._problem != key:

@@ -94,16 +94,22 @@ class JobDir:
             sys.stderr.write(f"[elastic-gpu] {message}\n")
             sys.stderr.flush()
 
-    def read_lease(self) -> P.Lease | None:
-        """The desired lease, or None before the first one; ValueError when it is invalid."""
-        obj = read_json(self.path / P.LEASE)
-        return None if obj is None else P.Lease.from_json(obj)
+    def read_grant(self) -> P.Grant | None:
+        """The desired grant, or None before the first one; ValueError when it is invalid.
+        A job directory an older sidecar started may hold only ``P.LEGACY_GRANT``."""
+        obj = read_json(self.path / P.GRANT)
+        if obj is None:
+            obj = read_json(self.path / P.LEGACY_GRANT)
+        return None if obj is None else P.Grant.from_json(obj)
 
-    def write_lease(self, lease: P.Lease) -> None:
-        """Publish the desired lease; stamped with the time this side learned of it."""
-        if lease.requested_at is None:
-            lease = P.Lease(lease.generation, list(lease.gpus), lease.action, time.time())
-        atomic_write_json(self.path / P.LEASE, lease.to_json())
+    def write_grant(self, grant: P.Grant) -> None:
+        """Publish the desired grant; stamped with the time this side learned of it. Also
+        to ``P.LEGACY_GRANT`` where that file is there: an older sidecar may be reading it."""
+        if grant.requested_at is None:
+            grant = P.Grant(grant.generation, list(grant.gpus), grant.action, time.time())
+        atomic_write_json(self.path / P.GRANT, grant.to_json())
+        if (self.path / P.LEGACY_GRANT).exists():
+            atomic_write_json(self.path / P.LEGACY_GRANT, grant.to_json())
 
     def read_status(self) -> dict | None:
         obj = read_json(self.path / P.STATUS)

@@ -74,7 +74,7 @@ class Measurements:
         """Close the pending resize (if any) on the trainer's first step; the line to log.
 
         ``handed_at`` is when the sidecar started the trainer (or handed the standby its
-        lease); ``standby`` whether this job keeps a standby interpreter. The record's
+        grant); ``standby`` whether this job keeps a standby interpreter. The record's
         ``ready_at`` then tells how long the pause waited for TensorFlow's import.
         """
         resumed = record.get("resumed_from")

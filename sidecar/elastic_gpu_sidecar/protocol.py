@@ -1,8 +1,8 @@
 """The vocabulary that crosses a process boundary, defined once.
 
 The sidecar, the trainer, the synthetic workload, the CLI, the live scheduler and its REST API
-all meet here: job and sidecar states, lease actions, batch policies, resize mechanisms, the
-lease itself, every file name in the job directory, every environment variable handed to a
+all meet here: job and sidecar states, grant actions, batch policies, resize mechanisms, the
+grant itself, every file name in the job directory, every environment variable handed to a
 sidecar or a trainer, and exit codes. The scheduler imports this module (the sidecar imports
 nothing of the scheduler), so the two sides of each contract cannot drift apart.
 Standard library only.
@@ -77,8 +77,8 @@ ENDED_SIDECAR_STATES = frozenset(
 )
 
 
-class LeaseAction(Vocabulary):
-    RUN = "run"  # run on the lease's GPUs
+class GrantAction(Vocabulary):
+    RUN = "run"  # run on the grant's GPUs
     STOP = "stop"  # checkpoint and stop, resumable (suspend)
     CANCEL = "cancel"  # checkpoint and stop for good
 
@@ -106,7 +106,14 @@ class JobKind(Vocabulary):
 # --- files in the job directory -------------------------------------------------------------
 SCRIPT = "script.py"  # the training code, written by whoever launches the sidecar
 INPUTS = "inputs.json"  # notebook variables passed with the job (base64 pickles), mode 0600
-LEASE = "lease.json"  # the desired lease, written by the scheduler client or the CLI
+GRANT = "grant.json"  # the desired grant, written by the scheduler client or the CLI
+#: GRANT's name before it was called a grant (the legacy lease.json), for one upgrade: a
+#: reader takes GRANT, else this file; a writer writes GRANT, and this file too where one
+#: is there (a job directory an older sidecar started: it may still run, reading only this
+#: one). So an older sidecar sees what a newer CLI or scheduler client asks, and a newer
+#: sidecar adopts an older job directory. The document itself, the heartbeat's answer and
+#: the store kept their keys (generation, gpus, action, requested_at).
+LEGACY_GRANT = "lease.json"
 STATUS = "status.json"  # what the sidecar is doing, rewritten atomically on every change
 PROGRESS = "progress.jsonl"  # one record a line, appended by the trainer
 TRAINER_LOG = "trainer.log"  # trainer stdout+stderr, all generations
@@ -151,7 +158,7 @@ EXIT_CANCELLED = 4
 ENV_SECRET = "ELASTIC_GPU_JOB_SECRET"  # per-job secret for the scheduler, never on argv
 ENV_JOB_DIR = "ELASTIC_GPU_JOB_DIR"
 ENV_GENERATION = "ELASTIC_GPU_GENERATION"
-ENV_GPUS = "ELASTIC_GPU_GPUS"  # comma-separated GPU ids of the lease (labels when simulated)
+ENV_GPUS = "ELASTIC_GPU_GPUS"  # comma-separated GPU ids of the grant (labels when simulated)
 ENV_SIMULATED = "ELASTIC_GPU_SIMULATED"  # "1": give the trainer len(gpus) logical CPU devices
 ENV_SIDECAR_PID = "ELASTIC_GPU_SIDECAR_PID"  # the trainer exits if its parent is not this pid
 ENV_PROGRESS_INTERVAL = "ELASTIC_GPU_PROGRESS_INTERVAL"  # seconds between progress records
@@ -168,7 +175,7 @@ def device_index(gpu: str) -> str:
 
 
 def check_gpu_id(gpu: str) -> str:
-    """A GPU id as used in leases: letters, digits and ``-_:.``; ValueError otherwise."""
+    """A GPU id as used in grants: letters, digits and ``-_:.``; ValueError otherwise."""
     if not gpu or len(gpu) > MAX_GPU_ID_CHARS or not all(c.isalnum() or c in "-_:." for c in gpu):
         raise ValueError(f"invalid GPU id {gpu!r}")
     return gpu
@@ -191,22 +198,22 @@ def epoch_shown(epoch: int | None, epochs: int | None, done: bool = False) -> in
 
 
 @dataclass
-class Lease:
+class Grant:
     """The GPUs a job may run on, and what to do with them.
 
-    The scheduler publishes the lease it wants; the sidecar reconciles its trainer toward it
+    The scheduler publishes the grant it wants; the sidecar reconciles its trainer toward it
     (level-triggered: a lost message changes nothing, the next one converges). ``generation``
-    only grows. ``requested_at`` is when the sidecar's side learned of the lease: the resize
+    only grows. ``requested_at`` is when the sidecar's side learned of the grant: the resize
     pause is timed from it; the scheduler leaves it unset.
     """
 
     generation: int = 0
     gpus: list[str] = field(default_factory=list)
-    action: LeaseAction = LeaseAction.RUN
+    action: GrantAction = GrantAction.RUN
     requested_at: float | None = None
 
     def __post_init__(self) -> None:
-        self.action = LeaseAction(self.action)
+        self.action = GrantAction(self.action)
 
     def to_json(self) -> dict:
         out: dict = {
@@ -219,10 +226,10 @@ class Lease:
         return out
 
     @classmethod
-    def from_json(cls, obj: object) -> Lease:
-        """Validate a lease document (the lease file or a scheduler's answer); ValueError."""
+    def from_json(cls, obj: object) -> Grant:
+        """Validate a grant document (the grant file or a scheduler's answer); ValueError."""
         if not isinstance(obj, dict):
-            raise ValueError("a lease must be a JSON object")
+            raise ValueError("a grant must be a JSON object")
         gen = obj.get("generation")
         if not isinstance(gen, int) or isinstance(gen, bool) or gen < 0:
             raise ValueError(f"generation must be a non-negative integer, got {gen!r}")
@@ -231,12 +238,12 @@ class Lease:
             raise ValueError(f"gpus must be a list of strings, got {gpus!r}")
         for gpu in gpus:
             check_gpu_id(gpu)
-        action = obj.get("action", LeaseAction.RUN.value)
-        if action not in LeaseAction.values():
-            raise ValueError(f"action must be one of {LeaseAction.values()}, got {action!r}")
-        if action == LeaseAction.RUN and not gpus:
+        action = obj.get("action", GrantAction.RUN.value)
+        if action not in GrantAction.values():
+            raise ValueError(f"action must be one of {GrantAction.values()}, got {action!r}")
+        if action == GrantAction.RUN and not gpus:
             raise ValueError("action 'run' needs at least one GPU")
         req = obj.get("requested_at")
         if not isinstance(req, (int, float)) or isinstance(req, bool):
             req = time.time()
-        return cls(gen, list(gpus), LeaseAction(action), float(req))
+        return cls(gen, list(gpus), GrantAction(action), float(req))

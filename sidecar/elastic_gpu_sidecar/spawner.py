@@ -1,8 +1,8 @@
 """How a trainer process is started: command line, environment, and the standby interpreter.
 
-The trainer gets the lease only through its environment (``CUDA_VISIBLE_DEVICES``,
+The trainer gets the grant only through its environment (``CUDA_VISIBLE_DEVICES``,
 ``ELASTIC_GPU_*``), never the scheduler's secret. With ``--standby`` one spare interpreter
-with TensorFlow already imported waits on its stdin; the next (re)start hands it the lease
+with TensorFlow already imported waits on its stdin; the next (re)start hands it the grant
 instead of paying for a fresh ``import tensorflow``.
 """
 
@@ -31,23 +31,23 @@ class TrainerSpawner:
         self.log = log
         self.standby: subprocess.Popen | None = None
 
-    def lease_env(self, lease: P.Lease) -> dict:
-        unique = list(dict.fromkeys(lease.gpus))
+    def grant_env(self, grant: P.Grant) -> dict:
+        unique = list(dict.fromkeys(grant.gpus))
         return {
-            P.ENV_GENERATION: str(lease.generation),
-            P.ENV_GPUS: ",".join(lease.gpus),
+            P.ENV_GENERATION: str(grant.generation),
+            P.ENV_GPUS: ",".join(grant.gpus),
             P.ENV_SIMULATED: "1" if self.simulated else "0",
             "CUDA_VISIBLE_DEVICES": ""
             if self.simulated
             else ",".join(P.device_index(g) for g in unique),
         }
 
-    def env(self, lease: P.Lease | None) -> dict:
+    def env(self, grant: P.Grant | None) -> dict:
         env = dict(os.environ)
         env.pop(P.ENV_SECRET, None)  # the scheduler secret is the sidecar's, not the script's
-        if lease is not None:
-            env.update(self.lease_env(lease))
-        else:  # a standby learns its lease later
+        if grant is not None:
+            env.update(self.grant_env(grant))
+        else:  # a standby learns its grant later
             for key in (P.ENV_GENERATION, P.ENV_GPUS, P.ENV_SIMULATED, "CUDA_VISIBLE_DEVICES"):
                 env.pop(key, None)
         env["PYTHONUNBUFFERED"] = "1"
@@ -81,25 +81,25 @@ class TrainerSpawner:
             ]
         return [self.python, "-m", "elastic_gpu_sidecar.trainer"]
 
-    def start(self, lease: P.Lease) -> tuple[subprocess.Popen, bool]:
-        """Start a trainer on ``lease``; True when the standby interpreter was used."""
-        proc = self._activate_standby(lease)
+    def start(self, grant: P.Grant) -> tuple[subprocess.Popen, bool]:
+        """Start a trainer on ``grant``; True when the standby interpreter was used."""
+        proc = self._activate_standby(grant)
         if proc is not None:
             return proc, True
         proc = spawn(
             self.argv(),
-            env=self.env(lease),
+            env=self.env(grant),
             log_path=self.job / P.TRAINER_LOG,
             cwd=self.command.get("cwd"),
         )
         return proc, False
 
-    def _activate_standby(self, lease: P.Lease) -> subprocess.Popen | None:
+    def _activate_standby(self, grant: P.Grant) -> subprocess.Popen | None:
         sb, self.standby = self.standby, None
         if sb is None or sb.poll() is not None:
             return None
         try:
-            sb.stdin.write((json.dumps({"env": self.lease_env(lease)}) + "\n").encode())
+            sb.stdin.write((json.dumps({"env": self.grant_env(grant)}) + "\n").encode())
             sb.stdin.close()
         except OSError:
             kill_group(sb)

@@ -1,7 +1,7 @@
-"""The sidecar: supervise one trainer and reconcile it toward the desired lease.
+"""The sidecar: supervise one trainer and reconcile it toward the desired grant.
 
-The loop is level-triggered: it reads ``lease.json`` (written by the CLI or the scheduler
-client) every 0.2 s or when nudged by a signal, compares it with the lease the trainer runs
+The loop is level-triggered: it reads ``grant.json`` (written by the CLI or the scheduler
+client) every 0.2 s or when nudged by a signal, compares it with the grant the trainer runs
 on, and acts: ask the trainer to checkpoint and stop (SIGUSR1), wait, restart it on the new
 GPUs. Crashes are retried with exponential backoff; a user's bug is not. Everything the
 sidecar knows is in ``status.json``; everything it does is in ``sidecar.log``.
@@ -37,7 +37,7 @@ FINAL_EXIT = {
 class _Stop:
     """A stop the sidecar asked for and is waiting on."""
 
-    def __init__(self, kind: str, target: P.Lease, timeout: float, entry: dict | None):
+    def __init__(self, kind: str, target: P.Grant, timeout: float, entry: dict | None):
         self.kind = kind  # "resize" | "suspend" | "cancel"
         self.target = target
         self.started = time.monotonic()
@@ -51,7 +51,7 @@ class Sidecar:
         self.opts = opts
         self.job = JobDir(opts.job_dir)
         self.proc: subprocess.Popen | None = None
-        self.running: P.Lease | None = None  # lease the current/last trainer was started on
+        self.running: P.Grant | None = None  # grant the current/last trainer was started on
         self.stopping: _Stop | None = None
         self.restart_at: float | None = None
         self.reached: int | None = None  # step the last trainer reached when it ended
@@ -64,7 +64,7 @@ class Sidecar:
         self.first_step_seen = False
         self.started_trainer_at: float | None = None  # wall time of the last trainer start
         self._lock = threading.RLock()
-        self._bad_lease: str | None = None
+        self._bad_grant: str | None = None
         self._signals = {"nudge": False, "cancel": 0}
         self._wake_r, self._wake_w = os.pipe()
         self.spawner = TrainerSpawner(
@@ -134,7 +134,7 @@ class Sidecar:
         self._pidfile = self.job.claim()
         prev = self.job.read_status() or {}
         try:
-            old = self.job.read_lease()
+            old = self.job.read_grant()
         except ValueError:
             old = None
         gen = self.opts.generation
@@ -144,9 +144,9 @@ class Sidecar:
         gpus = self.opts.gpus or (old.gpus if old else None) or prev.get("gpus")
         if not gpus:
             raise SystemExit("no GPUs given: pass --gpus")
-        lease = P.Lease(gen, list(gpus), P.LeaseAction.RUN, time.time())
-        self.job.write_lease(lease)
-        self.desired = lease
+        grant = P.Grant(gen, list(gpus), P.GrantAction.RUN, time.time())
+        self.job.write_grant(grant)
+        self.desired = grant
         self.measured = Measurements(prev.get("resizes"))
         atomic_write_json(self.job / P.JOB, self.opts.command)
         for sig in (signal.SIGUSR1, signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
@@ -165,7 +165,7 @@ class Sidecar:
                 os.environ.get(P.ENV_SECRET, ""),
                 interval=self.opts.heartbeat,
                 snapshot=self.snapshot,
-                on_lease=self.on_scheduler_lease,
+                on_grant=self.on_scheduler_grant,
                 log=self.log,
                 progress=self.job / P.PROGRESS,
             )
@@ -186,22 +186,22 @@ class Sidecar:
         with contextlib.suppress(OSError):
             os.write(self._wake_w, b"\0")
 
-    def on_scheduler_lease(self, lease: P.Lease) -> None:
-        """Apply the scheduler's desired lease when it is newer or changes the action."""
+    def on_scheduler_grant(self, grant: P.Grant) -> None:
+        """Apply the scheduler's desired grant when it is newer or changes the action."""
         try:
-            current = self.job.read_lease()
+            current = self.job.read_grant()
         except ValueError:
             current = None
         if (
             current is None
-            or lease.generation > current.generation
-            or (lease.action != current.action)
+            or grant.generation > current.generation
+            or (grant.action != current.action)
         ):
             self.log(
-                f"scheduler lease: generation {lease.generation} gpus {','.join(lease.gpus)} "
-                f"action {lease.action}"
+                f"scheduler grant: generation {grant.generation} gpus {','.join(grant.gpus)} "
+                f"action {grant.action}"
             )
-            self.job.write_lease(lease)
+            self.job.write_grant(grant)
             self.wake()
 
     # -- main loop ----------------------------------------------------------------------------
@@ -256,9 +256,9 @@ class Sidecar:
                 self._finish(S.CANCELLED)
                 return
             self.log("cancel requested by signal: checkpointing and stopping")
-            lease = self.desired
-            self.job.write_lease(P.Lease(lease.generation, lease.gpus, P.LeaseAction.CANCEL))
-        self._signals["nudge"] = False  # the reconcile below reads the lease anyway
+            grant = self.desired
+            self.job.write_grant(P.Grant(grant.generation, grant.gpus, P.GrantAction.CANCEL))
+        self._signals["nudge"] = False  # the reconcile below reads the grant anyway
 
     def _read_progress(self) -> None:
         for rec in self.tail.read():
@@ -281,10 +281,10 @@ class Sidecar:
         self._set_state(S.RUNNING)
 
     # -- trainer lifecycle --------------------------------------------------------------------
-    def _start_trainer(self, lease: P.Lease, reason: str) -> None:
+    def _start_trainer(self, grant: P.Grant, reason: str) -> None:
         marker = (
-            f"\n===== generation {lease.generation} on gpus {','.join(lease.gpus)} "
-            f"({len(lease.gpus)} replicas, {'simulated' if self.opts.simulated else 'real'}) "
+            f"\n===== generation {grant.generation} on gpus {','.join(grant.gpus)} "
+            f"({len(grant.gpus)} replicas, {'simulated' if self.opts.simulated else 'real'}) "
             f"[{reason}] {time.strftime('%Y-%m-%d %H:%M:%S')} =====\n"
         )
         with open(self.job / P.TRAINER_LOG, "a", encoding="utf-8") as f:
@@ -293,14 +293,14 @@ class Sidecar:
             os.unlink(self.job / P.TRAINER_ERROR)
         self.first_step_seen = False
         self.started_trainer_at = time.time()
-        proc, from_standby = self.spawner.start(lease)
+        proc, from_standby = self.spawner.start(grant)
         self.proc = proc
-        self.running = lease
+        self.running = grant
         self.restart_at = None
         how = "standby interpreter" if from_standby else "new process"
         self.log(
-            f"trainer {proc.pid} started ({how}) on gpus {','.join(lease.gpus)}, "
-            f"generation {lease.generation} [{reason}]"
+            f"trainer {proc.pid} started ({how}) on gpus {','.join(grant.gpus)}, "
+            f"generation {grant.generation} [{reason}]"
         )
         state = {"start": S.STARTING, "resize": S.RESIZING}.get(reason, S.RESTARTING)
         self._set_state(state)
@@ -315,17 +315,17 @@ class Sidecar:
 
     def _reconcile(self) -> None:
         try:
-            desired = self.job.read_lease()
+            desired = self.job.read_grant()
         except ValueError as e:
-            if self._bad_lease != str(e):
-                self.log(f"ignoring an invalid {P.LEASE}: {e}")
-                self._bad_lease = str(e)
+            if self._bad_grant != str(e):
+                self.log(f"ignoring an invalid {P.GRANT}: {e}")
+                self._bad_grant = str(e)
             return
         if desired is None:
             return
         self.desired = desired
-        if desired.action != P.LeaseAction.RUN:
-            kind = "cancel" if desired.action == P.LeaseAction.CANCEL else "suspend"
+        if desired.action != P.GrantAction.RUN:
+            kind = "cancel" if desired.action == P.GrantAction.CANCEL else "suspend"
             if self.stopping is not None and (
                 self.stopping.kind == kind or self.stopping.kind == "cancel"
             ):
@@ -341,7 +341,7 @@ class Sidecar:
             return
         if self.stopping is not None:
             if self.stopping.kind == "resize" and self.stopping.target != desired:
-                self.log(f"newer lease generation {desired.generation} while resizing: retargeting")
+                self.log(f"newer grant generation {desired.generation} while resizing: retargeting")
                 self.stopping.target = desired
                 self.stopping.entry.update(generation=desired.generation, to_gpus=desired.gpus)
             return
@@ -352,15 +352,15 @@ class Sidecar:
             desired.requested_at,
             self.opts.mechanism.value,
         )
-        if self.proc is None:  # down, waiting to restart after a crash: restart on the new lease
+        if self.proc is None:  # down, waiting to restart after a crash: restart on the new grant
             entry["stopped_at"] = time.time()
             self.measured.pending = entry
             self.running = desired
-            self.log(f"lease generation {desired.generation} adopted while the trainer is down")
+            self.log(f"grant generation {desired.generation} adopted while the trainer is down")
             return
         self._request_stop("resize", desired, entry)
 
-    def _request_stop(self, kind: str, target: P.Lease, entry: dict | None = None) -> None:
+    def _request_stop(self, kind: str, target: P.Grant, entry: dict | None = None) -> None:
         self.stopping = _Stop(kind, target, self.opts.stop_timeout, entry)
         if kind == "resize":
             self.log(

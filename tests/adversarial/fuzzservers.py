@@ -115,8 +115,8 @@ class InProcess:
             )
         for job in jobs if confirm else ():
             beat = {"job_id": job["id"], "generation": job["generation"], "gpus": job["gpus"]}
-            code, lease = self.heartbeat(job["id"], job["secret"], {**beat, "state": "running"})
-            assert code == 200, lease
+            code, grant = self.heartbeat(job["id"], job["secret"], {**beat, "state": "running"})
+            assert code == 200, grant
             assert self.api("GET", f"jobs/{job['id']}")[1]["state"] == "running"
         return jobs
 

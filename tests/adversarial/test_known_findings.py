@@ -27,7 +27,7 @@ from servers import wait_for
 BIG = "1" + "0" * 310  # a 310-digit count
 
 #: Heartbeats a typed model refuses before anything changes. Each used to get further: into
-#: the progress table, the job record or the lease answered, then to a 500.
+#: the progress table, the job record or the grant answered, then to a 500.
 REFUSED_HEARTBEATS = [
     ('{"sidecar_pid": "x"}', "sidecar_pid"),
     ('{"sidecar_pid": [1]}', "sidecar_pid"),

@@ -46,11 +46,11 @@ class HostileProvisioner(HolderBeats):
     shared scheduler admits only users whose server is there)."""
 
     def __init__(self, api: str, token: str, gpus: int, poll: bool = False) -> None:
-        code, grant = call("POST", api + "leases", token, {"gpus": gpus, "name": "hog"})
-        assert code == 201, grant
-        super().__init__(grant["heartbeat_url"], grant["secret"])
+        code, lease = call("POST", api + "leases", token, {"gpus": gpus, "name": "hog"})
+        assert code == 201, lease
+        super().__init__(lease["heartbeat_url"], lease["secret"])
         self.api, self.token, self.poll = api, token, poll
-        self.id = grant["job"]["id"]
+        self.id = lease["job"]["id"]
         self.gpus: list[str] = []
         self.generation = 0
 

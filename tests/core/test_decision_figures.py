@@ -215,7 +215,7 @@ def test_every_reason_is_a_short_line_whose_figures_agree_with_the_decision(name
             assert why.gain_s <= why.need_s * (1 + 1e-9), text
             assert 0 < why.gpus < why.to <= why.top
     idle = idle_reason(snap, d)
-    taken = {g for lease in d.allocations.values() for g in lease}
+    taken = {g for grant in d.allocations.values() for g in grant}
     free = sum(1 for g in snap.usable_gpus if g.id not in taken)
     assert (idle.gpus if idle else 0) == (free if snap.jobs else 0)
     if idle:

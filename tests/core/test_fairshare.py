@@ -221,7 +221,7 @@ def test_one_user_is_decided_as_without_fair_share():
 
 def _run(fair: FairShare, n_gpus: int, ticks: int, tick_s: float = 60.0) -> list[dict]:
     """A small driver: two saturating users, decisions every ``tick_s``, usage decayed between
-    them; every change of lease takes effect at once. The GPUs each user held per tick."""
+    them; every change of grant takes effect at once. The GPUs each user held per tick."""
     policy = make_policy("adaptive")
     jobs = {
         j.id: j
@@ -237,9 +237,9 @@ def _run(fair: FairShare, n_gpus: int, ticks: int, tick_s: float = 60.0) -> list
         snap = Snapshot(gpus(n_gpus), tuple(jobs.values()), fair_share=replace(fair, usage=usage))
         d = decide(policy, snap, now)
         for j in list(jobs.values()):
-            lease = d.allocations[j.id]
-            if set(lease) != set(j.gpus):
-                jobs[j.id] = replace(j, gpus=lease, started=True, last_change=now)
+            grant = d.allocations[j.id]
+            if set(grant) != set(j.gpus):
+                jobs[j.id] = replace(j, gpus=grant, started=True, last_change=now)
         per_user = held(snap, d)
         out.append(per_user)
         usage = {

@@ -24,7 +24,7 @@ def snapshots(draw) -> Snapshot:
     # Some GPUs are busy with processes we do not manage.
     gpus = [Gpu(g.id, g.node, healthy=draw(st.booleans()) or draw(st.booleans())) for g in gpus]
     total = len(gpus)
-    # Leases come from every GPU: a GPU can turn busy under the job that holds it.
+    # Grants come from every GPU: a GPU can turn busy under the job that holds it.
     free = [g.id for g in gpus]
     jobs = []
     for i in range(draw(st.integers(0, 7))):
@@ -102,7 +102,7 @@ def test_static_never_resizes_or_preempts(snap):
         if job.gpus and set(job.gpus) <= healthy:
             assert set(decision.allocations[job.id]) == set(job.gpus)
         elif decision.allocations[job.id]:
-            # A job whose lease turned busy moves at its size, or restarts at the requested one.
+            # A job whose grant turned busy moves at its size, or restarts at the requested one.
             sizes = {job.requested_gpus, len(job.gpus) or job.requested_gpus}
             assert len(decision.allocations[job.id]) in sizes
 

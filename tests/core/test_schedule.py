@@ -41,8 +41,8 @@ def pinned_kept(job: Job, decision: Decision) -> bool:
 
 def check_under_caps(snap: Snapshot, decision: Decision) -> None:
     """What any decision under per-user caps must be: every job answered, no GPU given twice
-    or unusable, sizes within each job's range, leases mid-change untouched, and no user above
-    the cap except by leases mid-change (which nothing may cut)."""
+    or unusable, sizes within each job's range, grants mid-change untouched, and no user above
+    the cap except by grants mid-change (which nothing may cut)."""
     cap = snap.user_gpu_cap
     healthy = {g.id for g in snap.gpus if g.healthy}
     assert set(decision.allocations) == {j.id for j in snap.jobs}
@@ -204,7 +204,7 @@ def test_an_elastic_job_runs_up_to_the_cap_and_the_rest_goes_to_others():
     )
 
 
-def test_a_lease_mid_change_keeps_its_gpus_and_the_user_s_other_jobs_wait():
+def test_a_grant_mid_change_keeps_its_gpus_and_the_user_s_other_jobs_wait():
     gpus = _gpus(8)
     resizing = job("a1", "alice", 0, lo=1, hi=4, gpus=tuple(g.id for g in gpus[:3]), pinned=True)
     snap = Snapshot(gpus, (resizing, job("a2", "alice", 1, lo=2), job("b1", "bob", 2, lo=2)), 4)
@@ -238,17 +238,17 @@ def test_a_preemptive_policy_follows_its_order_within_the_cap():
     assert d.order == ("new", "vet") and queue_positions(d) == {"vet": 1}
 
 
-def test_a_lease_the_policy_will_not_shrink_is_shrunk_by_the_cap():
+def test_a_grant_the_policy_will_not_shrink_is_shrunk_by_the_cap():
     # Adaptive keeps a job about to finish as it is, whatever its maximum. When the cap was
     # lowered under it, the cap itself shrinks it, on GPUs it holds, and bob gets the rest.
     gpus = _gpus(4)
-    lease = tuple(g.id for g in gpus)
-    ending = job("end", "ann", 0, lo=1, hi=4, work_done=999.0, gpus=lease, resize_cost=6.0)
+    grant = tuple(g.id for g in gpus)
+    ending = job("end", "ann", 0, lo=1, hi=4, work_done=999.0, gpus=grant, resize_cost=6.0)
     snap = Snapshot(gpus, (ending, job("w", "bob", 1, lo=2, hi=4)), 2)
     policy = make_policy("adaptive")
     assert "about to finish" in str(policy.decide(snap, NOW).reasons["end"])
     d = decide(policy, snap, NOW)
-    assert len(d.allocations["end"]) == 2 and set(d.allocations["end"]) <= set(lease)
+    assert len(d.allocations["end"]) == 2 and set(d.allocations["end"]) <= set(grant)
     assert len(d.allocations["w"]) == 2
     assert (
         str(d.reasons["end"])

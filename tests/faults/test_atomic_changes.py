@@ -147,15 +147,15 @@ async def test_the_progress_of_a_sidecar_given_up_on_is_kept(tmp_path):
             "progress": {"t": now, "samples": 20.0},
             "backlog": [{"t": now - 1, "samples": 10.0}],
         }
-        lease = await svc.heartbeat(job.id, secret, beat)
-        assert lease.action == "stop"
+        grant = await svc.heartbeat(job.id, secret, beat)
+        assert grant.action == "stop"
         assert [r["samples"] for r in await svc.store.progress(job.id)] == [10.0, 20.0]
 
 
 def test_undo_restores_every_kind_of_change():
     """What the service does to a record (set fields, add to and remove from its lists and
     dicts) is undone whole by ``Undo`` (a copy one level down, not a deep copy)."""
-    from elastic_gpu_sidecar.protocol import Lease
+    from elastic_gpu_sidecar.protocol import Grant
 
     from jupyter_elastic_gpu.scheduler.jobs import JobRecord
     from jupyter_elastic_gpu.scheduler.storage.atomic import Undo
@@ -169,7 +169,7 @@ def test_undo_restores_every_kind_of_change():
     undo = Undo()
     undo.keep(job)
     job.state, job.reason = JobState.RUNNING, "running"
-    job.desired = Lease(2, ["0", "1"])
+    job.desired = Grant(2, ["0", "1"])
     job.granted[2] = ["0", "1"]
     del job.granted[1]
     job.history.append({"t": 2.0, "gpus": ["0", "1"], "why": "grow"})

@@ -15,7 +15,7 @@ import urllib.request
 from types import SimpleNamespace
 
 import pytest
-from elastic_gpu_sidecar.protocol import JobState, Lease, LeaseAction
+from elastic_gpu_sidecar.protocol import Grant, GrantAction, JobState
 from openapi_check import response_pointer, validate
 from servers import DaemonProcess, call, free_port, get_json, wait_for
 
@@ -99,13 +99,13 @@ def test_held_jobs_and_drained_gpus_are_not_offered_to_the_policy():
     assert [j.id for j in snapshot.build([by_admin], gpus, {}, 1.0).jobs] == ["j-2"]
 
 
-def test_a_lease_on_a_lost_node_does_not_push_a_job_off_the_gpus_left():
-    """A job asked to stop on a node that then left the inventory still shows its lease
+def test_a_grant_on_a_lost_node_does_not_push_a_job_off_the_gpus_left():
+    """A job asked to stop on a node that then left the inventory still shows its grant
     until its sidecar is declared lost; the job running on the node left keeps its GPUs."""
     left = [SimpleNamespace(id=f"b:{i}", node="b") for i in range(2)]  # node "a" is gone
     running, stopping = record("j-run"), record("j-stop")
-    running.state, running.desired = JobState.RUNNING, Lease(1, ["b:0", "b:1"], LeaseAction.RUN)
-    stopping.state, stopping.desired = JobState.STOPPING, Lease(2, [], LeaseAction.STOP)
+    running.state, running.desired = JobState.RUNNING, Grant(1, ["b:0", "b:1"], GrantAction.RUN)
+    stopping.state, stopping.desired = JobState.STOPPING, Grant(2, [], GrantAction.STOP)
     stopping.reported = stopping.reported.model_copy(update={"gpus": ["a:0", "a:1"]})
     snap = snapshot.build([running, stopping], left, {}, 1.0)
     jobs = {j.id: j for j in snap.jobs}

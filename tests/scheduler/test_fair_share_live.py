@@ -57,7 +57,7 @@ def synthetic(min_gpus=1, max_gpus=4, work=1e9) -> SubmitRequest:
 
 
 async def confirm(svc: SchedulerService) -> None:
-    """Heartbeat for every job as its sidecar would once it runs on its lease."""
+    """Heartbeat for every job as its sidecar would once it runs on its grant."""
     for job in list(svc.jobs.values()):
         if job.state in (JobState.STARTING, JobState.RESIZING):
             secret = svc.launcher.secrets[job.id]

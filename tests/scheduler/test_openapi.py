@@ -90,7 +90,7 @@ MODELS = {model.__name__: model for model in openapi.models() if model is not pu
 ENUMS = {
     "JobState": P.JobState,
     "SidecarState": P.SidecarState,
-    "LeaseAction": P.LeaseAction,
+    "GrantAction": P.GrantAction,
     "BatchPolicy": P.BatchPolicy,
     "Mechanism": P.Mechanism,
     "JobKind": P.JobKind,
@@ -268,11 +268,11 @@ async def test_real_answers_and_heartbeats_match_the_document(
     # An interactive lease (docs/interactive-gpus.md), and a kernel this server does not run.
     code, _ = await api("POST", "/leases", body={"gpus": 0})
     assert code == 400
-    code, grant = await api("POST", "/leases", body={"gpus": 1, "name": "kernel-test"})
-    assert code == 201 and grant["job"]["kind"] == "interactive" and grant["secret"]
+    code, lease = await api("POST", "/leases", body={"gpus": 1, "name": "kernel-test"})
+    assert code == 201 and lease["job"]["kind"] == "interactive" and lease["secret"]
     code, _ = await api("POST", "/kernels/{kernel_id}/lease", kernel_id="nope", body={"gpus": 1})
     assert code == 404
-    code, _ = await api("POST", "/jobs/{job_id}/cancel", job_id=grant["job"]["id"])
+    code, _ = await api("POST", "/jobs/{job_id}/cancel", job_id=lease["job"]["id"])
     assert code == 202
 
     # The websocket's first message.
@@ -321,7 +321,7 @@ async def test_real_answers_and_heartbeats_match_the_document(
     assert code == 200 and {j["id"] for j in listed["jobs"]} == {
         job_id,
         waiting["id"],
-        grant["job"]["id"],
+        lease["job"]["id"],
     }
     code, _ = await api("GET", "/status", params={"since": "1e9", "state": "done"})
     assert code == 200

@@ -43,7 +43,7 @@ def synthetic(work: float, lo: int, hi: int, throughput: dict[str, float]) -> Su
 
 
 async def beat(svc, job, done: float, speed: float, state: str = "running") -> None:
-    """A heartbeat of ``job``'s sidecar: on its lease, ``done`` samples at ``speed``/s, a
+    """A heartbeat of ``job``'s sidecar: on its grant, ``done`` samples at ``speed``/s, a
     measured resize cost of 6 s."""
     n = str(len(job.desired.gpus))
     await svc.heartbeat(

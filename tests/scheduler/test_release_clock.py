@@ -20,7 +20,7 @@ T0 = 1_000_000.0
 
 
 async def running(svc, launcher, spec: dict, now: float):
-    """A job whose sidecar confirmed its first lease at ``now``."""
+    """A job whose sidecar confirmed its first grant at ``now``."""
     job = await svc.submit(ANN, parse(SubmitRequest, spec, "job"))
     await svc.step(now)
     beat = {"generation": job.desired.generation, "gpus": job.desired.gpus, "state": "running"}
@@ -63,7 +63,7 @@ async def test_a_confirmed_shrink_stops_the_clock_and_an_unconfirmed_one_voids(t
         await svc.heartbeat(a.id, secret, new)
         await svc.step(T0 + 2)
         assert a.state == JobState.RUNNING and a.release_due is None
-        # Asked again, it keeps reporting the lease before: void at the deadline, not before.
+        # Asked again, it keeps reporting the grant before: void at the deadline, not before.
         await svc.admin.drain(OPS, "2", {"drained": True})
         await svc.step(T0 + 3)
         await svc.heartbeat(a.id, secret, new)
@@ -78,7 +78,7 @@ async def test_a_confirmed_shrink_stops_the_clock_and_an_unconfirmed_one_voids(t
         assert kinds.count(EventKind.DEADLINE) == 2
 
 
-async def test_no_clock_runs_while_the_new_lease_waits_for_another_jobs_gpus(tmp_path):
+async def test_no_clock_runs_while_the_new_grant_waits_for_another_jobs_gpus(tmp_path):
     async with recording_service(tmp_path, release_grace=10.0) as (svc, launcher):
         a, a_beat = await running(svc, launcher, synthetic(2, 2), T0)
         b, _ = await running(svc, launcher, synthetic(2, 2), T0)

@@ -2,7 +2,7 @@
 
 The attack: a 1-GPU job whose heartbeat claims every GPU keeps every other job from
 launching (``busy_elsewhere`` counts what sidecars report), while ``status`` shows those GPUs
-free. What a heartbeat reports is clipped to the lease of the generation it reports and to
+free. What a heartbeat reports is clipped to the grant of the generation it reports and to
 the inventory; in the middle of a resize, a sidecar still holds its older generation's GPUs
 until it reports the new one.
 """
@@ -18,11 +18,11 @@ from pathlib import Path
 
 import pytest
 from elastic_gpu_sidecar import protocol as P
-from elastic_gpu_sidecar.protocol import JobState, Lease
+from elastic_gpu_sidecar.protocol import Grant, JobState
 from servers import call, free_port, get_json, recording_service, synthetic, wait_for
 
 from jupyter_elastic_gpu.models import Heartbeat, SubmitRequest, parse
-from jupyter_elastic_gpu.scheduler import leases
+from jupyter_elastic_gpu.scheduler import grants
 from jupyter_elastic_gpu.scheduler.jobs import JobRecord, hash_secret
 from jupyter_elastic_gpu.scheduler.principal import Principal
 
@@ -51,7 +51,7 @@ async def test_a_heartbeat_claiming_every_gpu_keeps_only_the_jobs_own(tmp_path):
         assert svc.holders() == {g: a.id for g in mine} | {g: b.id for g in b.desired.gpus}
 
 
-async def test_a_resizing_job_holds_its_older_gpus_until_it_reports_the_new_lease(tmp_path):
+async def test_a_resizing_job_holds_its_older_gpus_until_it_reports_the_new_grant(tmp_path):
     async with recording_service(tmp_path) as (svc, launcher):
         a = await svc.submit(ANN, parse(SubmitRequest, synthetic(1, 2), "job"))
         b = await svc.submit(ANN, parse(SubmitRequest, synthetic(1, 1), "job"))
@@ -81,7 +81,7 @@ async def test_a_resizing_job_holds_its_older_gpus_until_it_reports_the_new_leas
 def test_a_record_from_an_older_database_gets_its_grants():
     spec = parse(SubmitRequest, synthetic(1, 2), "job")
     job = JobRecord(id="j-1", user="ann", name="j", spec=spec, job_dir="/x")
-    job.state, job.desired = JobState.RESIZING, Lease(2, ["0"])
+    job.state, job.desired = JobState.RESIZING, Grant(2, ["0"])
     job.reported = Heartbeat(generation=1, gpus=["0", "1"])
     old = json.loads(json.dumps(job.to_dict()))
     del old["granted"]  # as saved before grants were kept
@@ -99,32 +99,32 @@ def test_a_claim_outside_the_grant_is_not_busy_for_others():
     b = JobRecord(id="b", user="bob", name="b", spec=spec, job_dir="/b")
     a.state, a.desired, a.granted, a.launched_at = (
         JobState.RUNNING,
-        Lease(1, ["0"]),
+        Grant(1, ["0"]),
         {1: ["0"]},
         1.0,
     )
-    leases.absorb(a, Heartbeat(generation=1, gpus=["0", "1", "2"]), False, {"0", "1", "2"})
-    assert leases.busy_elsewhere(b, [a, b]) == {"0"}
+    grants.absorb(a, Heartbeat(generation=1, gpus=["0", "1", "2"]), False, {"0", "1", "2"})
+    assert grants.busy_elsewhere(b, [a, b]) == {"0"}
 
 
 def test_a_job_cancelled_before_its_sidecar_reports_keeps_its_first_gpus_busy():
     """Its sidecar was launched on GPU 0 and has reported nothing yet when the cancel comes (the
-    cancel lease has no GPUs): its trainer may still start on GPU 0, so no one else is given it
+    cancel grant has no GPUs): its trainer may still start on GPU 0, so no one else is given it
     until the sidecar reports (a CI run once saw a new job started on GPU 0 meanwhile)."""
     spec = parse(SubmitRequest, synthetic(1, 1), "job")
     a = JobRecord(id="a", user="ann", name="a", spec=spec, job_dir="/a")
     b = JobRecord(id="b", user="bob", name="b", spec=spec, job_dir="/b")
     a.state, a.desired, a.granted, a.launched_at = (
         JobState.STOPPING,
-        Lease(2, [], P.LeaseAction.CANCEL),
+        Grant(2, [], P.GrantAction.CANCEL),
         {1: ["0"]},
         1.0,
     )
-    assert leases.busy_elsewhere(b, [a, b]) == {"0"}
-    # Once its sidecar reports the cancel lease (no GPUs), GPU 0 is free for others.
+    assert grants.busy_elsewhere(b, [a, b]) == {"0"}
+    # Once its sidecar reports the cancel grant (no GPUs), GPU 0 is free for others.
     a.granted[2] = []
-    leases.absorb(a, Heartbeat(generation=2, gpus=[]), False, {"0"})
-    assert leases.busy_elsewhere(b, [a, b]) == set()
+    grants.absorb(a, Heartbeat(generation=2, gpus=[]), False, {"0"})
+    assert grants.busy_elsewhere(b, [a, b]) == set()
 
 
 # -- through a real server -----------------------------------------------------------------------

@@ -19,7 +19,7 @@ import sys
 import time
 
 import pytest
-from elastic_gpu_sidecar.protocol import JobState, Lease
+from elastic_gpu_sidecar.protocol import Grant, JobState
 
 from jupyter_elastic_gpu.models import SubmitRequest, parse
 from jupyter_elastic_gpu.scheduler.execution.inventory import GpuProcess, SimulatedInventory
@@ -97,7 +97,7 @@ async def running_job(tmp_path, user: str, launch: dict):
         now = time.time()
         await svc.lifecycle.start(job, ["0"], now)
         job.state, job.launched_at, job.launch = JobState.RUNNING, now, dict(launch)
-        job.desired, job.secret_hash = Lease(1, ["0"]), hash_secret("s")
+        job.desired, job.secret_hash = Grant(1, ["0"]), hash_secret("s")
         yield svc, inventory, job
     finally:
         await store.close()

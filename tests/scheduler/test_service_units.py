@@ -1,4 +1,4 @@
-"""Scheduler logic that is hard to reach through a live run: concurrency, lease hand-over, and
+"""Scheduler logic that is hard to reach through a live run: concurrency, grant hand-over, and
 settings refused at start."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ import os
 import time
 
 import pytest
-from elastic_gpu_sidecar.protocol import JobState, Lease
+from elastic_gpu_sidecar.protocol import Grant, JobState
 from servers import RecordingLauncher
 
 from jupyter_elastic_gpu.core.reason_kinds import ReasonKind
@@ -100,20 +100,20 @@ async def test_a_resumed_job_does_not_deadlock_a_shrinking_one(tmp_path):
     now = time.time()
     # A ran on 0,1 and was suspended; B runs on 1,2.
     a.state, a.started_at = JobState.RUNNING, now
-    a.desired, a.reported = Lease(1, ["0", "1"]), Heartbeat(generation=1, gpus=["0", "1"])
+    a.desired, a.reported = Grant(1, ["0", "1"]), Heartbeat(generation=1, gpus=["0", "1"])
     a.launched_at = now
     await svc.lifecycle.requeue(a, Told(ReasonKind.SUSPENDED), now, kind=EventKind.SUSPENDED)
     b.state, b.started_at, b.launched_at = JobState.RUNNING, now, now
-    b.desired, b.granted = Lease(3, ["1", "2"]), {3: ["1", "2"]}
+    b.desired, b.granted = Grant(3, ["1", "2"]), {3: ["1", "2"]}
     b.reported = Heartbeat(generation=3, gpus=["1", "2"], state="running")
     b.secret_hash = hash_secret("b-secret")
     # One decision: A resumes on 2,3 once B has shrunk to 1.
     await svc.lifecycle.start(a, ["2", "3"], now)
     await svc.lifecycle.change(b, ["1"], now)
-    lease = await svc.heartbeat(
+    grant = await svc.heartbeat(
         b.id, "b-secret", {"generation": 3, "gpus": ["1", "2"], "state": "running"}
     )
-    assert lease.gpus == ["1"], "B must be told to shrink: A's old GPUs are free"
+    assert grant.gpus == ["1"], "B must be told to shrink: A's old GPUs are free"
     await svc._launch_ready(time.time())
     assert a.id not in launcher.launched  # B still runs on 2 until it restarts
     await svc.heartbeat(b.id, "b-secret", {"generation": 4, "gpus": ["1"], "state": "running"})
@@ -173,7 +173,7 @@ async def test_new_progress_alone_wakes_whoever_waits_for_updates(tmp_path):
         body = {"kind": "synthetic", "synthetic": {"work": 1e6, "throughput": {"1": 10}}}
         job = await svc.submit(Principal("ann"), submit_request(body))
         job.state, job.started_at, job.launched_at = JobState.RUNNING, time.time(), time.time()
-        job.desired, job.secret_hash = Lease(1, ["0"]), hash_secret("s")
+        job.desired, job.secret_hash = Grant(1, ["0"]), hash_secret("s")
         beat = {"generation": 1, "gpus": ["0"], "state": "running"}
         first = {"t": 0.5, "samples": 0, "global_step": 0}
         await svc.heartbeat(job.id, "s", {**beat, "progress": first})

@@ -126,7 +126,7 @@ def live_step(job: Path) -> tuple[int, int]:
 
 
 def run_resized(job: Path, script: str, script_args=(), *, plan, extra=()) -> tuple[int, str]:
-    """Run a script on the GPUs of ``plan[0]``, then move to each next ``(gpus, steps)`` lease
+    """Run a script on the GPUs of ``plan[0]``, then move to each next ``(gpus, steps)`` grant
     once the running generation has trained that many steps since it started."""
     proc = start(
         job,

@@ -38,7 +38,7 @@ class FakeScheduler(ThreadingHTTPServer):
         self.beats: list[dict] = []
         self.headers_seen: list[dict] = []
         self.paths: list[str] = []
-        self.lease = {"generation": 1, "gpus": ["0"], "action": "run"}
+        self.grant = {"generation": 1, "gpus": ["0"], "action": "run"}
         self.code = 200
         self.lock = threading.Lock()
 
@@ -55,8 +55,8 @@ class Handler(BaseHTTPRequestHandler):
             srv.beats.append(body)
             srv.headers_seen.append(dict(self.headers))
             srv.paths.append(self.path)
-            code, lease = srv.code, dict(srv.lease)
-        data = json.dumps(lease if code == 200 else {"error": "no"}).encode()
+            code, grant = srv.code, dict(srv.grant)
+        data = json.dumps(grant if code == 200 else {"error": "no"}).encode()
         self.send_response(code)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -101,7 +101,7 @@ def run_job(job: Path, url: str, work: int, secret: str = SECRET, *extra: str):
     )
 
 
-def test_heartbeat_reports_progress_and_applies_the_scheduler_lease(tmp_path, scheduler):
+def test_heartbeat_reports_progress_and_applies_the_scheduler_grant(tmp_path, scheduler):
     job = tmp_path / "job"
     proc = run_job(job, scheduler.url, work=10**6)
 
@@ -124,14 +124,14 @@ def test_heartbeat_reports_progress_and_applies_the_scheduler_lease(tmp_path, sc
     assert SECRET.encode() not in Path(f"/proc/{trainer}/environ").read_bytes()
 
     with scheduler.lock:
-        scheduler.lease = {"generation": 2, "gpus": ["0", "1"], "action": "run"}
+        scheduler.grant = {"generation": 2, "gpus": ["0", "1"], "action": "run"}
     wait_for(
         lambda: status(job)["generation"] == 2 and status(job)["state"] == "running",
         timeout=30,
         proc=proc,
-        what="the new lease to run",
+        what="the new grant to run",
     )
-    assert json.loads((job / "lease.json").read_text())["gpus"] == ["0", "1"]
+    assert json.loads((job / "grant.json").read_text())["gpus"] == ["0", "1"]
 
     def beat_after_resize():
         with scheduler.lock:
@@ -144,7 +144,7 @@ def test_heartbeat_reports_progress_and_applies_the_scheduler_lease(tmp_path, sc
     assert beat["resize_cost_s"] == pytest.approx(status(job)["resizes"][0]["pause_s"])
 
     with scheduler.lock:
-        scheduler.lease = {"generation": 2, "gpus": [], "action": "stop"}
+        scheduler.grant = {"generation": 2, "gpus": [], "action": "stop"}
     code, _, err = finish(proc)
     assert code == P.EXIT_SUSPENDED, err
     final = scheduler.beats[-1]
@@ -171,7 +171,7 @@ def test_rejected_or_unreachable_scheduler_leaves_the_job_running(tmp_path, sche
     assert code == P.EXIT_DONE, err
     log = (job2 / "sidecar.log").read_text()
     assert log.count("scheduler unreachable") == 1
-    assert "keeping the current lease" in log
+    assert "keeping the current grant" in log
 
 
 def test_progress_written_while_the_scheduler_fails_reaches_it_when_it_answers(tmp_path, scheduler):
@@ -201,7 +201,7 @@ def test_progress_written_while_the_scheduler_fails_reaches_it_when_it_answers(t
 
     wait_for(answered_again, timeout=30, proc=proc, what="heartbeats answered 200 again")
     with scheduler.lock:
-        scheduler.lease = {"generation": 1, "gpus": [], "action": "cancel"}
+        scheduler.grant = {"generation": 1, "gpus": [], "action": "cancel"}
     code, _, err = finish(proc)
     assert code == P.EXIT_CANCELLED, err
     with scheduler.lock:

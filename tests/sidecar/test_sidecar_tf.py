@@ -61,12 +61,12 @@ def check_resized_run(job, expected_steps, code, err, plan):
     by_gen = {}
     for r in recs:
         by_gen.setdefault(r["generation"], set()).add(r["replicas"])
-    leases = [gpus.split(",") for gpus, _ in plan]
-    assert by_gen == {g: {len(lease)} for g, lease in enumerate(leases, start=1)}
+    grants = [gpus.split(",") for gpus, _ in plan]
+    assert by_gen == {g: {len(grant)} for g, grant in enumerate(grants, start=1)}
     st = status(job)
     assert st["state"] == "done" and st["restarts"] == 0
     assert [(r["from_gpus"], r["to_gpus"]) for r in st["resizes"]] == list(
-        itertools.pairwise(leases)
+        itertools.pairwise(grants)
     )
     assert all(0 <= r["import_wait_s"] <= r["pause_s"] for r in st["resizes"])
     assert all(r["pause_s"] > 0 for r in st["resizes"])
@@ -239,7 +239,7 @@ def test_suspend_resume_and_cancel(tmp_path, keras):
     stopped = progress(job)[-1]
     assert stopped.get("stopped") and 0 < stopped["step_in_epoch"] < 256
 
-    proc = start(job, "--gpus", "0,1,2,3")  # resume the same job on another lease
+    proc = start(job, "--gpus", "0,1,2,3")  # resume the same job on another grant
     wait_step(job, 2, stopped["global_step"] + 20, proc)
     os.kill(proc.pid, signal.SIGTERM)  # cancel: checkpoint, stop
     code, _, err = finish(proc)

@@ -17,10 +17,10 @@ from elastic_gpu_sidecar.trainer.checkpoint import CheckpointStore
 from elastic_gpu_sidecar.trainer.synthetic import parse_profile, speed_at
 
 
-def test_lease_validation():
-    c = P.Lease.from_json({"generation": 3, "gpus": ["0", "1"], "action": "run"})
+def test_grant_validation():
+    c = P.Grant.from_json({"generation": 3, "gpus": ["0", "1"], "action": "run"})
     assert (c.generation, c.gpus, c.action) == (3, ["0", "1"], "run")
-    assert P.Lease.from_json({"generation": 4, "gpus": [], "action": "stop"}).action == "stop"
+    assert P.Grant.from_json({"generation": 4, "gpus": [], "action": "stop"}).action == "stop"
     for bad in (
         {"generation": -1, "gpus": ["0"]},
         {"generation": True, "gpus": ["0"]},
@@ -31,7 +31,7 @@ def test_lease_validation():
         [1, 2],
     ):
         with pytest.raises(ValueError):
-            P.Lease.from_json(bad)
+            P.Grant.from_json(bad)
     assert P.parse_gpus(" 0, 1 ,2") == ["0", "1", "2"]
 
 
@@ -182,10 +182,26 @@ def test_cli_usage_errors(tmp_path):
     assert r.returncode == P.EXIT_USAGE and "script not found" in r.stderr
     job = JobDir(tmp_path / "j2")
     job.create()
-    job.write_lease(P.Lease(1, ["0"], "run"))
+    job.write_grant(P.Grant(1, ["0"], "run"))
     r = run("resize", "--job-dir", str(job.path), "--gpus", "0,1")
     assert r.returncode == 0 and "no sidecar running" in r.stdout
-    assert job.read_lease().generation == 2 and job.read_lease().gpus == ["0", "1"]
+    assert job.read_grant().generation == 2 and job.read_grant().gpus == ["0", "1"]
+
+
+def test_a_job_dir_of_an_older_sidecar_keeps_working(tmp_path):
+    """A job dir with only the legacy grant file (an older sidecar's) is read, and written on
+    beside the new one while it is there; a new job dir gets only the new one."""
+    old = JobDir(tmp_path / "old")
+    old.create()
+    atomic_write_json(old.path / P.LEGACY_GRANT, {"generation": 3, "gpus": ["0"], "action": "run"})
+    assert old.read_grant().generation == 3
+    old.write_grant(P.Grant(4, ["0", "1"], "run"))
+    for name in (P.GRANT, P.LEGACY_GRANT):
+        assert read_json(old.path / name)["generation"] == 4
+    new = JobDir(tmp_path / "new")
+    new.create()
+    new.write_grant(P.Grant(1, ["0"], "run"))
+    assert (new.path / P.GRANT).exists() and not (new.path / P.LEGACY_GRANT).exists()
 
 
 def test_sidecar_package_stays_light():

@@ -51,7 +51,7 @@ def test_a_start_pays_its_resize_cost():
     assert f.estimates["q"].end == pytest.approx(NOW + 100.0 + 6.0 + 50.0)
 
 
-def test_a_lease_mid_change_pauses_until_its_change_is_done():
+def test_a_grant_mid_change_pauses_until_its_change_is_done():
     """A job that started 2 s ago and pays 6 s per start makes progress from 4 s on."""
     starting = job("s", 100.0, gpus=["0"], last_change=NOW - 2, resize_cost=6.0, pinned=True)
     f = forecast(make_policy("adaptive"), Snapshot((Gpu("0"),), (starting,)), NOW)

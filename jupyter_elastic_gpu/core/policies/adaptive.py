@@ -52,7 +52,7 @@ from ..reasons import (
 )
 from .adaptive_params import AdaptiveParams
 from .adaptive_reserve import reserve
-from .base import queued_reason, whole_leases_first
+from .base import queued_reason, whole_grants_first
 from .critical_holds import path_holds_until
 from .holds import holds_until
 
@@ -139,12 +139,12 @@ class AdaptivePolicy:
         return self._plans((job,), 0.0, job.max_gpus)[0].key
 
     def _plans(self, jobs: Iterable[Job], now: float, total: int) -> list[_Plan]:
-        """Each job's priority key, its time left on its lease, why it keeps its GPUs now
+        """Each job's priority key, its time left on its grant, why it keeps its GPUs now
         ("": it may change), and what the rest of the decision reads from its speed model
         (``total``: the GPUs there are).
 
         The hottest loop of a decision: ``Job.remaining_time`` is spelled out, and the rest of
-        the decision reads the time left on the lease from here (``_Plan.left``); the per-job
+        the decision reads the time left on the grant from here (``_Plan.left``); the per-job
         lookups of the later steps are made here too, in the one pass over the jobs."""
         p = self.params
         aging = max(p.aging_s, _EPS)
@@ -187,7 +187,7 @@ class AdaptivePolicy:
         return plans
 
     def cooldown_s(self, job: Job) -> float:
-        """How long a job is left alone after a change of its lease."""
+        """How long a job is left alone after a change of its grant."""
         p = self.params
         wait = max(p.cooldown * job.resize_cost, p.min_cooldown_s)
         doublings = job.resizes // p.resize_budget
@@ -250,12 +250,12 @@ class AdaptivePolicy:
         plans = self._plans(snapshot.jobs, now, total)
         plans.sort(key=_rank)
 
-        # Jobs mid-resize or about to finish keep their GPUs whatever comes (whole leases
+        # Jobs mid-resize or about to finish keep their GPUs whatever comes (whole grants
         # first: one on a GPU that turned busy is moved, if there is room, or competes).
         free = total
         locked = [p.job for p in plans if p.frozen in _LOCKED]
         kept = set()
-        for job in whole_leases_first(locked, snapshot) if locked else ():
+        for job in whole_grants_first(locked, snapshot) if locked else ():
             if len(job.gpus) <= free:
                 free -= len(job.gpus)
                 kept.add(job.id)
@@ -423,7 +423,7 @@ class AdaptivePolicy:
         to = max(range(n + 1, reach + 1), key=lambda g: (curve[g], -g))
         cost, left = job.resize_cost, job.remaining_time(n)
         if curve[to] <= curve[n] or len(job.gpus) != n or cost <= 0 or not 0 < left < math.inf:
-            # Growing costs nothing over what any size costs (no resize of a lease it holds,
+            # Growing costs nothing over what any size costs (no resize of a grant it holds,
             # or no price on one): a job that could go faster would have grown.
             return NoFaster(n, job.max_gpus)
         gain = left - job.remaining_time(to)

@@ -48,9 +48,9 @@ def queued_reason(
     return Waiting(needed, free, holders, suspended=job.started)
 
 
-def whole_leases_first(jobs: Iterable[Job], snapshot: Snapshot) -> list[Job]:
+def whole_grants_first(jobs: Iterable[Job], snapshot: Snapshot) -> list[Job]:
     """``jobs`` in the same order, except that those holding a GPU that turned busy come after
-    the others: such a job restarts anyway, and its broken lease must not take the place of a
+    the others: such a job restarts anyway, and its broken grant must not take the place of a
     whole one that is kept as is."""
     usable = {g.id for g in snapshot.usable_gpus}
     return sorted(jobs, key=lambda j: not usable.issuperset(j.gpus))
@@ -66,16 +66,16 @@ def fixed_size_decision(
     """Admit jobs at a fixed size each, in ``order``, skipping those that do not fit (backfill).
 
     With ``keep_running`` a running job is never touched (non-preemptive): it is admitted first
-    at its current lease. Otherwise a running job that does not fit in order is preempted.
+    at its current grant. Otherwise a running job that does not fit in order is preempted.
     """
     total = len(snapshot.usable_gpus)
-    ordered = whole_leases_first(order, snapshot)
+    ordered = whole_grants_first(order, snapshot)
     counts: dict[str, int] = {}
     free = total
     admitted: list[Job] = []
     if keep_running:
         for job in ordered:
-            # A lease on GPUs that turned busy is kept at its size only while that many usable
+            # A grant on GPUs that turned busy is kept at its size only while that many usable
             # GPUs remain (placement moves it off the busy ones); otherwise it waits in order.
             if (job.running or job.pinned) and len(job.gpus) <= free:
                 counts[job.id] = len(job.gpus)

@@ -228,7 +228,7 @@ class _Jobs:
 
 
 class _Freeing:
-    """When GPUs come free if running jobs keep their leases to the end."""
+    """When GPUs come free if running jobs keep their grants to the end."""
 
     def __init__(self, jobs: _Jobs, rems: list[float], idle: int) -> None:
         ends = sorted(
@@ -241,7 +241,7 @@ class _Freeing:
         self.free = list(itertools.accumulate((held for _, held in ends), initial=idle))[1:]
 
     def within(self, gpus: int) -> float:
-        """Seconds until ``gpus`` GPUs are free (inf: never, with these leases)."""
+        """Seconds until ``gpus`` GPUs are free (inf: never, with these grants)."""
         if self.idle >= gpus:
             return 0.0
         i = bisect.bisect_left(self.free, gpus)
@@ -294,7 +294,7 @@ def critical_path(
 
     ``jobs`` are those the policy may still give GPUs (with ``rems`` units of work left each,
     if given: a later instant); ``committed_gpu_s`` and ``committed_gpus`` the GPU-seconds and
-    GPUs of jobs whose leases are kept whatever happens (mid-resize, about to finish).
+    GPUs of jobs whose grants are kept whatever happens (mid-resize, about to finish).
     ``planned``: ``jobs`` as ``_Jobs.of`` sees them, if already worked out (``rems`` are then
     per planned job); ``options``: as ``_Jobs.of`` takes them, if already looked up.
     """

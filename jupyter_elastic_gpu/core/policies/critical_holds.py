@@ -128,7 +128,7 @@ def _floors(a: CriticalPath, b: CriticalPath) -> list[tuple[float, float]]:
 
 
 def _left_after(job: Job, seconds: float) -> float:
-    """Work ``job`` has left ``seconds`` on, had it run at its modelled speed on its lease all
+    """Work ``job`` has left ``seconds`` on, had it run at its modelled speed on its grant all
     along (a job mid-resize too: more progress than real only widens the bounds)."""
     if not job.gpus or seconds <= 0:
         return job.remaining_work
@@ -148,7 +148,7 @@ def path_holds_until(
     start: CriticalPath | None = None,
     first_end: float | None = None,
 ) -> float:
-    """How long, up to ``until``, the critical path of ``jobs`` (``kept``: the leases kept
+    """How long, up to ``until``, the critical path of ``jobs`` (``kept``: the grants kept
     whatever happens) stays what it is while time passes: ``until`` itself, or a shorter span
     (halved up to ``tries`` times) that ``holds_between`` can vouch for, or ``now``. A promise
     of ``now`` has every tick decide again until the path changes, so a span down to 1/256 of
@@ -157,7 +157,7 @@ def path_holds_until(
 
     Spans end before the first running job could finish (a completion is an event anyway).
     ``start``: the path now, if already worked out (``critical_path`` of these ``jobs``);
-    ``first_end``: likewise the least ``remaining_time`` on its lease of the running jobs.
+    ``first_end``: likewise the least ``remaining_time`` on its grant of the running jobs.
     """
     running = [j for j in (*jobs, *kept) if j.gpus]
     if first_end is None:

@@ -1,13 +1,13 @@
 """Until when an ``adaptive`` decision holds (``Decision.holds_until``).
 
-Nine decisions in ten change nothing: every job keeps its lease and nobody starts. Such a
+Nine decisions in ten change nothing: every job keeps its grant and nobody starts. Such a
 *steady* decision stays the same while time passes until one of its time-dependent inputs could
 change its outcome; ``holds_until`` is the earliest such time (a decision that changes anything
 promises nothing: ``now``). The inputs that move with time:
 
 * **frozen jobs** (``frozen_holds_until``): a cooldown ends at ``last_change + cooldown_s`` (it
   matters only to a job below its top: it keeps a job from growing, not from shrinking); a
-  job comes about to finish when its remaining time at its lease falls to ``finish_guard``
+  job comes about to finish when its remaining time at its grant falls to ``finish_guard``
   resize costs, and is locked from then on (it leaves the hand-out, which moves the weights).
 * **the resize penalty** of a running job grows as its remaining time shrinks. It is charged on
   every count but the job's own, so measured from no GPUs it only raises what the job's count is
@@ -19,7 +19,7 @@ promises nothing: ``now``). The inputs that move with time:
   weights, (m - position)^p. It cannot change before two neighbours in it meet.
 
 Neighbours meet often, and their weights rarely matter. ``hand_out_holds_for`` certifies that
-the hand-out ends at the current leases whatever order its moves come in, within limits. A move
+the hand-out ends at the current grants whatever order its moves come in, within limits. A move
 takes a job from one count to the count with the best value gained per GPU, its *ratio*; the
 best move of all goes first. If the moves that take each running job from no GPUs to its count
 end there with every GPU in reach (so what is free when they come does not matter), every one of
@@ -63,7 +63,7 @@ class Plan(Protocol):
     key: float  # priority key: smaller goes first
     frozen: str  # why it keeps its GPUs, or ""
     count: int  # GPUs it gets
-    left: float  # seconds it needs to finish on its lease (running jobs)
+    left: float  # seconds it needs to finish on its grant (running jobs)
     weight: float  # its weight in the hand-out (open plans)
     start: int  # its GPUs when the hand-out begins: 0, or its reservation (critical path)
     first: tuple[float, int] | None  # its first move in the hand-out (from ``start``)
@@ -97,7 +97,7 @@ def holds_until(
 
 
 def steady(snapshot: Snapshot, allocations: Mapping[str, tuple[str, ...]]) -> bool:
-    """Every job keeps exactly its lease; a waiting job gets nothing."""
+    """Every job keeps exactly its grant; a waiting job gets nothing."""
     return all(allocations.get(job.id, ()) == job.gpus for job in snapshot.jobs)
 
 
@@ -139,7 +139,7 @@ def hand_out_holds_for(
     horizon: float,
 ) -> float:
     """Seconds, up to ``horizon``, for which the hand-out is certain to end at the current
-    leases however the order moves (0: not even now), as the module says."""
+    grants however the order moves (0: not even now), as the module says."""
     ratios = _ratios(policy, open_plans, free)
     if ratios is None:
         return 0.0
@@ -274,7 +274,7 @@ def _course(policy: AdaptivePolicy, plan: Plan) -> _KeyCourse | None:
     if math.isinf(key):
         return None
     if job.running:
-        # Proportional to the remaining work, which falls at the lease's speed (mid-resize:
+        # Proportional to the remaining work, which falls at the grant's speed (mid-resize:
         # not at all).
         left = job.remaining_work
         if left <= 0:

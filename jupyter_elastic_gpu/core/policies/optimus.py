@@ -14,7 +14,7 @@ from typing import ClassVar
 from ..model import Decision, Snapshot
 from ..placement import place
 from ..reasons import Running
-from .base import queued_reason, whole_leases_first
+from .base import queued_reason, whole_grants_first
 
 
 class OptimusPolicy:
@@ -27,7 +27,7 @@ class OptimusPolicy:
         free = len(snapshot.usable_gpus)
         counts: dict[str, int] = {}
         admitted = []
-        admission = whole_leases_first(order, snapshot)
+        admission = whole_grants_first(order, snapshot)
         for job in admission:
             need = len(job.gpus) if job.pinned else job.min_gpus
             counts[job.id] = need if need <= free else 0

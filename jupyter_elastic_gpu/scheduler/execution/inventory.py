@@ -121,13 +121,13 @@ def external_processes(
 
     ``our_pids`` are the sidecars' and trainers' pids; their descendants count as ours too (a
     trainer's data-loader workers, a script's own subprocesses). ``held`` are the GPUs our jobs
-    lease: on those, a pid that does not exist in this pid namespace counts as ours, because in
+    hold: on those, a pid that does not exist in this pid namespace counts as ours, because in
     a container NVML reports host pids and our own trainer is then invisible by its pid (a pid
     that is gone on a GPU nobody of ours holds is still external: it held memory there). Every
     GPU appears in the answer, with an empty list when only our processes (or none) are on it.
     """
     ours: dict[int, bool] = {}
-    leased = set(held)
+    granted = set(held)
 
     def is_ours(pid: int) -> bool:
         chain, current = [], pid
@@ -148,7 +148,7 @@ def external_processes(
     def external(gpu: str, pid: int) -> bool:
         if is_ours(pid):
             return False
-        return gpu not in leased or os.path.exists(f"/proc/{pid}")
+        return gpu not in granted or os.path.exists(f"/proc/{pid}")
 
     return {info.id: [p for p in info.processes if external(info.id, p.pid)] for info in infos}
 

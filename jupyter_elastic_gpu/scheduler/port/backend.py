@@ -29,6 +29,7 @@ from ...models import (
     Forgotten,
     Gpus,
     GpuView,
+    GrantView,
     GroupWeightRequest,
     Heartbeat,
     JobFilter,
@@ -38,7 +39,6 @@ from ...models import (
     Launches,
     LeaseGrant,
     LeaseRequest,
-    LeaseView,
     Logs,
     PriorityChange,
     ProgressList,
@@ -152,7 +152,7 @@ class Backend(Protocol):
     async def keep(self, who: Principal, job_id: str, body: Any) -> JobView: ...
 
     @operation(Access.SECRET, Heartbeat)
-    async def heartbeat(self, job_id: str, secret: str, body: Any) -> LeaseView: ...
+    async def heartbeat(self, job_id: str, secret: str, body: Any) -> GrantView: ...
 
     @operation(Access.READ)
     async def shares(self, who: Principal) -> Shares: ...

@@ -13,12 +13,12 @@ from ...models import (
     Forgotten,
     Gpus,
     GpuView,
+    GrantView,
     JobFilter,
     JobList,
     JobView,
     Launches,
     LeaseGrant,
-    LeaseView,
     Logs,
     ProgressList,
     Queue,
@@ -127,7 +127,7 @@ class LocalBackend:
     async def keep(self, who: Principal, job_id: str, body: Any) -> JobView:
         return views.job_view(await self.service.retention.keep(who, job_id, body))
 
-    async def heartbeat(self, job_id: str, secret: str, body: Any) -> LeaseView:
+    async def heartbeat(self, job_id: str, secret: str, body: Any) -> GrantView:
         return await self.service.heartbeat(job_id, secret, body)
 
     async def shares(self, who: Principal) -> Shares:

@@ -21,6 +21,7 @@ from ...models import (
     Forgotten,
     Gpus,
     GpuView,
+    GrantView,
     GroupWeightRequest,
     JobFilter,
     JobList,
@@ -28,7 +29,6 @@ from ...models import (
     KeepChange,
     Launches,
     LeaseGrant,
-    LeaseView,
     Logs,
     ProgressList,
     Queue,
@@ -181,7 +181,7 @@ class RemoteBackend:
         kept = parse(KeepChange, body, "keep").kept
         return await self._call("keep", {"kept": kept}, job_id=job_id)
 
-    async def heartbeat(self, job_id: str, secret: str, body: Any) -> LeaseView:
+    async def heartbeat(self, job_id: str, secret: str, body: Any) -> GrantView:
         raise Relayed(404, "sidecars of a shared scheduler heartbeat to the scheduler itself")
 
     async def shares(self, who: Principal) -> Shares:

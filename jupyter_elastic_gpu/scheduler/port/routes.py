@@ -281,13 +281,13 @@ caller's server ends every process it started for them (docs/security.md).
         "are no longer listed.",
     ),
     Route(
-        "heartbeat", "POST", "sidecar/{job_id}/heartbeat", 200, "The desired lease.", "sidecar",
-        "A sidecar reports its state and progress; the answer is the lease the scheduler wants.",
+        "heartbeat", "POST", "sidecar/{job_id}/heartbeat", 200, "The desired grant.", "sidecar",
+        "A sidecar reports its state and progress; the answer is the grant the scheduler wants.",
         (400, 401, 404, 413, 503, 507),
         description="""\
 Level-triggered (docs/sidecar.md, "Heartbeat protocol"): the sidecar posts every
 `heartbeat_interval` seconds and a final time when its job ends; when the answered
-lease has a greater generation than the one it runs, or another action, it reconciles
+grant has a greater generation than the one it runs, or another action, it reconciles
 toward it. Authenticated with the job's secret only: Jupyter tokens, cookies and XSRF
 do not apply. On a user's server in shared mode this route answers 404 (sidecars
 heartbeat to the daemon).

@@ -37,7 +37,7 @@ from .. import estimates as expect
 from ..jobs import JobRecord, NameOf
 from ..principal import Principal
 
-#: Lease changes a job view carries (the newest).
+#: Grant changes a job view carries (the newest).
 HISTORY_SHOWN = 50
 #: A list's query when none is given: open jobs and the most recent finished ones.
 NO_FILTER = JobFilter()

@@ -27,7 +27,7 @@ F = TypeVar("F", bound=Callable[..., Awaitable[Any]])
 def _fields_of(job: JobRecord) -> dict[str, Any]:
     """``job``'s fields as they are now. A record changes by having a field set to a new
     value or by entries added to or removed from its lists and dicts (never inside a nested
-    model or lease, which are replaced whole): so copying those containers, one level down, is
+    model or grant, which are replaced whole): so copying those containers, one level down, is
     a whole copy, at a fraction of a deep copy's cost (it is taken on every decision)."""
     return {
         name: copy.copy(value) if isinstance(value, (list, dict)) else value

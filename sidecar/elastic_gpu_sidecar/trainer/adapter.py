@@ -1,7 +1,7 @@
 """The framework adapter interface: what the trainer process asks of a training framework.
 
 The trainer (``run.py``) is the same for every framework: it installs the stop handler, reads
-the job and its lease, has the job's adapter take over the framework's training entry points,
+the job and its grant, has the job's adapter take over the framework's training entry points,
 runs the user's script unchanged, and lets the adapter finish. An adapter makes the
 framework's own training loop elastic from outside the user's code: a checkpoint at the next
 step when a stop is asked for, a resume at the exact step after a restart on other GPUs, the
@@ -21,14 +21,14 @@ from .stopsignal import StopRequest
 
 @dataclass(frozen=True)
 class TrainerContext:
-    """One trainer process's job and lease: what an adapter starts from."""
+    """One trainer process's job and grant: what an adapter starts from."""
 
     job: JobDir
     #: The job's settings as the scheduler wrote them (``protocol.JOB``).
     config: dict
-    #: The lease's generation: a restart on other GPUs is a new one.
+    #: The grant's generation: a restart on other GPUs is a new one.
     generation: int
-    #: The lease's GPUs (simulated ones are CPU devices).
+    #: The grant's GPUs (simulated ones are CPU devices).
     gpus: list[str]
     simulated: bool
     stop: StopRequest
@@ -59,10 +59,10 @@ class FrameworkAdapter(Protocol):
 
     def import_framework(self) -> None:
         """Import the framework without touching a device: a standby interpreter does this
-        before it has a lease, so that a restart on new GPUs does not wait for the import."""
+        before it has a grant, so that a restart on new GPUs does not wait for the import."""
 
     def start(self, context: TrainerContext) -> Session:
-        """Set the devices for the lease and take over the framework's training entry points,
+        """Set the devices for the grant and take over the framework's training entry points,
         before the script runs."""
 
 

@@ -1,12 +1,12 @@
 """``python -m elastic_gpu_sidecar.trainer``: run the user's script under its framework's adapter.
 
-Started by the sidecar in its own process group with the lease in the environment. The
+Started by the sidecar in its own process group with the grant in the environment. The
 order matters: the stop handler and the parent-death signal come first (a resize may arrive
 while TensorFlow is still importing), then the devices are configured before any
 TensorFlow op, then the script runs as ``__main__`` exactly as ``python script.py`` would.
 
 ``--standby`` starts an interpreter that imports TensorFlow and then waits on stdin for the
-lease of the next generation, so a resize does not pay for the import.
+grant of the next generation, so a resize does not pay for the import.
 
 Exit codes: 0 done, 65 the script raised (not retried), 70 infrastructure error (retried),
 75 stopped at the sidecar's request after a checkpoint.

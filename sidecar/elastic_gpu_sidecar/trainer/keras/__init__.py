@@ -1,6 +1,6 @@
 """The Keras adapter (Keras 3 on TensorFlow): ``keras.Model.fit`` made elastic (``bootstrap``,
 ``session``, ``callback``, ``inputs``, ``batching``) under a ``tf.distribute`` strategy set for
-the lease (``strategy``), with the model's state kept independent of the replica count
+the grant (``strategy``), with the model's state kept independent of the replica count
 (``tfstate``, ``replica_shapes``). Nothing here is imported before the adapter is used:
 TensorFlow takes seconds to import."""
 

@@ -2,7 +2,7 @@
 
 ``keep-global`` keeps the script's global batch: each replica gets a slice of it, so the
 optimisation is the same on any GPU count (only the per-replica batch changes).
-``keep-per-replica`` keeps the per-replica batch the script had on its first lease: the
+``keep-per-replica`` keeps the per-replica batch the script had on its first grant: the
 global batch grows with the GPU count, and the learning rate is scaled linearly with it
 (Goyal et al.), ramped over a few steps after each resize so the optimiser is not jolted.
 """

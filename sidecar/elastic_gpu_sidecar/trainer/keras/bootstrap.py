@@ -4,7 +4,7 @@ Nothing in the user's script changes. ``install`` replaces ``keras.Model.fit`` b
 that gives each call an index and hands it to a ``FitSession`` (session.py), which restores
 the job's checkpoint, resumes at the exact batch, reports progress, checkpoints periodically
 and on a stop request. The ``Runtime`` holds what lives as long as the trainer process: the
-lease, the checkpoint store, the progress files, the stop request, and the last model trained
+grant, the checkpoint store, the progress files, the stop request, and the last model trained
 (saved when the script ends).
 
 A restart re-runs the script from the top: the calls that had finished return their recorded
@@ -33,7 +33,7 @@ from .session import STATE_FILE, FitSession, make_history, sample_batch
 
 # -- the per-process runtime ----------------------------------------------------------------------
 class Runtime:
-    """State of one trainer process: lease, checkpoint store, progress, fit bookkeeping."""
+    """State of one trainer process: grant, checkpoint store, progress, fit bookkeeping."""
 
     def __init__(
         self, job: JobDir, config: dict, generation: int, gpus: list[str], stop: StopRequest

@@ -2,7 +2,7 @@
 
 The granted devices become visible to TensorFlow (or N logical CPU devices stand in for N
 GPUs), a strategy over them is set globally, and a script that builds its own
-``MirroredStrategy()`` is handed this one, so an unmodified script trains on the lease.
+``MirroredStrategy()`` is handed this one, so an unmodified script trains on the grant.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ def setup_strategy(gpus: list[str], simulated: bool) -> tf.distribute.Strategy:
         phys = tf.config.list_physical_devices("GPU")
         unique = list(dict.fromkeys(gpus))
         if len(phys) > len(unique):
-            # CUDA_VISIBLE_DEVICES did not apply (CUDA was initialised before the lease was
+            # CUDA_VISIBLE_DEVICES did not apply (CUDA was initialised before the grant was
             # known): restrict TensorFlow to the granted ordinals itself
             try:
                 phys = [phys[int(P.device_index(g))] for g in unique]

@@ -1,10 +1,10 @@
-"""Leases and heartbeats: which GPUs each job holds, and what a sidecar's report changes.
+"""Grants and heartbeats: which GPUs each job holds, and what a sidecar's report changes.
 
-The service publishes a desired lease per job; a sidecar reports what it runs on and how it
-is doing. The rules here keep two trainers off one GPU: a new lease is handed out only once
+The service publishes a desired grant per job; a sidecar reports what it runs on and how it
+is doing. The rules here keep two trainers off one GPU: a new grant is handed out only once
 the GPUs in it are no longer in use by the job leaving them (``published``), and what a
 sidecar claims to hold counts as busy until it says otherwise (``busy_elsewhere``). A claim
-is believed only within what the job was granted: the GPUs of the lease generation the
+is believed only within what the job was granted: the GPUs of the grant generation the
 sidecar reports, among this server's GPUs (``absorb``); a sidecar may still run on an older
 generation's GPUs until it reports the newer one, which drops the older grants.
 """
@@ -14,9 +14,9 @@ from __future__ import annotations
 import os
 from collections.abc import Collection, Iterable
 
-from elastic_gpu_sidecar.protocol import JobKind, JobState, LeaseAction
+from elastic_gpu_sidecar.protocol import GrantAction, JobKind, JobState
 
-from ..models import Heartbeat, LeaseView
+from ..models import GrantView, Heartbeat
 from .execution.inventory import parent_pid, process_owner
 from .jobs import JobRecord
 
@@ -31,9 +31,9 @@ def on_one_node(
 ) -> list[str]:
     """``target`` cut to one node: a sidecar and its trainer run on one server.
 
-    The policy already keeps a job on one node when one can hold it; a lease that still spans
+    The policy already keeps a job on one node when one can hold it; a grant that still spans
     nodes (no node had enough free GPUs) keeps its part on the job's current node, else its
-    largest part, or nothing when that part is below ``min_gpus``. A running job whose lease
+    largest part, or nothing when that part is below ``min_gpus``. A running job whose grant
     moves to another node gets nothing this round: it checkpoints, stops, and starts again
     there like any queued job.
     """
@@ -56,7 +56,7 @@ def busy_elsewhere(job: JobRecord, jobs: Iterable[JobRecord]) -> set[str]:
         if other.id == job.id or not other.state.active:
             continue
         if other.launched_at is not None:
-            # A sidecar runs: it may be on what it reports, or on any lease granted since its
+            # A sidecar runs: it may be on what it reports, or on any grant published since its
             # last report (one cancelled before its first report still starts on its first).
             busy.update(other.reported.gpus)
             for gpus in other.granted.values():
@@ -66,24 +66,24 @@ def busy_elsewhere(job: JobRecord, jobs: Iterable[JobRecord]) -> set[str]:
     return busy
 
 
-def published(job: JobRecord, jobs: Iterable[JobRecord]) -> LeaseView:
-    """The lease to answer a heartbeat with: the desired one, or the current one until the
+def published(job: JobRecord, jobs: Iterable[JobRecord]) -> GrantView:
+    """The grant to answer a heartbeat with: the desired one, or the current one until the
     desired GPUs are free."""
     desired = job.desired
     if job.final:  # nothing left to change: confirm what the sidecar reports
         gpus = job.reported.gpus
-        return LeaseView(
+        return GrantView(
             generation=job.reported.generation or desired.generation,
             gpus=gpus,
-            action=LeaseAction.RUN if gpus else LeaseAction.CANCEL,
+            action=GrantAction.RUN if gpus else GrantAction.CANCEL,
         )
-    if desired.action == LeaseAction.RUN and not busy_elsewhere(job, jobs).isdisjoint(desired.gpus):
-        return LeaseView(
+    if desired.action == GrantAction.RUN and not busy_elsewhere(job, jobs).isdisjoint(desired.gpus):
+        return GrantView(
             generation=job.reported.generation or 0,
             gpus=job.reported.gpus,
-            action=LeaseAction.RUN,
+            action=GrantAction.RUN,
         )
-    return LeaseView(generation=desired.generation, gpus=desired.gpus, action=desired.action)
+    return GrantView(generation=desired.generation, gpus=desired.gpus, action=desired.action)
 
 
 def absorb(job: JobRecord, beat: Heartbeat, fresh: bool, known: Collection[str]) -> bool:
