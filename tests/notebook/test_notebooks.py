@@ -140,7 +140,7 @@ def test_resize_shows_in_the_text_and_bad_input_gets_clear_messages(server_proce
     _, small = job_output(nb.cells[4])
     assert small.startswith("small (") and ": done" in small, small
     errors = [text_of(nb.cells[i]) for i in range(6, 10)]
-    assert "UsageError: --min-gpus (3) is above --max-gpus (2)" in errors[0]
+    assert "UsageError: %%elastic_train: --min-gpus (3) is above --max-gpus (2)" in errors[0]
     assert "UsageError" in errors[1] and "unrecognized arguments: --bogus" in errors[1]
     assert "--min-gpus (64) is more than the 4 GPUs of this server" in errors[2]
     assert (
