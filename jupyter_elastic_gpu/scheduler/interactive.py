@@ -371,7 +371,7 @@ class InteractiveLeases(LoggingConfigurable):
             job.desired = Grant(job.desired.generation + 1, [], GrantAction.CANCEL)
             job.state, job.last_change = JobState.STOPPING, now
             job.tell(Told(ReasonKind.RELEASED, {"detail": reason}))
-            job.lease_change(now, [])
+            job.grant_change(now, [])
             await self.lifecycle.save(job)
             await self.store.add_event(job.id, EventKind.CANCEL, reason)
         self.notices.pop(job.id, None)
