@@ -12,6 +12,7 @@ sends can break a later decision.
 """
 
 from .base import describe, parse
+from .reason_figures import ReasonFigures
 from .requests import (
     CancelRequest,
     DrainChange,
@@ -52,7 +53,6 @@ from .responses import (
     PublicJob,
     Queue,
     QueueEntry,
-    ReasonFigures,
     ShareGroup,
     Shares,
     ShareUser,

@@ -13,7 +13,7 @@ import hmac
 import math
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -44,6 +44,17 @@ def secret_matches(secret: str, digest: str) -> bool:
 
 #: The name a reader may see of a job, by id (None: name it by its id).
 NameOf = Callable[[str], str | None]
+
+
+def names_for(jobs: Mapping[str, JobRecord], user: str) -> NameOf:
+    """The names ``user`` may read in their jobs' reasons: those of their own jobs (every
+    other job is named by its id, which everyone sees)."""
+
+    def name_of(job_id: str) -> str | None:
+        job = jobs.get(job_id)
+        return job.name if job is not None and job.user == user and job.name else None
+
+    return name_of
 
 
 def _first_grants(state: JobState, desired: Grant, reported: Heartbeat) -> dict[int, list[str]]:

@@ -47,7 +47,7 @@ from .execution.inventory import external_processes
 from .execution.launcher import BaseLauncher
 from .heartbeats import SidecarHeartbeats
 from .interactive import InteractiveLeases
-from .jobs import JobRecord, NameOf
+from .jobs import JobRecord, names_for
 from .launches import Launches
 from .lifecycle import Lifecycle
 from .lost import LostSidecars
@@ -399,7 +399,7 @@ class SchedulerService(SchedulerSettings):
                     or decision.reasons.get(job.id)
                     or Told(job.reason_kind, job.reason_figures)
                 )
-                name_of = self.names_for(job.user)
+                name_of = names_for(self.jobs, job.user)
                 starts = job.state == JobState.QUEUED and bool(target)
                 moves = job.state in (JobState.STARTING, JobState.RUNNING, JobState.RESIZING)
                 if starts or (moves and set(target) != set(job.desired.gpus)):
@@ -466,16 +466,6 @@ class SchedulerService(SchedulerSettings):
         return self.share_report(who)
 
     # -- users' servers (shared and JupyterHub modes) ------------------------------------------
-    def names_for(self, user: str) -> NameOf:
-        """The names ``user`` may read in their jobs' reasons: those of their own jobs (every
-        other job is named by its id, which everyone sees)."""
-
-        def name_of(job_id: str) -> str | None:
-            job = self.jobs.get(job_id)
-            return job.name if job is not None and job.user == user and job.name else None
-
-        return name_of
-
     def waits_for_server(self, job: JobRecord) -> bool:
         """Whether ``job`` is queued while nobody is there to start it (``servers.py``)."""
         return self.servers.waits(job)
