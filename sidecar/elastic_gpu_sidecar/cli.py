@@ -68,6 +68,12 @@ def build_parser() -> argparse.ArgumentParser:
         "--batch-policy", choices=P.BatchPolicy.values(), default=P.BatchPolicy.KEEP_GLOBAL.value
     )
     run.add_argument("--lr-warmup-steps", type=int, default=100, metavar="N")
+    run.add_argument(
+        "--framework",
+        choices=P.Framework.values(),
+        default=P.Framework.AUTO.value,
+        help="the script's framework adapter (auto: read from its imports)",
+    )
     run.add_argument("--mechanism", choices=P.Mechanism.values(), default=P.Mechanism.SIDECAR.value)
     run.add_argument("--max-restarts", type=int, default=3, metavar="K")
     run.add_argument("--stop-timeout", type=_positive(float), default=120.0, metavar="S")
@@ -195,11 +201,26 @@ def _command(args, parser, job: JobDir) -> dict:
         script = Path(cmd[0])
         if not script.is_file():
             parser.error(f"script not found: {cmd[0]}")
-        new = {"kind": P.JobKind.SCRIPT.value, "script": str(script.resolve()), "args": cmd[1:]}
+        new = {
+            "kind": P.JobKind.SCRIPT.value,
+            "script": str(script.resolve()),
+            "args": cmd[1:],
+            "framework": args.framework,
+        }
     elif isinstance(prev, dict):
         new = {
             k: prev[k]
-            for k in ("kind", "script", "args", "profile", "work", "time_scale", "batch", "save_s")
+            for k in (
+                "kind",
+                "script",
+                "args",
+                "framework",
+                "profile",
+                "work",
+                "time_scale",
+                "batch",
+                "save_s",
+            )
             if k in prev
         }
     else:

@@ -97,8 +97,19 @@ class Mechanism(Vocabulary):
     TERMINATION = "termination"  # kill, restart from the last periodic checkpoint
 
 
+class Framework(Vocabulary):
+    """Which framework adapter runs a script job (docs/frameworks.md); ``auto``: read from the
+    script's imports (``frameworks.detect``)."""
+
+    AUTO = "auto"
+    KERAS = "keras"  # keras.Model.fit, Keras 3 on TensorFlow (or KERAS_BACKEND jax / torch)
+    LIGHTNING = "lightning"  # lightning.Trainer.fit (or pytorch_lightning)
+    TRANSFORMERS = "transformers"  # Hugging Face transformers.Trainer.train
+    TORCHRUN = "torchrun"  # a script for torchrun: restarted with the new world size
+
+
 class JobKind(Vocabulary):
-    SCRIPT = "script"  # a Keras/TensorFlow script
+    SCRIPT = "script"  # a training script, run by its framework's adapter
     SYNTHETIC = "synthetic"  # no TensorFlow: steps timed from a speed profile
     INTERACTIVE = "interactive"  # a notebook kernel's GPU lease: its provisioner heartbeats
 
@@ -162,6 +173,7 @@ ENV_GPUS = "ELASTIC_GPU_GPUS"  # comma-separated GPU ids of the grant (labels wh
 ENV_SIMULATED = "ELASTIC_GPU_SIMULATED"  # "1": give the trainer len(gpus) logical CPU devices
 ENV_SIDECAR_PID = "ELASTIC_GPU_SIDECAR_PID"  # the trainer exits if its parent is not this pid
 ENV_PROGRESS_INTERVAL = "ELASTIC_GPU_PROGRESS_INTERVAL"  # seconds between progress records
+ENV_RANK = "ELASTIC_GPU_RANK"  # set in each rank of a one-process-per-device trainer
 ENV_LOGICAL_MEMORY_MB = "ELASTIC_GPU_LOGICAL_MEMORY_MB"  # per logical GPU when an id repeats
 
 #: Longest GPU id accepted anywhere (NVML indices and UUIDs are far shorter).

@@ -12,10 +12,13 @@ change for a new framework.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from typing import Protocol
 
+from ..frameworks import detect
 from ..jobdir import JobDir
+from ..protocol import Framework
 from .stopsignal import StopRequest
 
 
@@ -57,18 +60,45 @@ class FrameworkAdapter(Protocol):
     #: The framework's name, as a job's view and its log say it.
     name: str
 
+    #: True: data parallel is one process per device (PyTorch DDP): the trainer process
+    #: starts one rank per device of the grant (``ranks.py``) and each rank runs the script
+    #: under this adapter. False: one process drives every device (a ``tf.distribute``
+    #: strategy).
+    process_per_device: bool
+
     def import_framework(self) -> None:
         """Import the framework without touching a device: a standby interpreter does this
         before it has a grant, so that a restart on new GPUs does not wait for the import."""
 
     def start(self, context: TrainerContext) -> Session:
         """Set the devices for the grant and take over the framework's training entry points,
-        before the script runs."""
+        before the script runs (in each rank, where ``process_per_device``)."""
+
+
+#: The adapter of each framework: its module (under ``trainer``) and class. Imported only when
+#: a job uses it: each framework takes seconds to import.
+ADAPTERS = {
+    Framework.KERAS: ("keras", "KerasAdapter"),
+    Framework.LIGHTNING: ("lightning", "LightningAdapter"),
+    Framework.TRANSFORMERS: ("hf", "TransformersAdapter"),
+    Framework.TORCHRUN: ("torchrun", "TorchrunAdapter"),
+}
+
+
+def framework_of(config: dict) -> Framework:
+    """The job's framework: as its settings say, else read from its script."""
+    said = config.get("framework") or Framework.AUTO
+    if said != Framework.AUTO:
+        return Framework(said)
+    try:
+        with open(config["script"], encoding="utf-8") as f:
+            source = f.read()
+    except (KeyError, OSError, UnicodeDecodeError):
+        source = ""
+    return detect(source).framework
 
 
 def adapter_for(config: dict) -> FrameworkAdapter:
-    """The adapter of a job (``config``: its settings). Keras is the only framework so far:
-    every job gets its adapter."""
-    from .keras import KerasAdapter
-
-    return KerasAdapter()
+    """The adapter of a job (``config``: its settings)."""
+    module, cls = ADAPTERS[framework_of(config)]
+    return getattr(importlib.import_module(f"{__package__}.{module}"), cls)()

@@ -6,7 +6,9 @@ while TensorFlow is still importing), then the devices are configured before any
 TensorFlow op, then the script runs as ``__main__`` exactly as ``python script.py`` would.
 
 ``--standby`` starts an interpreter that imports TensorFlow and then waits on stdin for the
-grant of the next generation, so a resize does not pay for the import.
+grant of the next generation, so a resize does not pay for the import. Where the adapter runs
+one process per device (PyTorch DDP), this process leads the ranks (``ranks.py``), each of
+which runs the script as below.
 
 Exit codes: 0 done, 65 the script raised (not retried), 70 infrastructure error (retried),
 75 stopped at the sidecar's request after a checkpoint.
@@ -25,7 +27,7 @@ from .. import protocol as P
 from ..errors import describe
 from ..jobdir import JobDir, atomic_write_json, read_json
 from ..procs import die_with_parent
-from . import tlog
+from . import ranks, tlog
 from .adapter import FrameworkAdapter, TrainerContext, adapter_for
 from .stopsignal import StopRequest, exit_now
 
@@ -40,7 +42,8 @@ def _log(message: str) -> None:
 
 def _standby_wait(adapter: FrameworkAdapter) -> None:
     t0 = time.monotonic()
-    adapter.import_framework()
+    if not adapter.process_per_device:  # a leader of ranks imports no framework itself
+        adapter.import_framework()
     _log(
         f"standby interpreter {os.getpid()} ready ({adapter.name} imported in "
         f"{time.monotonic() - t0:.1f} s)"
@@ -86,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
             _log("stop requested before training started: exiting at once")
             exit_now(P.TRAINER_STOPPED)
 
+    if adapter.process_per_device and ranks.rank() is None:
+        return ranks.lead(job, len(gpus), stop)
     stop.on_signal = idle_stop
     if stop.requested:
         idle_stop()

@@ -15,6 +15,7 @@ from .tfquiet import startup_notices_hidden
 
 class KerasAdapter:
     name = "keras"
+    process_per_device = False
 
     def import_framework(self) -> None:
         with startup_notices_hidden():  # the job's log starts with the job, not TF's notices
