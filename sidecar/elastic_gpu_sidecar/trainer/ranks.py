@@ -46,6 +46,12 @@ def is_leader_rank() -> bool:
     return rank() in (None, 0)
 
 
+def trainer_pid() -> int:
+    """The pid of the trainer process the sidecar started (a rank's leader): progress records
+    carry it, so the sidecar knows the first step of the trainer it is waiting for."""
+    return int(os.environ[P.ENV_SIDECAR_PID]) if rank() is not None else os.getpid()
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
