@@ -20,6 +20,7 @@ from elastic_gpu_sidecar.protocol import (
 from pydantic import Field, field_validator, model_validator
 
 from ..core.model import DEFAULT_MIN_GPUS, gpu_counts
+from ..core.reason_text import plural
 from ..errors import BadRequest
 from .base import (
     IDENTIFIER,
@@ -220,9 +221,9 @@ class SubmitRequest(Strict):
             if not found.elastic:
                 update.update(min_gpus=want, max_gpus=want)
                 notes.append(
-                    f"{found.framework.value} script, not elastic: it keeps {want} "
-                    f"GPU{'' if want == 1 else 's'} for its whole run (min_gpus = max_gpus = "
-                    f"{want}): {found.why}"
+                    f"{found.framework.value} script, not elastic: it keeps "
+                    f"{plural(want, 'GPU')} for its whole run (min_gpus = max_gpus = {want}): "
+                    f"{found.why}"
                 )
         return Settled(self.model_copy(update=update), notes, elastic)
 
