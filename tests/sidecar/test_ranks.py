@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -97,13 +98,13 @@ def test_a_killed_rank_is_an_infrastructure_failure(tmp_path):
     assert "exit code 70" in log and "giving up" in log  # retried, up to --max-restarts 0
 
 
-@pytest.mark.slow
-def test_ranks_die_with_their_leader(tmp_path):
+def start_trainer(tmp_path, *script_args: str, **config) -> tuple[Path, subprocess.Popen]:
+    """The trainer alone, as the sidecar starts it, on two simulated GPUs."""
     job, out = tmp_path / "job", tmp_path / "out"
     job.mkdir()
     out.mkdir()
     script = str(SCRIPTS / "torchrun_ddp.py")
-    config = {"script": script, "args": [str(out), "--total", "1000000"], "framework": "torchrun"}
+    config = dict(config, script=script, args=[str(out), *script_args], framework="torchrun")
     (job / P.JOB).write_text(json.dumps(config))
     env = dict(
         ENV,
@@ -125,13 +126,68 @@ def test_ranks_die_with_their_leader(tmp_path):
             stdin=subprocess.DEVNULL,
             start_new_session=True,
         )
+    return job, leader
+
+
+def first_step(job: Path, leader: subprocess.Popen) -> None:
+    wait_for(
+        lambda: any(r.get("first") for r in progress(job)) or leader.poll() is not None,
+        timeout=120,
+        what="the first step",
+    )
+    assert leader.poll() is None, (job / P.TRAINER_LOG).read_text()
+
+
+def stopped(job: Path, leader: subprocess.Popen) -> str:
+    """Ask the trainer to stop as the sidecar does; its log once it exited 75."""
+    os.kill(leader.pid, signal.SIGUSR1)
     try:
-        wait_for(
-            lambda: any(r.get("first") for r in progress(job)),
-            timeout=120,
-            proc=None,
-            what="the first step",
-        )
+        code = leader.wait(timeout=60)
+    finally:
+        for pid in processes_of(job):
+            os.kill(pid, signal.SIGKILL)
+    log = (job / P.TRAINER_LOG).read_text()
+    assert code == P.TRAINER_STOPPED, log
+    assert processes_of(job) == []
+    return log
+
+
+LONG = ("--total", "1000000")
+
+
+@pytest.mark.slow
+def test_a_stop_before_the_first_step_ends_every_rank_at_once(tmp_path):
+    job, leader = start_trainer(tmp_path, *LONG)
+    wait_for(lambda: len(children(leader.pid)) == 2, timeout=30, what="the ranks")
+    stopped(job, leader)
+    assert not any(r.get("first") for r in progress(job))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("on_term", "said"),
+    [
+        ("ignore", "the script did not exit within 1 s of SIGTERM"),
+        ("default", "the script has no SIGTERM handler: ended after step"),
+    ],
+)
+def test_a_script_that_does_not_stop_on_sigterm_is_stopped(tmp_path, on_term, said):
+    job, leader = start_trainer(tmp_path, *LONG, "--on-term", on_term, stop_grace_s=1)
+    first_step(job, leader)
+    log = stopped(job, leader)
+    assert said in log
+    # it saves no checkpoint: what it trained is lost, and said so
+    assert re.search(
+        r"stopped at step (\d+) .* the script saved no checkpoint yet: its \1 steps", log
+    )
+    assert progress(job)[-1]["stopped"] is True
+
+
+@pytest.mark.slow
+def test_ranks_die_with_their_leader(tmp_path):
+    job, leader = start_trainer(tmp_path, *LONG)
+    try:
+        first_step(job, leader)
         ranks = children(leader.pid)
         assert len(ranks) == 2
         os.kill(leader.pid, signal.SIGKILL)  # the leader alone, not its process group

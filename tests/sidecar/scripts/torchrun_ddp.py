@@ -4,7 +4,9 @@ DDP over the ranks torchrun starts (gloo), a tiny regression with a DistributedS
 SIGTERM handler that makes the loop save {model, optimizer, step} at its next step and exit,
 and a resume from that checkpoint when it exists.
 
-    torchrun_ddp.py OUT [--total N] [--save-every K] [--no-save-on-term]
+    torchrun_ddp.py OUT [--total N] [--save-every K] [--no-save-on-term] [--on-term ...]
+
+``--on-term ignore`` installs a handler that does nothing, ``--on-term default`` none.
 
 Rank 0 appends "STEP WORLD" to OUT/steps.txt for each step it trains.
 """
@@ -26,6 +28,7 @@ parser.add_argument("out")
 parser.add_argument("--total", type=int, default=600)
 parser.add_argument("--save-every", type=int, default=0)
 parser.add_argument("--no-save-on-term", dest="save_on_term", action="store_false")
+parser.add_argument("--on-term", choices=["stop", "ignore", "default"], default="stop")
 args = parser.parse_args()
 
 rank = int(os.environ["RANK"])
@@ -61,7 +64,10 @@ def on_sigterm(signum, frame):
     stopping = True
 
 
-signal.signal(signal.SIGTERM, on_sigterm)
+if args.on_term == "stop":
+    signal.signal(signal.SIGTERM, on_sigterm)
+elif args.on_term == "ignore":
+    signal.signal(signal.SIGTERM, lambda signum, frame: None)
 
 
 def save():

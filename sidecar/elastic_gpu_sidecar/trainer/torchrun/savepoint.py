@@ -2,7 +2,8 @@
 
 A torchrun script resumes itself, from a file the adapter never reads. What the adapter can
 know is when the script saved: rank 0 notes the global step (and the samples and epoch) of
-each ``torch.save`` in a small file in the job dir, and the next generation starts counting
+each ``torch.save`` in a small file with the job's checkpoints (which ``--fresh``
+discards with them; the checkpoint store reads only its own ``ckpt-*``), and the next generation starts counting
 from there. Its first progress record then says ``resumed_from`` = that step, and the
 sidecar, which knows the step the stopped process reached, reports the steps trained since
 the script's last checkpoint as lost: they are trained again.
@@ -12,11 +13,17 @@ from __future__ import annotations
 
 import time
 from dataclasses import asdict, dataclass
+from pathlib import Path
 
+from ... import protocol as P
 from ...jobdir import JobDir, atomic_write_json, read_json
 
-#: In the job dir, rewritten by rank 0 after each ``torch.save`` of the script.
+#: In the job's checkpoints directory, rewritten by rank 0 after each ``torch.save``.
 SAVEPOINT = "torchrun-save.json"
+
+
+def _path(job: JobDir) -> Path:
+    return job / P.CHECKPOINTS / SAVEPOINT
 
 
 @dataclass(frozen=True)
@@ -31,7 +38,7 @@ class Savepoint:
 def read(job: JobDir) -> Savepoint | None:
     """The last save noted in the job, None before any (or when the file is unreadable)."""
     try:
-        data = read_json(job / SAVEPOINT, None)
+        data = read_json(_path(job), None)
     except (OSError, ValueError):
         return None
     if not isinstance(data, dict) or not isinstance(data.get("step"), int):
@@ -42,5 +49,6 @@ def read(job: JobDir) -> Savepoint | None:
 
 def write(job: JobDir, point: Savepoint) -> Savepoint:
     point = Savepoint(**dict(asdict(point), time=round(time.time(), 3)))
-    atomic_write_json(job / SAVEPOINT, asdict(point))
+    _path(job).parent.mkdir(parents=True, exist_ok=True)
+    atomic_write_json(_path(job), asdict(point))
     return point

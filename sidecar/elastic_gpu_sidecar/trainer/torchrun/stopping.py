@@ -52,7 +52,9 @@ class Stopper:
         if self.meter.steps_here == 0:
             self.end("stop requested before this process trained a step: nothing to save")
             return
-        timer = threading.Timer(self.grace, self.send_term, args=("no step came",))
+        timer = threading.Timer(
+            self.grace, self.send_term, args=(f"when no step came in {self.grace:g} s",)
+        )
         timer.daemon = True
         timer.start()
 
@@ -69,7 +71,7 @@ class Stopper:
             self.signalled = True
         handler = signal.getsignal(signal.SIGTERM)
         if not callable(handler):
-            self.end(f"the script does not handle SIGTERM ({when})")
+            self.end(f"the script has no SIGTERM handler: ended {when}")
             return
         if self.leader:
             log(
