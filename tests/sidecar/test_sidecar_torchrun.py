@@ -87,3 +87,23 @@ def test_steps_since_the_scripts_last_checkpoint_are_the_lost_ones(tmp_path):
     log = (job / "trainer.log").read_text()
     stops = re.findall(r"last checkpoint is at step (\d+): the (\d+) steps since are lost", log)
     assert [int(n) for _, n in stops] == [n for n in lost if n]
+
+
+def test_a_plain_loop_runs_as_one_process_whatever_the_grant(tmp_path):
+    job, out = tmp_path / "job", tmp_path / "out"
+    out.mkdir()
+    plan = [("0,1", None), ("0", 30)]
+    code, err = run_resized(job, "torchrun_plain.py", [str(out), "--total", "600"], plan=plan)
+    assert code == P.EXIT_DONE, err
+    recs = progress(job)
+    assert {r["replicas"] for r in recs} == {1}
+    assert {r["batch_size"] for r in recs} == {16}
+    firsts = [r for r in recs if r.get("first")]
+    assert [r["generation"] for r in firsts] == [1, 2]
+    steps = [int(line.split()[0]) for line in (out / "steps.txt").read_text().split()[::2]]
+    assert steps == list(range(1, 601))  # saved at the stop: no step lost or repeated
+    assert [r["lost_steps"] for r in status(job)["resizes"]] == [0]
+    assert (
+        "the script starts no process group (a plain training loop)"
+        in (job / "trainer.log").read_text()
+    )

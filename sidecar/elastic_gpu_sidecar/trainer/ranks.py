@@ -27,6 +27,7 @@ from .. import protocol as P
 from ..errors import describe
 from ..jobdir import JobDir, atomic_write_json, read_json
 from ..procs import describe_exit
+from .adapter import adapter_for  # (an adapter's module imports no framework)
 from .stopsignal import StopRequest
 from .tlog import log
 
@@ -58,6 +59,22 @@ def is_leader_rank() -> bool:
     """Whether this process writes the job's files (progress, checkpoints, the model): the only
     process of a one-process adapter, or rank 0."""
     return rank() in (None, 0)
+
+
+#: Set in each rank: when its leader started the ranks (seconds since the epoch).
+ENV_LEADER_READY_AT = "ELASTIC_GPU_LEADER_READY_AT"
+
+
+def ready_at(imported_at: float) -> float:
+    """What a first progress record says in ``ready_at``: when the framework was imported,
+    or, in a rank, when its leader started it. Every rank is a new process that imports the
+    framework on every start (a standby interpreter saves that only for the leader), so its
+    import is part of what each resize costs, not a wait a standby would have spared."""
+    value = os.environ.get(ENV_LEADER_READY_AT) if rank() is not None else None
+    try:
+        return round(float(value), 3) if value else imported_at
+    except ValueError:
+        return imported_at
 
 
 def trainer_pid() -> int:
@@ -97,6 +114,10 @@ def _peer_went_away(error: dict | None) -> bool:
     return any(text in message for text in _PEER_GONE)
 
 
+def _ranks(n: int) -> str:
+    return "1 rank" if n == 1 else f"{n} ranks"
+
+
 def _read_or_none(path) -> dict | None:
     try:
         value = read_json(path, None)
@@ -110,6 +131,7 @@ def rank_env(r: int, world: int, port: int) -> dict:
     return {
         P.ENV_RANK: str(r),
         P.ENV_SIDECAR_PID: str(os.getpid()),  # a rank dies with its leader
+        ENV_LEADER_READY_AT: str(round(time.time(), 3)),
         "RANK": str(r),
         "LOCAL_RANK": str(r),
         "GROUP_RANK": "0",
@@ -172,7 +194,7 @@ class RankGroup:
             env = dict(os.environ, **rank_env(r, self.world, port))
             with self._lock:
                 self.procs[r] = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL)
-        log(f"started {self.world} ranks (one per device; rendezvous 127.0.0.1:{port})")
+        log(f"started {_ranks(self.world)} (one per device; rendezvous 127.0.0.1:{port})")
         if self.stop.requested:
             self.forward_stop()
 
@@ -248,7 +270,12 @@ class RankGroup:
 
 
 def lead(job: JobDir, world: int, stop: StopRequest) -> int:
-    """Run the script as ``world`` ranks and return the group's exit code."""
+    """Run the script as ``world`` ranks (fewer where its adapter says that the script uses
+    fewer: ``ranks_for(config, devices)``) and return the group's exit code."""
+    config = _read_or_none(job / P.JOB) or {}
+    ranks_for = getattr(adapter_for(config), "ranks_for", None)
+    if ranks_for is not None:
+        world = max(1, min(world, int(ranks_for(config, world))))
     group = RankGroup(job, world, stop)
     stop.on_signal = group.forward_stop
     group.start()

@@ -121,7 +121,7 @@ class TorchrunSession:
         if policy == P.BatchPolicy.KEEP_GLOBAL:
             note = (
                 "batch policy keep-global not applied: a torchrun script's batch is its own, "
-                f"so the global batch is per-rank batch x {world} ranks"
+                f"so the global batch is per-rank batch x {world} rank{'s' if world > 1 else ''}"
                 + ("" if batch is None else f" = {batch}")
             )
         elif reference and int(reference) != world:
