@@ -8,6 +8,8 @@ the data loaders (``loaders``).
 
 from __future__ import annotations
 
+import sys
+
 import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
@@ -53,28 +55,17 @@ class TorchrunSession:
     # -- hooks --------------------------------------------------------------------------------
     def _install_hooks(self) -> None:
         meter, stopper = self.meter, self.stopper
-        note_saves = self.leader and self.elastic
 
         def after_step(optimizer, args, kwargs) -> None:
             if meter.counts(optimizer):
                 meter.stepped()
+                if meter.steps_here == 1:
+                    self._hook_dcp()
                 stopper.after_step()
 
         register_optimizer_step_post_hook(after_step)
 
-        orig_save = torch.serialization.save
-
-        def save(*args, **kwargs):
-            stopper.begin_save()
-            try:
-                result = orig_save(*args, **kwargs)
-                if note_saves:
-                    meter.saved()
-                return result
-            finally:
-                stopper.save_done()
-
-        torch.save = torch.serialization.save = save
+        torch.save = torch.serialization.save = self._noting(torch.serialization.save)
 
         if self.leader:
             orig_backward = torch.Tensor.backward
@@ -85,6 +76,36 @@ class TorchrunSession:
                 return orig_backward(tensor, *args, **kwargs)
 
             torch.Tensor.backward = backward
+
+    def _noting(self, orig):
+        """``orig``, a save of the script's checkpoint, noted when it returns (rank 0), and
+        never interrupted by the end of a stop's grace."""
+        meter, stopper = self.meter, self.stopper
+        note = self.leader and self.elastic
+
+        def save(*args, **kwargs):
+            stopper.begin_save()
+            try:
+                result = orig(*args, **kwargs)
+                if note:
+                    meter.saved()
+                return result
+            finally:
+                stopper.save_done()
+
+        save._elastic = True
+        return save
+
+    def _hook_dcp(self) -> None:
+        """``torch.distributed.checkpoint.save`` too, where the script imported it (it takes
+        seconds to import, so not before): FSDP scripts save with it."""
+        dcp = sys.modules.get("torch.distributed.checkpoint")
+        if dcp is None or getattr(dcp.save, "_elastic", False):
+            return
+        saver = sys.modules.get("torch.distributed.checkpoint.state_dict_saver")
+        dcp.save = self._noting(dcp.save)
+        if saver is not None:
+            saver.save = dcp.save
 
     # -- what the log says --------------------------------------------------------------------
     def _describe_start(self, start, world: int) -> None:
