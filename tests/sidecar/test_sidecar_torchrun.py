@@ -63,7 +63,7 @@ def check_run(job, out, code, err, total):
 def test_resized_twice_resumes_from_its_own_checkpoint(tmp_path):
     job, out = tmp_path / "job", tmp_path / "out"
     out.mkdir()
-    total = 900
+    total = 2000
     code, err = run_resized(job, SCRIPT, [str(out), "--total", str(total)], plan=PLAN)
     lost = check_run(job, out, code, err, total)
     assert lost == [0, 0]  # the script saved at the step the stop came
@@ -78,7 +78,7 @@ def test_steps_since_the_scripts_last_checkpoint_are_the_lost_ones(tmp_path):
     # since its last save is trained again, and the sidecar counts exactly those as lost
     job, out = tmp_path / "job", tmp_path / "out"
     out.mkdir()
-    total = 900
+    total = 2000
     script_args = [str(out), "--total", str(total), "--save-every", "25", "--no-save-on-term"]
     code, err = run_resized(job, SCRIPT, script_args, plan=PLAN)
     lost = check_run(job, out, code, err, total)
@@ -93,7 +93,7 @@ def test_a_plain_loop_runs_as_one_process_whatever_the_grant(tmp_path):
     job, out = tmp_path / "job", tmp_path / "out"
     out.mkdir()
     plan = [("0,1", None), ("0", 30)]
-    code, err = run_resized(job, "torchrun_plain.py", [str(out), "--total", "600"], plan=plan)
+    code, err = run_resized(job, "torchrun_plain.py", [str(out), "--total", "3000"], plan=plan)
     assert code == P.EXIT_DONE, err
     recs = progress(job)
     assert {r["replicas"] for r in recs} == {1}
@@ -101,7 +101,7 @@ def test_a_plain_loop_runs_as_one_process_whatever_the_grant(tmp_path):
     firsts = [r for r in recs if r.get("first")]
     assert [r["generation"] for r in firsts] == [1, 2]
     steps = [int(line.split()[0]) for line in (out / "steps.txt").read_text().split()[::2]]
-    assert steps == list(range(1, 601))  # saved at the stop: no step lost or repeated
+    assert steps == list(range(1, 3001))  # saved at the stop: no step lost or repeated
     assert [r["lost_steps"] for r in status(job)["resizes"]] == [0]
     assert (
         "the script starts no process group (a plain training loop)"
