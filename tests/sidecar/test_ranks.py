@@ -98,13 +98,19 @@ def test_a_killed_rank_is_an_infrastructure_failure(tmp_path):
     assert "exit code 70" in log and "giving up" in log  # retried, up to --max-restarts 0
 
 
-def start_trainer(tmp_path, *script_args: str, **config) -> tuple[Path, subprocess.Popen]:
-    """The trainer alone, as the sidecar starts it, on two simulated GPUs."""
+def start_trainer(
+    tmp_path, *script_args: str, script="torchrun_ddp.py", **config
+) -> tuple[Path, subprocess.Popen]:
+    """The trainer alone, as the sidecar starts it, on two simulated GPUs; the script's first
+    argument is a directory of its own (but for ``torchrun_fail.py``)."""
     job, out = tmp_path / "job", tmp_path / "out"
     job.mkdir()
     out.mkdir()
-    script = str(SCRIPTS / "torchrun_ddp.py")
-    config = dict(config, script=script, args=[str(out), *script_args], framework="torchrun")
+    if script == "torchrun_ddp.py":
+        script_args = (str(out), *script_args)
+    config = dict(
+        config, script=str(SCRIPTS / script), args=list(script_args), framework="torchrun"
+    )
     (job / P.JOB).write_text(json.dumps(config))
     env = dict(
         ENV,
@@ -181,6 +187,15 @@ def test_a_script_that_does_not_stop_on_sigterm_is_stopped(tmp_path, on_term, sa
         r"stopped at step (\d+) .* the script saved no checkpoint yet: its \1 steps", log
     )
     assert progress(job)[-1]["stopped"] is True
+
+
+@pytest.mark.slow
+def test_a_script_without_a_checkpoint_of_its_own_loses_its_work_and_says_so(tmp_path):
+    job, leader = start_trainer(tmp_path, "raise", "-1", "0", script="torchrun_fail.py")
+    first_step(job, leader)
+    log = stopped(job, leader)
+    assert "the script saves and loads no checkpoint of its own" in log
+    assert re.search(r"stopped at step (\d+) .* no checkpoint of its own: its \1 steps since", log)
 
 
 @pytest.mark.slow

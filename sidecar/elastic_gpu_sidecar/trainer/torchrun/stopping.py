@@ -38,6 +38,7 @@ class Stopper:
         self.finished = False  # the script ended by itself (done), not stopped
         self.saving = 0  # >0 inside the script's torch.save: not the moment to end it
         self._end_after_save: str | None = None
+        self._ended = False
         self._lock = threading.Lock()
         self.leader = ranks.is_leader_rank()
 
@@ -96,6 +97,9 @@ class Stopper:
             if self.saving:
                 self._end_after_save = why
                 return
+            ending, self._ended = self._ended, True
+        if ending:  # another thread is ending the process: with exit 75, not this one's
+            threading.Event().wait()
         self._report(why)
         exit_now(P.TRAINER_STOPPED)
 
