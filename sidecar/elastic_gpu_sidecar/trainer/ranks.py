@@ -276,6 +276,9 @@ def lead(job: JobDir, world: int, stop: StopRequest) -> int:
     ranks_for = getattr(adapter_for(config), "ranks_for", None)
     if ranks_for is not None:
         world = max(1, min(world, int(ranks_for(config, world))))
+    if stop.requested:
+        log("stop requested before the ranks started: exiting at once")
+        return P.TRAINER_STOPPED
     group = RankGroup(job, world, stop)
     stop.on_signal = group.forward_stop
     group.start()
