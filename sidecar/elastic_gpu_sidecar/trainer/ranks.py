@@ -21,17 +21,32 @@ import socket
 import subprocess
 import sys
 import threading
+import time
 
 from .. import protocol as P
 from ..errors import describe
-from ..jobdir import JobDir, atomic_write_json
+from ..jobdir import JobDir, atomic_write_json, read_json
 from ..procs import describe_exit
+from .adapter import adapter_for  # (an adapter's module imports no framework)
 from .stopsignal import StopRequest
 from .tlog import log
 
 #: After one rank fails, how long the others get to end by themselves (they are usually
 #: blocked in a collective with the dead rank and never will) before they are killed.
 RANK_FAILURE_GRACE_S = 10.0
+
+#: After a stop request, how long a rank's script gets to save and exit once told to (the
+#: job's ``stop_grace_s`` overrides it): an adapter that asks the script itself to stop ends it
+#: after this, and the leader gives the other ranks as long once one has stopped.
+STOP_GRACE_S = 30.0
+
+
+def stop_grace(config: dict) -> float:
+    """The job's grace for a script to stop by itself (``STOP_GRACE_S`` unless it says)."""
+    try:
+        return max(0.0, float(config.get("stop_grace_s", STOP_GRACE_S)))
+    except (TypeError, ValueError):
+        return STOP_GRACE_S
 
 
 def rank() -> int | None:
@@ -46,6 +61,22 @@ def is_leader_rank() -> bool:
     return rank() in (None, 0)
 
 
+#: Set in each rank: when its leader started the ranks (seconds since the epoch).
+ENV_LEADER_READY_AT = "ELASTIC_GPU_LEADER_READY_AT"
+
+
+def ready_at(imported_at: float) -> float:
+    """What a first progress record says in ``ready_at``: when the framework was imported,
+    or, in a rank, when its leader started it. Every rank is a new process that imports the
+    framework on every start (a standby interpreter saves that only for the leader), so its
+    import is part of what each resize costs, not a wait a standby would have spared."""
+    value = os.environ.get(ENV_LEADER_READY_AT) if rank() is not None else None
+    try:
+        return round(float(value), 3) if value else imported_at
+    except ValueError:
+        return imported_at
+
+
 def trainer_pid() -> int:
     """The pid of the trainer process the sidecar started (a rank's leader): progress records
     carry it, so the sidecar knows the first step of the trainer it is waiting for."""
@@ -58,11 +89,49 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def error_path(job: JobDir):
+    """Where this process writes its error: the job's ``P.TRAINER_ERROR``, or a rank's own
+    file, from which the leader picks the error of the rank that failed first."""
+    r = rank()
+    return job / P.TRAINER_ERROR if r is None else error_path_of(job, r)
+
+
+def error_path_of(job: JobDir, r: int):
+    return job / f"trainer-error.rank{r}.json"
+
+
+#: What torch.distributed says in a rank whose peer died: the peer's failure is the cause.
+_PEER_GONE = (
+    "Connection closed by peer",
+    "Connection reset by peer",
+    "remote worker crashing",
+    "NCCL communicator was aborted",
+)
+
+
+def _peer_went_away(error: dict | None) -> bool:
+    message = str((error or {}).get("message") or "")
+    return any(text in message for text in _PEER_GONE)
+
+
+def _ranks(n: int) -> str:
+    return "1 rank" if n == 1 else f"{n} ranks"
+
+
+def _read_or_none(path) -> dict | None:
+    try:
+        value = read_json(path, None)
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def rank_env(r: int, world: int, port: int) -> dict:
     """What ``torchrun`` sets for worker ``r`` of ``world`` on one node."""
     return {
         P.ENV_RANK: str(r),
         P.ENV_SIDECAR_PID: str(os.getpid()),  # a rank dies with its leader
+        ENV_LEADER_READY_AT: str(round(time.time(), 3)),
         "RANK": str(r),
         "LOCAL_RANK": str(r),
         "GROUP_RANK": "0",
@@ -80,20 +149,21 @@ def rank_env(r: int, world: int, port: int) -> dict:
 
 
 def combined_exit(codes: dict[int, int], stop_requested: bool) -> int:
-    """One exit code for the group: a script error in any rank is the script's error; a
-    stop that every rank honoured (or that ended ranks we killed after one honoured it) is a
-    stop; all done is done; anything else is an infrastructure failure (retried)."""
-    values = set(codes.values())
-    if values == {P.TRAINER_DONE}:
+    """One exit code for the group; ``codes`` in the order the ranks ended.
+
+    The first rank to fail tells why the group failed: when one rank dies, the others fail
+    after it in their next collective, with errors that are consequences (a peer closed the
+    connection), not causes. So: every rank done is done; else the first rank that did not end
+    with 0 decides: 75 after a stop request is a stop (whatever the ranks still in a collective
+    did then), 65 the script's error, anything else (a signal, 70) an infrastructure failure,
+    retried."""
+    first = next((code for code in codes.values() if code != P.TRAINER_DONE), None)
+    if first is None:
         return P.TRAINER_DONE
-    if P.TRAINER_USER_ERROR in values:
+    if first in (P.TRAINER_STOPPED, -signal.SIGUSR1) and stop_requested:
+        return P.TRAINER_STOPPED  # (SIGUSR1 ends a rank still starting, before its handler)
+    if first == P.TRAINER_USER_ERROR:
         return P.TRAINER_USER_ERROR
-    if (
-        stop_requested
-        and values <= {P.TRAINER_STOPPED, -signal.SIGKILL, -signal.SIGUSR1}
-        and (P.TRAINER_STOPPED in values)
-    ):
-        return P.TRAINER_STOPPED
     return P.TRAINER_INFRA_ERROR
 
 
@@ -124,21 +194,36 @@ class RankGroup:
             env = dict(os.environ, **rank_env(r, self.world, port))
             with self._lock:
                 self.procs[r] = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL)
-        log(f"started {self.world} ranks (one per device; rendezvous 127.0.0.1:{port})")
+        log(f"started {_ranks(self.world)} (one per device; rendezvous 127.0.0.1:{port})")
         if self.stop.requested:
             self.forward_stop()
 
-    def _kill_rest(self) -> None:
+    def _kill_rest(self, why: str) -> None:
         for r, proc in self.procs.items():
             if proc.poll() is None:
-                log(f"rank {r} did not end after another rank failed: killing it")
+                log(f"rank {r} did not end {why}: killing it")
                 with contextlib.suppress(ProcessLookupError):
                     proc.kill()
+
+    def _grace_after(self, r: int, code: int) -> threading.Timer:
+        """The others' time to end by themselves once rank ``r`` ended with ``code``."""
+        if code == P.TRAINER_STOPPED:
+            grace = stop_grace(_read_or_none(self.job / P.JOB) or {}) + RANK_FAILURE_GRACE_S
+            why = f"within {grace:g} s of rank {r}'s stop"
+        else:
+            log(f"rank {r} ended ({describe_exit(code)}): ending the other ranks")
+            grace = RANK_FAILURE_GRACE_S
+            why = f"within {grace:g} s of rank {r}'s failure"
+        timer = threading.Timer(grace, self._kill_rest, args=(why,))
+        timer.daemon = True
+        timer.start()
+        return timer
 
     def wait(self) -> int:
         """Wait for every rank; one code for the group (``combined_exit``)."""
         by_pid = {proc.pid: r for r, proc in self.procs.items()}
         codes: dict[int, int] = {}
+        ended: dict[int, float] = {}
         timer: threading.Timer | None = None
         while len(codes) < len(by_pid):
             try:
@@ -150,30 +235,50 @@ class RankGroup:
                 continue
             code = os.waitstatus_to_exitcode(status)
             self.procs[r].returncode = code
-            codes[r] = code
+            codes[r], ended[r] = code, time.time()
             if code != P.TRAINER_DONE and timer is None and len(codes) < len(by_pid):
-                if code != P.TRAINER_STOPPED:
-                    log(f"rank {r} ended ({describe_exit(code)}): ending the other ranks")
-                timer = threading.Timer(RANK_FAILURE_GRACE_S, self._kill_rest)
-                timer.daemon = True
-                timer.start()
+                timer = self._grace_after(r, code)
         if timer is not None:
             timer.cancel()
         for r, proc in self.procs.items():  # ranks not waited for above (none expected)
-            codes.setdefault(r, proc.wait())
-        result = combined_exit(codes, self.stop.requested)
-        if result == P.TRAINER_INFRA_ERROR and not (self.job / P.TRAINER_ERROR).exists():
-            failed = {r: describe_exit(c) for r, c in sorted(codes.items()) if c != 0}
-            message = "a rank ended without a reason: " + ", ".join(
-                f"rank {r} {how}" for r, how in failed.items()
-            )
-            info = dict(describe(RuntimeError(message)), kind="infrastructure", traceback=None)
-            atomic_write_json(self.job / P.TRAINER_ERROR, info)
+            if r not in codes:
+                codes[r], ended[r] = proc.wait(), time.time()
+        # in the order the ranks failed: a rank that raised wrote its error before its
+        # interpreter's teardown closed the connections its peers then fail on; a killed
+        # rank failed when it ended; an error that says a peer went away comes after
+        errors: dict[int, dict | None] = {}
+        when = dict(ended)
+        for r in codes:
+            path = error_path_of(self.job, r)
+            errors[r] = _read_or_none(path)
+            with contextlib.suppress(FileNotFoundError):
+                when[r] = min(when[r], os.stat(path).st_mtime)
+                os.unlink(path)
+        order = sorted(codes, key=lambda r: (_peer_went_away(errors[r]), when[r]))
+        result = combined_exit({r: codes[r] for r in order}, self.stop.requested)
+        if result in (P.TRAINER_USER_ERROR, P.TRAINER_INFRA_ERROR):
+            cause = next(r for r in order if codes[r] != P.TRAINER_DONE)
+            self._keep_error(cause, codes[cause], errors[cause])
         return result
+
+    def _keep_error(self, r: int, code: int, info: dict | None) -> None:
+        """The job's error is the first failed rank's, not that of a rank failing after it."""
+        if code < 0 or not isinstance(info, dict):
+            message = f"rank {r} of {self.world} ended without a reason ({describe_exit(code)})"
+            info = dict(describe(RuntimeError(message)), kind="infrastructure", traceback=None)
+        atomic_write_json(self.job / P.TRAINER_ERROR, dict(info, rank=r))
 
 
 def lead(job: JobDir, world: int, stop: StopRequest) -> int:
-    """Run the script as ``world`` ranks and return the group's exit code."""
+    """Run the script as ``world`` ranks (fewer where its adapter says that the script uses
+    fewer: ``ranks_for(config, devices)``) and return the group's exit code."""
+    config = _read_or_none(job / P.JOB) or {}
+    ranks_for = getattr(adapter_for(config), "ranks_for", None)
+    if ranks_for is not None:
+        world = max(1, min(world, int(ranks_for(config, world))))
+    if stop.requested:
+        log("stop requested before the ranks started: exiting at once")
+        return P.TRAINER_STOPPED
     group = RankGroup(job, world, stop)
     stop.on_signal = group.forward_stop
     group.start()

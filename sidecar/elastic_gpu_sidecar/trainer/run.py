@@ -61,7 +61,7 @@ def _fail(job: JobDir, exc: BaseException, code: int, cwd: str) -> int:
     traceback.print_exception(exc)
     if info["hint"]:
         print(f"hint: {info['hint']}", file=sys.stderr)
-    atomic_write_json(job / P.TRAINER_ERROR, info)
+    atomic_write_json(ranks.error_path(job), info)
     sys.stdout.flush()
     sys.stderr.flush()
     return code
