@@ -219,7 +219,9 @@ class SubmitRequest(Strict):
             found = detect(self.script or "", self.framework)
             update["framework"], elastic = found.framework, found.elastic
             if not found.elastic:
-                update.update(min_gpus=want, max_gpus=want)
+                if found.one_device:
+                    want = 1
+                update.update(min_gpus=want, max_gpus=want, requested_gpus=want)
                 notes.append(
                     f"{found.framework.value} script, not elastic: it keeps "
                     f"{plural(want, 'GPU')} for its whole run (min_gpus = max_gpus = {want}): "

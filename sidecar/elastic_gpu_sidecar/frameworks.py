@@ -19,6 +19,9 @@ _LIGHTNING = {"lightning", "pytorch_lightning"}
 _TRANSFORMERS_TRAINERS = {"Trainer", "Seq2SeqTrainer"}
 _KERAS = {"keras", "tensorflow"}
 _TORCH = {"torch"}
+#: Calls that join a script's ranks in a process group: a torch script without one is a plain
+#: loop that trains in one process.
+_GROUP_STARTS = {"init_process_group", "init_device_mesh"}
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,8 @@ class Detected:
     #: False: the job runs at one GPU count for its whole run (``why`` says what is missing).
     elastic: bool
     why: str | None = None
+    #: True: the script trains in one process on one device, whatever it is granted.
+    one_device: bool = False
 
 
 class _Uses(ast.NodeVisitor):
@@ -74,6 +79,16 @@ def _resumes_itself(uses: _Uses) -> bool:
     return saves and loads
 
 
+def starts_process_group(source: str) -> bool:
+    """Whether a script joins its ranks in a process group (unreadable: assume it does)."""
+    try:
+        uses = _Uses()
+        uses.visit(ast.parse(source))
+    except (SyntaxError, ValueError, RecursionError):
+        return True
+    return bool(uses.calls & _GROUP_STARTS)
+
+
 def detect(source: str, framework: Framework | str = Framework.AUTO) -> Detected:
     """The adapter of a script and whether it can be resized; ``framework`` is what the user
     said (``auto``: read the script)."""
@@ -93,6 +108,14 @@ def detect(source: str, framework: Framework | str = Framework.AUTO) -> Detected
                 "lightning, transformers, torch): it runs at one GPU count; say which with "
                 "--framework if a module it imports does the training",
             )
+    if framework == Framework.TORCHRUN and uses is not None and not uses.calls & _GROUP_STARTS:
+        return Detected(
+            framework,
+            elastic=False,
+            one_device=True,
+            why="the script starts no process group (init_process_group or init_device_mesh): "
+            "it trains in one process, on one GPU",
+        )
     if framework == Framework.TORCHRUN and (uses is None or not _resumes_itself(uses)):
         return Detected(
             framework,

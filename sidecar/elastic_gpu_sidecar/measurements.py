@@ -33,7 +33,7 @@ class Measurements:
         """What the next resize is expected to pause the job: the mean of those so far, seconds.
 
         With the standby interpreter on, a resize that came before the standby was ready (it
-        starts after a trainer's first step) waited for TensorFlow's import, which the next
+        starts after a trainer's first step) waited for the framework's import, which the next
         resize will not: such a pause counts without its ``import_wait_s``. Otherwise one early
         resize would make the job look seconds dearer to resize than it is, for its whole life.
         """
@@ -75,7 +75,7 @@ class Measurements:
 
         ``handed_at`` is when the sidecar started the trainer (or handed the standby its
         grant); ``standby`` whether this job keeps a standby interpreter. The record's
-        ``ready_at`` then tells how long the pause waited for TensorFlow's import.
+        ``ready_at`` then tells how long the pause waited for the framework's import.
         """
         resumed = record.get("resumed_from")
         replayed = record.get("replayed") or 0
@@ -97,7 +97,7 @@ class Measurements:
                 wait = round(min(max(0.0, ready - handed_at), entry["pause_s"]), 3)
                 entry["import_wait_s"] = wait
                 if wait >= 0.5:
-                    waited = f"; {wait:.2f} s of it waited for TensorFlow's import"
+                    waited = f"; {wait:.2f} s of it waited for the framework's import"
             return (
                 f"first step on {where} ({len(gpus)} replicas) {entry['pause_s']:.2f} s after "
                 f"the request; lost {lost} steps{waited}"

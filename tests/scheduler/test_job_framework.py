@@ -33,9 +33,10 @@ class Model(L.LightningModule):
 L.Trainer(max_epochs=2).fit(Model())
 """
 
-#: A plain torch loop: no checkpoint of its own, so a restart would start it over.
+#: A DDP loop with no checkpoint of its own, so a restart would start it over.
 TORCH_LOOP = """
 import torch
+torch.distributed.init_process_group("gloo")
 model = torch.nn.Linear(4, 1)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 for step in range(100):
@@ -107,6 +108,19 @@ async def test_a_torch_loop_without_its_own_checkpoint_keeps_its_requested_count
         assert argv[argv.index("--framework") + 1] == "torchrun"
         events = await svc.store.events(job.id)
         assert "not elastic" in events[0]["message"]
+
+
+async def test_a_loop_without_a_process_group_gets_one_gpu_whatever_it_asks(tmp_path):
+    """It trains in one process: any GPU beyond the first would sit idle, held from others."""
+    plain = TORCH_LOOP.replace('torch.distributed.init_process_group("gloo")\n', "")
+    async with scheduler(tmp_path) as (svc, _):
+        job = await svc.submit(ANN, script_job(plain, min_gpus=2, max_gpus=4))
+        view = views.job_view(job)
+        assert view.framework == Framework.TORCHRUN and view.elastic is False
+        assert (view.min_gpus, view.max_gpus, view.requested_gpus) == (1, 1, 1)
+        assert "no process group" in view.notes[0] and "1 GPU for its whole run" in view.notes[0]
+        await svc.step()
+        assert len(job.desired.gpus) == 1
 
 
 async def test_the_framework_said_overrides_the_script(tmp_path):

@@ -9,6 +9,8 @@ from elastic_gpu_sidecar.protocol import Framework
 
 TORCH_LOOP = """
 import torch
+import torch.distributed as dist
+dist.init_process_group("gloo")
 model = torch.nn.Linear(2, 1)
 opt = torch.optim.SGD(model.parameters(), lr=0.1)
 for step in range(10):
@@ -20,6 +22,7 @@ for step in range(10):
 TORCH_RESUMING = """
 import os
 import torch
+torch.distributed.init_process_group("gloo")
 model = torch.nn.Linear(2, 1)
 if os.path.exists("ckpt.pt"):
     model.load_state_dict(torch.load("ckpt.pt"))
@@ -72,8 +75,18 @@ def test_a_torch_loop_without_its_own_checkpoint_runs_at_one_count():
 
 
 def test_saving_without_loading_is_no_checkpoint():
-    source = "import torch\nm = torch.nn.Linear(1, 1)\ntorch.save(m.state_dict(), 'm.pt')"
-    assert not detect(source).elastic
+    source = TORCH_LOOP + "torch.save(model.state_dict(), 'm.pt')\n"
+    found = detect(source)
+    assert not found.elastic and not found.one_device
+
+
+def test_a_loop_without_a_process_group_trains_on_one_device():
+    """No init_process_group: copies of it on several GPUs would each train the same thing."""
+    plain = TORCH_RESUMING.replace('torch.distributed.init_process_group("gloo")\n', "")
+    found = detect(plain)
+    assert found.framework == Framework.TORCHRUN and not found.elastic and found.one_device
+    assert "no process group" in found.why and "one GPU" in found.why
+    assert detect(TORCH_RESUMING).elastic and not detect(TORCH_RESUMING).one_device
 
 
 def test_nothing_recognised_runs_under_keras_at_one_count_and_says_how_to_name_it():

@@ -241,7 +241,7 @@ def test_a_pause_that_waited_for_the_import_counts_without_it():
     line = m.first_step(record, 5, ["0", "1"], handed_at=101.0, standby=True)
     entry = m.resizes[-1]
     assert entry["pause_s"] == 8.0 and entry["import_wait_s"] == 6.0
-    assert "6.00 s of it waited for TensorFlow's import" in line
+    assert "6.00 s of it waited for the framework's import" in line
     assert m.resize_cost() == 2.0
     # from a ready standby the trainer goes on at once: the whole pause counts
     m.pending = m.resize_requested(3, ["0", "1"], ["0"], 200.0, "sidecar")

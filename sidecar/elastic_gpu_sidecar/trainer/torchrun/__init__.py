@@ -11,31 +11,12 @@ so the sidecar's progress, speed and lost-work figures are those of any other jo
 
 from __future__ import annotations
 
-import ast
 import time
 
+from ...frameworks import starts_process_group
 from .. import ranks
 from ..adapter import Session, TrainerContext
 from ..tlog import log
-
-#: Calls that start the ranks' process group: a script without one is a plain loop.
-_GROUP_STARTS = {"init_process_group", "init_device_mesh"}
-
-
-def starts_process_group(source: str) -> bool:
-    """Whether the script joins its ranks in a process group (unreadable: assume it does)."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError):
-        return True
-    for node in ast.walk(tree):
-        if isinstance(node, ast.Call):
-            func = node.func
-            name = func.attr if isinstance(func, ast.Attribute) else getattr(func, "id", None)
-            if name in _GROUP_STARTS:
-                return True
-    return False
-
 
 class TorchrunAdapter:
     name = "torchrun"
