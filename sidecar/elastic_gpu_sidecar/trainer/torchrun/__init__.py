@@ -18,6 +18,7 @@ from .. import ranks
 from ..adapter import Session, TrainerContext
 from ..tlog import log
 
+
 class TorchrunAdapter:
     name = "torchrun"
     process_per_device = True
