@@ -37,6 +37,7 @@ CASES = [
     ("panel_update", ["--gpus", "0"], "--gpus: must be a whole number of at least 1"),
     ("gpu_nvml_check", ["--repeat", "0"], "--repeat: must be a whole number of at least 1"),
     ("gpu_resize_check", ["--settle", "0"], "--settle: must be a finite number above 0"),
+    ("gpu_torch_check", ["--settle", "0"], "--settle: must be a finite number above 0"),
     (
         "pollux_batch_sizes",
         ["--artifact", "a", "--python", "p", "--workers", "0"],
