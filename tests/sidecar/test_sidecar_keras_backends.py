@@ -87,3 +87,15 @@ def test_torch_trains_on_one_device_and_resumes_at_the_exact_step(tmp_path):
         "training on 1 of the 2 granted devices (Keras on PyTorch: see the trainer log)"
     }
     assert all("note" not in r for r in progress(job) if r["generation"] == 2)
+
+
+def test_jax_refuses_batches_that_do_not_split_into_equal_shards():
+    from elastic_gpu_sidecar.trainer.keras.jaxbackend import JaxBackend
+
+    jax = JaxBackend()
+    for ok in [(32, 32, 4), (32, 16, 4), (30, 7, 1)]:
+        jax.check_split(*ok)
+    with pytest.raises(RuntimeError, match="a batch of 32 samples does not split"):
+        jax.check_split(32, 32, 3)
+    with pytest.raises(RuntimeError, match="a batch of 6 samples does not split"):
+        jax.check_split(32, 6, 4)
