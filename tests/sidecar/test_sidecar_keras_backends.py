@@ -99,3 +99,15 @@ def test_jax_refuses_batches_that_do_not_split_into_equal_shards():
         jax.check_split(32, 32, 3)
     with pytest.raises(RuntimeError, match="a batch of 6 samples does not split"):
         jax.check_split(32, 6, 4)
+
+
+def test_the_backend_is_read_as_keras_reads_it_without_importing_it(tmp_path, monkeypatch):
+    from elastic_gpu_sidecar.trainer.keras import backends
+
+    monkeypatch.setenv("KERAS_HOME", str(tmp_path))
+    monkeypatch.delenv("KERAS_BACKEND", raising=False)
+    assert backends.configured() == "tensorflow"  # no keras.json: Keras' default
+    (tmp_path / "keras.json").write_text(json.dumps({"backend": "torch"}))
+    assert backends.configured() == "torch"
+    monkeypatch.setenv("KERAS_BACKEND", "jax")
+    assert backends.configured() == "jax"
