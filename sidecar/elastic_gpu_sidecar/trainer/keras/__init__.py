@@ -21,9 +21,10 @@ class KerasAdapter:
     process_per_device = False
 
     def import_framework(self) -> None:
-        said = backends.current().standby_import()
-        if said != "imported":
-            log(f"Keras on {backends.current().label}: {said}")
+        backend = backends.current()
+        why_not = backend.standby_import()
+        if why_not:
+            log(f"Keras on {backend.label}: {why_not}")
 
     def start(self, context: TrainerContext) -> Session:
         backend = backends.current()
@@ -39,11 +40,7 @@ class KerasAdapter:
                 f"Keras runs on {keras.backend.backend()!r}, the trainer expected "
                 f"{backend.name!r} (KERAS_BACKEND or keras.json)"
             )
-        log(
-            f"{backend.label} ready"
-            if backend.name == "tensorflow"
-            else f"Keras on {backend.label} ready"
-        )
+        log(f"Keras on {backend.label} ready")
         replicas = backend.setup(context.gpus, context.simulated)
         runtime = bootstrap.Runtime(
             context.job, context.config, context.generation, context.gpus, context.stop, replicas

@@ -55,11 +55,11 @@ class Backend:
     def prepare(self, gpus: list[str], simulated: bool) -> None:
         """Before Keras is imported: set what the framework reads once, at import."""
 
-    def standby_import(self) -> str:
-        """What a standby interpreter imports before it knows its grant; returns what was
-        done, for its log line. Default: everything (nothing there depends on the grant)."""
+    def standby_import(self) -> str | None:
+        """What a standby interpreter imports before it knows its grant. Default: everything
+        (nothing there depends on the grant); else returns why it imports nothing."""
         self.import_framework()
-        return "imported"
+        return None
 
     def import_framework(self) -> None:
         from . import bootstrap  # noqa: F401  (Keras and the backend)

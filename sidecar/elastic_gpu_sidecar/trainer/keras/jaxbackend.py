@@ -31,8 +31,8 @@ class JaxBackend(Backend):
         flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if not f.startswith(COUNT_FLAG)]
         os.environ["XLA_FLAGS"] = " ".join([*flags, f"{COUNT_FLAG}={len(gpus)}"])
 
-    def standby_import(self) -> str:
-        return "nothing imported: JAX fixes its device count when it starts, before the grant"
+    def standby_import(self) -> str | None:
+        return "nothing imported (JAX fixes its device count when it starts; no grant yet)"
 
     def setup(self, gpus: list[str], simulated: bool) -> int:
         import jax

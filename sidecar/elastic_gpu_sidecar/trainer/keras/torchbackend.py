@@ -26,8 +26,8 @@ class TorchBackend(Backend):
         if simulated:
             os.environ.setdefault("KERAS_TORCH_DEVICE", "cpu")
 
-    def standby_import(self) -> str:
-        return "nothing imported: Keras picks its torch device at import, before the grant"
+    def standby_import(self) -> str | None:
+        return "nothing imported (Keras picks its torch device at import; no grant yet)"
 
     def setup(self, gpus: list[str], simulated: bool) -> int:
         from keras.src.backend.torch.core import get_device
