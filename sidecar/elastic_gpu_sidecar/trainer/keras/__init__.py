@@ -1,8 +1,11 @@
-"""The Keras adapter (Keras 3 on TensorFlow): ``keras.Model.fit`` made elastic (``bootstrap``,
-``session``, ``callback``, ``inputs``, ``batching``) under a ``tf.distribute`` strategy set for
-the grant (``strategy``), with the model's state kept independent of the replica count
-(``tfstate``, ``replica_shapes``). Nothing here is imported before the adapter is used:
-TensorFlow takes seconds to import."""
+"""The Keras adapter (Keras 3, on TensorFlow, JAX or PyTorch): ``keras.Model.fit`` made elastic
+(``bootstrap``, ``session``, ``callback``, ``inputs``, ``batching``), with the model's state
+kept independent of the replica count (``modelstate``). What differs between Keras' backends
+(devices and data parallel, reading the state of a running fit, feeding arrays) is behind
+``backends``: a ``tf.distribute`` strategy on TensorFlow (``tfbackend``), Keras' own
+``DataParallel`` distribution on JAX (``jaxbackend``), one device on PyTorch
+(``torchbackend``). Nothing here is imported before the adapter is used: every framework takes
+seconds to import, and JAX must be configured before it is."""
 
 from __future__ import annotations
 
@@ -10,7 +13,7 @@ import time
 
 from ..adapter import Session, TrainerContext
 from ..tlog import log
-from .tfquiet import startup_notices_hidden
+from . import backends
 
 
 class KerasAdapter:
@@ -18,18 +21,29 @@ class KerasAdapter:
     process_per_device = False
 
     def import_framework(self) -> None:
-        with startup_notices_hidden():  # the job's log starts with the job, not TF's notices
-            from . import bootstrap, strategy  # noqa: F401  (TensorFlow, Keras; no device)
+        backend = backends.current()
+        why_not = backend.standby_import()
+        if why_not:
+            log(f"Keras on {backend.label}: {why_not}")
 
     def start(self, context: TrainerContext) -> Session:
-        self.import_framework()
-        from . import bootstrap, strategy
+        backend = backends.current()
+        backend.prepare(context.gpus, context.simulated)
+        backend.import_framework()
+        import keras
+
+        from . import bootstrap
 
         ready_at = round(time.time(), 3)  # from a ready standby: at once
-        log("TensorFlow ready")
-        strategy.setup_strategy(context.gpus, context.simulated)
+        if keras.backend.backend() != backend.name:
+            raise RuntimeError(
+                f"Keras runs on {keras.backend.backend()!r}, the trainer expected "
+                f"{backend.name!r} (KERAS_BACKEND or keras.json)"
+            )
+        log(f"Keras on {backend.label} ready")
+        replicas = backend.setup(context.gpus, context.simulated)
         runtime = bootstrap.Runtime(
-            context.job, context.config, context.generation, context.gpus, context.stop
+            context.job, context.config, context.generation, context.gpus, context.stop, replicas
         )
         runtime.ready_at = ready_at
         bootstrap.install(runtime)

@@ -27,7 +27,8 @@ from ..checkpoint import Checkpoint, CheckpointStore
 from ..progress import LiveCounter, ProgressWriter, progress_interval, record
 from ..stopsignal import StopRequest, exit_now
 from ..tlog import log
-from . import replica_shapes, tfstate
+from . import modelstate
+from .backends import current as backend
 from .session import STATE_FILE, FitSession, make_history, sample_batch
 
 
@@ -36,13 +37,26 @@ class Runtime:
     """State of one trainer process: grant, checkpoint store, progress, fit bookkeeping."""
 
     def __init__(
-        self, job: JobDir, config: dict, generation: int, gpus: list[str], stop: StopRequest
+        self,
+        job: JobDir,
+        config: dict,
+        generation: int,
+        gpus: list[str],
+        stop: StopRequest,
+        replicas: int | None = None,
     ):
         self.job = job
         self.config = config
         self.generation = generation
         self.gpus = gpus
-        self.replicas = len(gpus)
+        self.replicas = len(gpus) if replicas is None else replicas
+        #: Said in every progress record when training does not use the whole grant.
+        self.note: str | None = None
+        if self.replicas < len(gpus):
+            self.note = (
+                f"training on {self.replicas} of the {len(gpus)} granted devices (Keras on "
+                f"{backend().label}: see the trainer log)"
+            )
         self.stop = stop
         self.pid = os.getpid()
         interval = config.get("checkpoint_interval") or P.DEFAULT_CHECKPOINT_INTERVAL_S
@@ -50,6 +64,8 @@ class Runtime:
         self.progress_interval = progress_interval()
         self.policy = P.BatchPolicy(config.get("batch_policy") or P.BatchPolicy.KEEP_GLOBAL)
         self.reference = int(config.get("reference_replicas") or self.replicas)
+        if not backend().elastic:
+            self.reference = self.replicas  # one device whatever the grant: one batch size
         self.seed = int(config.get("seed") or 0)
         self.epochs_override = config.get("epochs")
         self.store = CheckpointStore(job / P.CHECKPOINTS, log=log)
@@ -63,7 +79,7 @@ class Runtime:
         self.samples = 0
         self.last_model = None
         self.first_step_reported = False
-        self.ready_at: float | None = None  # wall time TensorFlow was imported (first record)
+        self.ready_at: float | None = None  # wall time the framework was imported (first record)
         self.session: FitSession | None = None  # the fit in progress
         self.safe: str | None = None  # "clean" | "save" | None: see callback.py
         self.safe_lock = threading.Lock()
@@ -94,6 +110,8 @@ class Runtime:
         return self.slots[id(model)]
 
     def report(self, **fields) -> None:
+        if self.note is not None:
+            fields.setdefault("note", self.note)
         self.writer.write(record(generation=self.generation, replicas=self.replicas, **fields))
 
     def exit_stopped(self, why: str) -> None:
@@ -141,7 +159,7 @@ class Runtime:
         self.fit_count += 1
         slot = self.slot(model)
         self.last_model = model
-        replica_shapes.install(model)
+        backend().install(model)
         m = self.resume.meta if self.resume is not None else None
         if m is not None and (k < m["fit_index"] or (k == m["fit_index"] and m.get("fit_done"))):
             return self._skip_finished(model, k, slot, fargs)
@@ -168,10 +186,10 @@ class Runtime:
             if st and st.get("fit") == k:
                 source = self.store.get(st["checkpoint"])
         if source is not None:
-            tfstate.ensure_built(model, sample_batch(fargs))
-            arrays = tfstate.load(source.file(STATE_FILE))
+            modelstate.ensure_built(model, sample_batch(fargs))
+            arrays = modelstate.load(source.file(STATE_FILE))
             for group in ("model", "optimizer"):
-                tfstate.assign_group(model, group, arrays)
+                modelstate.assign_group(model, group, arrays)
             log(f"fit {k} finished before the restart: restored its result from {source.name}")
         else:
             log(f"fit {k} finished before the restart: skipped (a later fit restores this model)")
@@ -186,7 +204,8 @@ class Runtime:
         tmp = self.job / f".model-{self.pid}.keras"
         t0 = time.monotonic()
         try:
-            model.save(tmp)
+            with backend().saving():
+                model.save(tmp)
             os.replace(tmp, self.job / P.MODEL)
             log(f"final model saved to {self.job / P.MODEL} in {time.monotonic() - t0:.2f} s")
         except Exception as e:

@@ -16,11 +16,10 @@ from typing import TYPE_CHECKING
 
 import keras
 import numpy as np
-import tensorflow as tf
 
 from ... import protocol as P
 from ..tlog import log
-from . import inputs, tfstate
+from . import inputs, modelstate
 from .batching import LearningRateScale, describe
 from .callback import ElasticCallback, ElasticProgbar, Numbering, UserCallback
 
@@ -34,13 +33,13 @@ def sample_batch(fargs: dict):
     x = fargs["x"]
     kind = inputs.classify(x)
     if kind == "dataset":
-        return next(iter(x.take(1)))
+        return next(iter(x.take(1)))  # a tf.data.Dataset
     if kind == "arrays":
 
         def take(t):
             if t is None:
                 return None
-            return tf.nest.map_structure(lambda a: np.asarray(a)[:2], inputs._tuples(t))
+            return keras.tree.map_structure(lambda a: np.asarray(a)[:2], inputs.tuples(t))
 
         parts = [take(fargs["x"]), take(fargs["y"])]
         return tuple(p for p in parts if p is not None)
@@ -102,7 +101,9 @@ class FitSession:
             inputs.KERAS_DEFAULT_BATCH if self.plan.kind == "arrays" else self.plan.global_batch
         )
         if self.plan.kind == "dataset" and self.plan.global_batch is not None:
-            user_batch = inputs.dataset_batch(fargs["x"])
+            from .tfinputs import dataset_batch
+
+            user_batch = dataset_batch(fargs["x"])
         log(f"fit {k}: " + describe(rt.policy, user_batch, self.plan.global_batch, rt.replicas))
         for note in self.plan.notes:
             log(f"fit {k}: {note}")
@@ -111,10 +112,10 @@ class FitSession:
         if self.resume is None:
             return
         t0 = time.monotonic()
-        tfstate.ensure_built(self.model, self.plan.sample_batch)
-        arrays = tfstate.load(self.rt.resume.file(STATE_FILE))
+        modelstate.ensure_built(self.model, self.plan.sample_batch)
+        arrays = modelstate.load(self.rt.resume.file(STATE_FILE))
         for group in ("model", "optimizer"):
-            tfstate.assign_group(self.model, group, arrays)
+            modelstate.assign_group(self.model, group, arrays)
         self._metrics = arrays
         log(
             f"fit {self.k}: restored {self.rt.resume.name} in {time.monotonic() - t0:.2f} s; "
@@ -124,8 +125,8 @@ class FitSession:
     def restore_metrics(self) -> None:
         if self._metrics is not None and self.plan.first_samples + self.plan.first_offset > 0:
             try:
-                tfstate.assign_group(self.model, "metrics", self._metrics)
-            except tfstate.RestoreMismatch as e:
+                modelstate.assign_group(self.model, "metrics", self._metrics)
+            except modelstate.RestoreMismatch as e:
                 log(f"running metrics not restored ({e})")
         self._metrics = None
 
@@ -170,9 +171,12 @@ class FitSession:
             return None  # the previous periodic checkpoint is still being written
         self.rt.wait_background()
         t0 = time.monotonic()
-        arrays, layout = tfstate.capture(self.model)
+        arrays, layout = modelstate.capture(self.model)
         meta = json.loads(json.dumps(self._meta(reason, fit_done), default=float))
-        files = {STATE_FILE: tfstate.save_npz(arrays), "layout.json": json.dumps(layout).encode()}
+        files = {
+            STATE_FILE: modelstate.save_npz(arrays),
+            "layout.json": json.dumps(layout).encode(),
+        }
 
         def write():
             ckpt = self.rt.store.write(files, meta)

@@ -3,13 +3,17 @@
 A checkpoint must restore onto a different number of devices than it was taken on, so state
 is saved as host arrays (one value per variable, mirrored variables read once) and assigned
 back variable by variable: a mirrored assignment from the cross-replica context writes every
-replica. Variables are matched by order and checked by shape, because the script re-creates
-the same model in the same order on every restart.
+replica (on JAX, a replicated array is laid out again over the current devices). Variables
+are matched by order and checked by shape, because the script re-creates the same model in
+the same order on every restart. The backend's ``sync`` comes first: on JAX a running ``fit``
+keeps the newest state outside the variables.
 """
 
 from __future__ import annotations
 
 import numpy as np
+
+from .backends import current
 
 GROUPS = ("model", "optimizer", "metrics")
 
@@ -30,8 +34,8 @@ def variables(model, group: str) -> list:
 def ensure_built(model, sample_batch) -> None:
     """Create every variable (model, optimizer, metrics) before the first step.
 
-    Keras builds lazily (with the default strategy only when the first step is traced);
-    restoring needs the variables now. ``_symbolic_build`` is what ``fit`` itself uses: it
+    Keras builds lazily (on TensorFlow, in the strategy's scope only when the first step is
+    traced); restoring needs the variables now. ``_symbolic_build`` is what ``fit`` itself uses: it
     builds from shapes without computing anything.
     """
     opt = getattr(model, "optimizer", None)
@@ -43,11 +47,12 @@ def ensure_built(model, sample_batch) -> None:
         metrics = getattr(model, "_compile_metrics", None)
         if metrics is None or metrics.built:
             return
-    with model.distribute_strategy.scope():
+    with current().build_scope(model):
         model._symbolic_build(data_batch=sample_batch)
 
 
 def capture(model) -> tuple[dict[str, np.ndarray], dict[str, list]]:
+    current().sync(model)  # JAX keeps the state of a running fit outside the variables
     arrays: dict[str, np.ndarray] = {}
     layout: dict[str, list] = {}
     for group in GROUPS:
