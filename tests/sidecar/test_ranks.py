@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 from elastic_gpu_sidecar import protocol as P
 from elastic_gpu_sidecar.trainer.ranks import combined_exit
+from needs import module
 from sidecar_helpers import (
     ENV,
     SCRIPTS,
@@ -30,6 +31,8 @@ from sidecar_helpers import (
     trainer_pids_alive,
     wait_for,
 )
+
+module("torch", "pip install -e '.[torch]'")
 
 KILLED = -signal.SIGKILL
 

@@ -15,7 +15,11 @@ import re
 import pytest
 import sidecar_helpers
 from elastic_gpu_sidecar import protocol as P
+from needs import module
 from sidecar_helpers import ENV, progress, status
+
+module("jax", "pip install -e '.[jax]'")
+module("torch", "pip install -e '.[torch]'")
 
 pytestmark = pytest.mark.slow
 STEPS = 150  # batches per epoch of keras3_recorder.py

@@ -12,7 +12,10 @@ import re
 
 import pytest
 from elastic_gpu_sidecar import protocol as P
+from needs import module
 from sidecar_helpers import progress, run_resized, status
+
+module("torch", "pip install -e '.[torch]'")
 
 pytestmark = pytest.mark.slow
 
