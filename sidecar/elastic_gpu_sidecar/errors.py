@@ -10,6 +10,13 @@ from __future__ import annotations
 import os
 import traceback
 
+
+class JobSetupError(Exception):
+    """The job's own settings rule out running it (an adapter that cannot serve them, such as
+    an unsupported ``KERAS_BACKEND``): a user error, so not retried, raised before the script
+    runs with a message that says what to change."""
+
+
 # TensorFlow error classes whose cause lies below the user's code. Matched by name so that
 # this module stays free of TensorFlow.
 _INFRA_TYPES = {

@@ -125,9 +125,12 @@ def live_step(job: Path) -> tuple[int, int]:
     return (live[0], live[1]) if live else (0, 0)
 
 
-def run_resized(job: Path, script: str, script_args=(), *, plan, extra=()) -> tuple[int, str]:
+def run_resized(
+    job: Path, script: str, script_args=(), *, plan, extra=(), env: dict | None = None
+) -> tuple[int, str]:
     """Run a script on the GPUs of ``plan[0]``, then move to each next ``(gpus, steps)`` grant
-    once the running generation has trained that many steps since it started."""
+    once the running generation has trained that many steps since it started (``env``: the
+    sidecar's environment, ``ENV`` by default)."""
     proc = start(
         job,
         "--gpus",
@@ -137,6 +140,7 @@ def run_resized(job: Path, script: str, script_args=(), *, plan, extra=()) -> tu
         "--",
         str(SCRIPTS / script),
         *script_args,
+        env=env,
     )
     for generation, (gpus, steps) in enumerate(plan[1:], start=1):
         first = wait_for(

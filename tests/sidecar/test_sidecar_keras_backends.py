@@ -13,10 +13,9 @@ import json
 import re
 
 import pytest
-import sidecar_helpers
 from elastic_gpu_sidecar import protocol as P
 from needs import module
-from sidecar_helpers import ENV, progress, status
+from sidecar_helpers import ENV, SCRIPTS, finish, progress, run_resized, start, status
 
 module("jax", "pip install -e '.[jax]'")
 module("torch", "pip install -e '.[torch]'")
@@ -28,18 +27,9 @@ STEPS = 150  # batches per epoch of keras3_recorder.py
 def run(tmp_path, backend: str, plan, *script_args: str):
     job, events = tmp_path / "job", tmp_path / "events.jsonl"
     env = dict(ENV, KERAS_BACKEND=backend)
-    real_start = sidecar_helpers.start
-
-    def start(job, *args, env=env):
-        return real_start(job, *args, env=env)
-
-    sidecar_helpers.start = start
-    try:
-        code, err = sidecar_helpers.run_resized(
-            job, "keras3_recorder.py", [str(events), *script_args], plan=plan
-        )
-    finally:
-        sidecar_helpers.start = real_start
+    code, err = run_resized(
+        job, "keras3_recorder.py", [str(events), *script_args], plan=plan, env=env
+    )
     assert code == P.EXIT_DONE, err
     seen = [json.loads(line) for line in events.read_text().splitlines()]
     return job, seen, (job / "trainer.log").read_text()
@@ -115,3 +105,17 @@ def test_the_backend_is_read_as_keras_reads_it_without_importing_it(tmp_path, mo
     assert backends.configured() == "torch"
     monkeypatch.setenv("KERAS_BACKEND", "jax")
     assert backends.configured() == "jax"
+
+
+def test_a_backend_the_trainer_cannot_serve_fails_once_saying_which_it_can(tmp_path):
+    """A setting of the job's, not a fault of the machine: not retried."""
+    job = tmp_path / "job"
+    env = dict(ENV, KERAS_BACKEND="numpy")
+    script = str(SCRIPTS / "keras3_recorder.py")
+    proc = start(job, "--gpus", "0", "--simulated", "--", script, str(tmp_path / "e"), env=env)
+    code, _, err = finish(proc)
+    assert code == P.EXIT_FAILED and "KERAS_BACKEND='numpy'" in err
+    st = status(job)
+    assert st["state"] == "failed" and st["restarts"] == 0
+    assert "KERAS_BACKEND='numpy'" in st["error"]["message"]
+    assert "jax" in st["error"]["message"] and "tensorflow" in st["error"]["message"]

@@ -24,7 +24,7 @@ import time
 import traceback
 
 from .. import protocol as P
-from ..errors import describe
+from ..errors import JobSetupError, describe
 from ..jobdir import JobDir, atomic_write_json, read_json
 from ..procs import die_with_parent
 from . import ranks, tlog
@@ -99,6 +99,8 @@ def main(argv: list[str] | None = None) -> int:
         tlog.T0 = t0
         rt = adapter.start(TrainerContext(job, config, generation, gpus, simulated, stop))
         stop.on_signal = rt.on_stop_signal
+    except JobSetupError as e:
+        return _fail(job, e, P.TRAINER_USER_ERROR, cwd)
     except Exception as e:
         return _fail(job, e, P.TRAINER_INFRA_ERROR, cwd)
 

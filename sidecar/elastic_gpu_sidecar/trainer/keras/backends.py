@@ -17,6 +17,8 @@ import json
 import os
 import sys
 
+from ...errors import JobSetupError
+
 #: The backend Keras uses when nothing says otherwise.
 DEFAULT = "tensorflow"
 
@@ -113,9 +115,10 @@ def current() -> Backend:
     if _current is None:
         name = configured()
         if name not in _MODULES:
-            raise RuntimeError(
+            raise JobSetupError(
                 f"KERAS_BACKEND={name!r}: the elastic trainer supports "
                 + ", ".join(sorted(_MODULES))
+                + "; set one of them in the environment the job starts from"
             )
         module, cls = _MODULES[name]
         _current = getattr(importlib.import_module(f"{__package__}.{module}"), cls)()
