@@ -1,0 +1,135 @@
+"""End to end with real PyTorch Lightning on simulated GPUs (one CPU process per rank, gloo).
+
+An unmodified Lightning script is resized 2 -> 4 -> 1 replicas mid-epoch. The proofs: the
+script's own callback saw every (global step, batch index) of an uninterrupted run once, the
+trainer reported each replica count, and the final weights are those of an uninterrupted run
+with the same global batch.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+from elastic_gpu_sidecar import protocol as P
+from sidecar_helpers import ENV, SCRIPTS, finish, progress, run_resized, start, status
+
+pytestmark = pytest.mark.slow
+
+SCRIPT = "lightning_regression.py"
+STEPS_PER_EPOCH = 2048 // 8  # the script's samples / the global batch (4 per device x 2)
+EPOCHS = 2
+
+
+def steps_seen(out) -> tuple[list[tuple[int, int]], list[float]]:
+    """(global step, batch index) of each step the script's callback saw, and its loss."""
+    rows = [line.split() for line in (out / "steps.txt").read_text().splitlines()]
+    return [(int(s), int(b)) for s, b, _ in rows], [float(loss) for _, _, loss in rows]
+
+
+def final_weights(job):
+    import torch
+
+    state = torch.load(job / "model.ckpt", map_location="cpu", weights_only=False)
+    return state["state_dict"], state["global_step"]
+
+
+def test_resize_keeps_every_step_and_the_weights(tmp_path):
+    import torch
+
+    # the uninterrupted run: one replica with the resized run's global batch (8)
+    ref_job, ref_out = tmp_path / "ref", tmp_path / "ref-out"
+    ref_out.mkdir()
+    proc = start(
+        ref_job, "--gpus", "0", "--simulated", "--", str(SCRIPTS / SCRIPT), str(ref_out), "8"
+    )
+    code, _, err = finish(proc)
+    assert code == P.EXIT_DONE, err
+
+    job, out = tmp_path / "job", tmp_path / "out"
+    out.mkdir()
+    plan = [("0,1", None), ("0,1,2,3", 40), ("0", 40)]
+    code, err = run_resized(
+        job, SCRIPT, (str(out), "4"), plan=plan, extra=("--checkpoint-interval", "1")
+    )
+    assert code == P.EXIT_DONE, err
+
+    # every step once, numbered as in the uninterrupted run
+    total = STEPS_PER_EPOCH * EPOCHS
+    expected = [(s + 1, s % STEPS_PER_EPOCH) for s in range(total)]
+    ref_steps, ref_losses = steps_seen(ref_out)
+    steps, losses = steps_seen(out)
+    assert ref_steps == expected
+    assert steps == expected
+    # each step trained on the same samples as in the uninterrupted run: the same loss over
+    # the global batch, up to float rounding (a wrong batch is off by far more)
+    torch.testing.assert_close(torch.tensor(losses), torch.tensor(ref_losses), rtol=1e-4, atol=1e-6)
+    # the trainer itself reported 2, 4 and 1 replicas, one count per generation
+    by_gen: dict[int, set] = {}
+    for r in progress(job):
+        by_gen.setdefault(r["generation"], set()).add(r["replicas"])
+    assert by_gen == {1: {2}, 2: {4}, 3: {1}}
+    st = status(job)
+    assert st["state"] == "done" and st["restarts"] == 0 and len(st["resizes"]) == 2
+    log = (job / "trainer.log").read_text()
+    batches = [int(b) for b in re.findall(r"resuming at epoch \d+, batch (\d+)", log)]
+    assert len(batches) == 2 and any(batches), "no resize landed mid-epoch"
+    assert "global batch 8 -> per-device 2 on 4 replicas" in log
+    assert "global batch 8 -> per-device 8 on 1 replicas" in log
+    assert "the script asks for Trainer(devices=8); the job's grant decides" in log
+    assert "(periodic)" in log  # periodic checkpoints were written with every rank taking part
+
+    # the same global batches in the same order: the same weights, up to the order in which
+    # the replicas' gradients are summed (float addition is not associative)
+    weights, step = final_weights(job)
+    ref_weights, ref_step = final_weights(ref_job)
+    assert step == ref_step == total
+    assert weights.keys() == ref_weights.keys()
+    for name, value in weights.items():
+        torch.testing.assert_close(value, ref_weights[name], rtol=1e-4, atol=1e-5, msg=name)
+
+
+def test_the_grant_decides_the_devices(tmp_path):
+    """A Trainer built in a rank of two with devices=8 and ddp_spawn gets the grant's two
+    CPU devices and DDP over gloo, and the log says so."""
+    code = """
+import lightning.pytorch as pl
+from elastic_gpu_sidecar.trainer.lightning.install import install
+from elastic_gpu_sidecar.trainer.lightning.runtime import Runtime
+from elastic_gpu_sidecar.trainer.adapter import TrainerContext
+from elastic_gpu_sidecar.trainer.stopsignal import StopRequest
+from elastic_gpu_sidecar.jobdir import JobDir
+import sys
+job = JobDir(sys.argv[1])
+rt = Runtime(TrainerContext(job, {}, 1, ["0", "1"], True, StopRequest()))
+install(rt, "lightning.pytorch")
+t = pl.Trainer(devices=8, strategy="ddp_spawn", accelerator="gpu", logger=False)
+print("RESULT", type(t.accelerator).__name__, t.num_devices, type(t.strategy).__name__,
+      t.strategy._process_group_backend, t.world_size, t.global_rank)
+"""
+    env = dict(
+        ENV,
+        ELASTIC_GPU_SIMULATED="1",
+        ELASTIC_GPU_RANK="0",
+        ELASTIC_GPU_SIDECAR_PID=str(os.getpid()),
+        RANK="0",
+        LOCAL_RANK="0",
+        WORLD_SIZE="2",
+        CUDA_VISIBLE_DEVICES="",
+    )
+    res = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path)],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert res.returncode == 0, res.stderr
+    assert "RESULT CPUAccelerator 2 DDPStrategy gloo 2 0" in res.stdout
+    assert (
+        "the script asks for Trainer(accelerator='gpu', devices=8, strategy='ddp_spawn'); the "
+        "job's grant decides: accelerator='cpu', devices=2, num_nodes=1, DDP over gloo"
+    ) in res.stdout
