@@ -17,8 +17,6 @@ import pytest
 from elastic_gpu_sidecar import protocol as P
 from sidecar_helpers import ENV, SCRIPTS, finish, progress, run_resized, start, status
 
-pytestmark = pytest.mark.slow
-
 SCRIPT = "lightning_regression.py"
 STEPS_PER_EPOCH = 2048 // 8  # the script's samples / the global batch (4 per device x 2)
 EPOCHS = 2
@@ -30,13 +28,16 @@ def steps_seen(out) -> tuple[list[tuple[int, int]], list[float]]:
     return [(int(s), int(b)) for s, b, _ in rows], [float(loss) for _, _, loss in rows]
 
 
-def final_weights(job):
+def final_state(job):
+    """The final checkpoint's weights, global step and logged-step count."""
     import torch
 
     state = torch.load(job / "model.ckpt", map_location="cpu", weights_only=False)
-    return state["state_dict"], state["global_step"]
+    logged = state["loops"]["fit_loop"]["epoch_loop.state_dict"]["_batches_that_stepped"]
+    return state["state_dict"], state["global_step"], logged
 
 
+@pytest.mark.slow
 def test_resize_keeps_every_step_and_the_weights(tmp_path):
     import torch
 
@@ -80,18 +81,21 @@ def test_resize_keeps_every_step_and_the_weights(tmp_path):
     assert "global batch 8 -> per-device 2 on 4 replicas" in log
     assert "global batch 8 -> per-device 8 on 1 replicas" in log
     assert "the script asks for Trainer(devices=8); the job's grant decides" in log
+    assert "dataloader is not resumable" not in log  # Lightning's warning: this one is
     assert "(periodic)" in log  # periodic checkpoints were written with every rank taking part
 
     # the same global batches in the same order: the same weights, up to the order in which
     # the replicas' gradients are summed (float addition is not associative)
-    weights, step = final_weights(job)
-    ref_weights, ref_step = final_weights(ref_job)
+    weights, step, logged = final_state(job)
+    ref_weights, ref_step, ref_logged = final_state(ref_job)
     assert step == ref_step == total
+    assert logged == ref_logged == total  # the loggers' step too
     assert weights.keys() == ref_weights.keys()
     for name, value in weights.items():
         torch.testing.assert_close(value, ref_weights[name], rtol=1e-4, atol=1e-5, msg=name)
 
 
+@pytest.mark.slow
 def test_the_grant_decides_the_devices(tmp_path):
     """A Trainer built in a rank of two with devices=8 and ddp_spawn gets the grant's two
     CPU devices and DDP over gloo, and the log says so."""
@@ -133,3 +137,92 @@ print("RESULT", type(t.accelerator).__name__, t.num_devices, type(t.strategy).__
         "the script asks for Trainer(accelerator='gpu', devices=8, strategy='ddp_spawn'); the "
         "job's grant decides: accelerator='cpu', devices=2, num_nodes=1, DDP over gloo"
     ) in res.stdout
+
+
+# -- units: no Lightning, no processes ------------------------------------------------------------
+def global_batches(n: int, global_batch: int, replicas: int, *, epoch=0, skip=0, shuffle=True):
+    """The samples of each step across ``replicas`` ranks reading ``ElasticSampler``."""
+    pytest.importorskip("torch")
+    from elastic_gpu_sidecar.trainer.lightning.batching import ElasticSampler
+    from torch.utils.data import BatchSampler, DistributedSampler
+
+    per_rank = []
+    for r in range(replicas):
+        base = DistributedSampler(range(n), num_replicas=replicas, rank=r, shuffle=shuffle, seed=3)
+        base.set_epoch(epoch)
+        sampler = ElasticSampler(base, skip_epoch=epoch, skip=skip)
+        per_rank.append(list(BatchSampler(sampler, global_batch // replicas, drop_last=False)))
+    assert len({len(b) for b in per_rank}) == 1, "every rank must run the same number of steps"
+    return [sorted(i for rank in step for i in rank) for step in zip(*per_rank, strict=True)]
+
+
+@pytest.mark.parametrize("shuffle", [True, False])
+def test_elastic_sampler_reads_distributed_sampler_order(shuffle):
+    pytest.importorskip("torch")
+    from elastic_gpu_sidecar.trainer.lightning.batching import ElasticSampler
+    from torch.utils.data import DistributedSampler
+
+    for n, w in [(100, 1), (100, 4), (98, 4), (7, 3)]:
+        for r in range(w):
+            base = DistributedSampler(range(n), num_replicas=w, rank=r, shuffle=shuffle, seed=5)
+            base.set_epoch(2)
+            assert list(ElasticSampler(base)) == list(base)
+            assert len(ElasticSampler(base)) == len(base)
+
+
+def test_a_resumed_epoch_trains_the_remaining_global_batches_on_any_count():
+    whole = global_batches(96, 8, 2, epoch=1)
+    assert len(whole) == 12 and global_batches(96, 8, 1, epoch=1) == whole
+    for replicas in (1, 2, 4, 8):
+        # 5 steps of 8 samples trained before the restart
+        assert global_batches(96, 8, replicas, epoch=1, skip=40) == whole[5:], replicas
+    # the skip is for the interrupted epoch only, and only once
+    pytest.importorskip("torch")
+    from elastic_gpu_sidecar.trainer.lightning.batching import ElasticSampler
+    from torch.utils.data import DistributedSampler
+
+    base = DistributedSampler(range(96), num_replicas=2, rank=0, seed=3)
+    sampler = ElasticSampler(base, skip_epoch=1, skip=40)
+    assert sampler.remaining() == 48  # epoch 0 is read whole
+    sampler.set_epoch(1)
+    assert sampler.remaining() == 28 and len(list(sampler)) == 28
+    assert len(list(sampler)) == 48
+
+
+def test_batch_plan_for_each_policy():
+    from elastic_gpu_sidecar import protocol as P
+    from elastic_gpu_sidecar.trainer.lightning.batching import plan
+
+    keep, per = P.BatchPolicy.KEEP_GLOBAL, P.BatchPolicy.KEEP_PER_REPLICA
+    p = plan(4, replicas=4, reference=2, policy=keep, max_steps=None)
+    assert (p.per_device, p.global_batch, p.lr_scale, p.notes) == (2, 8, 1.0, [])
+    p = plan(4, replicas=3, reference=2, policy=keep, max_steps=100)
+    assert (p.per_device, p.global_batch) == (3, 9)
+    assert "does not divide over 3 replicas" in p.notes[0] and "max_steps=100" in p.notes[0]
+    p = plan(4, replicas=4, reference=2, policy=per, max_steps=None)
+    assert (p.per_device, p.global_batch, p.lr_scale, p.notes) == (4, 16, 2.0, [])
+    # a step count means nothing once the global batch changes: keep-global instead, said so
+    p = plan(4, replicas=4, reference=2, policy=per, max_steps=100)
+    assert (p.per_device, p.global_batch, p.lr_scale) == (2, 8, 1.0)
+    assert "max_steps=100" in p.notes[0]
+
+
+def test_grant_kwargs_say_what_the_grant_overrides():
+    from elastic_gpu_sidecar.trainer.lightning.grant import grant_kwargs
+
+    def grant(**kwargs):
+        return grant_kwargs(
+            kwargs, world=2, simulated=True, make_strategy=lambda b: ("ddp", b), backend="gloo"
+        )
+
+    out, said = grant(devices=8, max_epochs=3)
+    assert out == dict(
+        devices=2, max_epochs=3, accelerator="cpu", num_nodes=1, strategy=("ddp", "gloo")
+    )
+    assert said == [
+        "the script asks for Trainer(devices=8); the job's grant decides: accelerator='cpu', "
+        "devices=2, num_nodes=1, DDP over gloo"
+    ]
+    assert grant(devices="auto", strategy="ddp", accelerator="cpu")[1] == []
+    assert grant(devices=2)[1] == []
+    assert "strategy='fsdp'" in grant(strategy="fsdp")[1][0]

@@ -53,6 +53,7 @@ class _Hooks:
     def on_train_start(self, trainer, pl_module):
         s = self.s
         s.resumed_step = trainer.global_step
+        s.keep_logger_step()  # before renumber(): as Lightning's own test sees the counters
         s.renumber()
         s.scale_learning_rate()
         if s.resume is not None:

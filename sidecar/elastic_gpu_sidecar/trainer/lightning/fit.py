@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from typing import TYPE_CHECKING
 
 from torch.utils.data import BatchSampler, DataLoader, DistributedSampler
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
 
 #: Lightning's checkpoint inside a checkpoint of the store.
 CKPT_FILE = "lightning.ckpt"
+_NOT_RESUMABLE = "You're resuming from a checkpoint that ended before the epoch ended"
 
 
 class FitSession:
@@ -83,6 +85,8 @@ class FitSession:
         sampler = batching.ElasticSampler(dl.sampler, skip_epoch=skip_epoch, skip=skip)
         if skip:
             sampler.set_epoch(skip_epoch)  # workers may read ahead before Lightning sets it
+            # Lightning warns that a plain DataLoader does not resume mid-epoch: this one does
+            warnings.filterwarnings("ignore", message=_NOT_RESUMABLE)
         # a DataLoader refuses these once made; the iterator reads them when it starts
         object.__setattr__(dl, "sampler", sampler)
         object.__setattr__(
@@ -91,6 +95,20 @@ class FitSession:
         object.__setattr__(dl, "batch_size", plan.per_device)
         self.sampler = sampler
         return dl
+
+    def keep_logger_step(self) -> None:
+        """Lightning counts one more logged step on a restart, for a checkpoint written before
+        that step's count was (``on_train_batch_end``, as ``ModelCheckpoint`` does); ours is
+        written after it (before the next batch), so the count it adds is taken back."""
+        loop = self.trainer.fit_loop.epoch_loop
+        if self.resume is None or not isinstance(getattr(loop, "_batches_that_stepped", None), int):
+            return
+        if (
+            loop.restarting
+            and not loop._should_accumulate()
+            and (loop.restarted_on_train_batch_end or not loop.restarted_on_last)
+        ):
+            loop._batches_that_stepped -= 1
 
     def renumber(self) -> None:
         """A resumed epoch whose global batch changed (keep-per-replica, a batch that does not
