@@ -96,6 +96,30 @@ def test_resize_keeps_every_step_and_the_weights(tmp_path):
 
 
 @pytest.mark.slow
+def test_a_fit_that_finished_before_the_restart_gets_its_weights_back(tmp_path):
+    """Two fit calls on one model; the resize lands in the second. The restarted script's
+    first fit does not train again, and returns the weights it had trained."""
+    job, out = tmp_path / "job", tmp_path / "out"
+    out.mkdir()
+    # fit 0 trains 32 steps, fit 1 3 x 128: a stop after step 60 comes in fit 1
+    code, err = run_resized(
+        job, "lightning_two_fits.py", (str(out),), plan=[("0,1", None), ("0", 60)]
+    )
+    assert code == P.EXIT_DONE, err
+    lines = [line.split() for line in (out / "steps.txt").read_text().splitlines()]
+    steps = [(int(f), int(s), int(b)) for f, s, b in (r for r in lines if r[0] != "after")]
+    assert steps == [(0, s, s - 1) for s in range(1, 33)] + [
+        (1, s, (s - 1) % 128) for s in range(1, 385)
+    ]
+    after = [r[1:] for r in lines if r[0] == "after"]
+    # each generation ran fit 0's line; the second one's weights are those fit 0 trained
+    assert [a[0] for a in after] == ["0", "0", "1"] and after[0] == after[1]
+    log = (job / "trainer.log").read_text()
+    assert re.search(r"fit 0 finished before the restart: its weights restored from ckpt-", log)
+    assert re.search(r"fit 1: resuming at epoch \d, batch \d+, global step \d+", log)
+
+
+@pytest.mark.slow
 def test_the_grant_decides_the_devices(tmp_path):
     """A Trainer built in a rank of two with devices=8 and ddp_spawn gets the grant's two
     CPU devices and DDP over gloo, and the log says so."""
