@@ -58,6 +58,7 @@ class Runtime:
             self.live = LiveCounter(self.job.path)
         self.fit_count = 0
         self.session: FitSession | None = None
+        self._unsaved = 0  # steps the last fit trained since its last checkpoint
         self.first_step_reported = False
         self.samples = 0
         self.done_fits: dict[str, str] = {}  # fit index -> its final checkpoint
@@ -122,8 +123,19 @@ class Runtime:
         self.stop.busy += 1
         try:
             return self._fit(orig, trainer, *args, **kwargs)
+        except Exception as e:
+            if self.stop.requested and self.replicas > 1 and self._nothing_unsaved():
+                # a rank that had not started training when the stop came left at once (see
+                # on_stop_signal): the ranks waiting for it in a collective fail; that is the
+                # stop, not an error of the script
+                log(f"{type(e).__name__} in fit after the stop request (another rank left): {e}")
+                self.exit_stopped("another rank stopped before training")
+            raise
         finally:
             self.stop.busy -= 1
+
+    def _nothing_unsaved(self) -> bool:
+        return self._unsaved == 0
 
     def _fit(self, orig, trainer, *args, **kwargs):
         bound = inspect.signature(orig).bind(trainer, *args, **kwargs)
@@ -151,6 +163,7 @@ class Runtime:
         try:
             orig(*bound.args, **bound.kwargs)
         finally:
+            self._unsaved = session.steps_since_save
             self.session = None
             trainer.callbacks.remove(session.callback)
         ckpt = session.checkpoint("fit finished", fit_done=True)
