@@ -192,8 +192,12 @@ class FitSession:
 
     def at_boundary(self) -> None:
         """Before each batch, on every rank: stop, or checkpoint, when the ranks agree to."""
-        self.stop_agreed |= torchdist.agree(self.rt.stop.requested)
-        due = torchdist.agree(time.monotonic() >= self.next_periodic)
+        due = False
+        # one collective per batch; a second only when some rank wants to stop or save
+        if torchdist.agree(self.rt.stop.requested or time.monotonic() >= self.next_periodic):
+            stop = torchdist.agree(self.rt.stop.requested)
+            self.stop_agreed |= stop
+            due = not stop
         trainer = self.trainer
         done = trainer.fit_loop.epoch_loop.batch_progress.current.completed
         if done % max(1, trainer.accumulate_grad_batches):
