@@ -96,6 +96,38 @@ def test_resize_keeps_every_step_and_the_weights(tmp_path):
 
 
 @pytest.mark.slow
+def test_keep_per_replica_keeps_the_device_batch_and_scales_the_learning_rate(tmp_path):
+    job, out = tmp_path / "job", tmp_path / "out"
+    out.mkdir()
+    code, err = run_resized(
+        job,
+        SCRIPT,
+        (str(out), "4"),
+        plan=[("0,1", None), ("0,1,2,3", 40)],
+        extra=("--batch-policy", "keep-per-replica"),
+    )
+    assert code == P.EXIT_DONE, err
+    log = (job / "trainer.log").read_text()
+    assert (
+        "keep-per-replica: global batch 16 -> per-device 4 on 4 replicas, learning rate x2" in log
+    )
+    assert re.search(
+        r"the global batch changed \(8 -> 16\): the rest of the epoch is numbered", log
+    )
+    steps, _ = steps_seen(out)
+    assert [s for s, _ in steps] == list(range(1, len(steps) + 1))  # no step lost or repeated
+    recs = progress(job)
+    assert {r["batch_size"] for r in recs if r["generation"] == 1} == {8}
+    assert {r["batch_size"] for r in recs if r["generation"] == 2} == {16}
+    # every sample of both epochs trained once, whatever the batch of each step
+    assert recs[-1]["samples"] == EPOCHS * 2048 and recs[-1]["epoch_end"]
+    import torch
+
+    state = torch.load(job / "model.ckpt", map_location="cpu", weights_only=False)
+    assert state["optimizer_states"][0]["param_groups"][0]["initial_lr"] == pytest.approx(0.02)
+
+
+@pytest.mark.slow
 def test_a_fit_that_finished_before_the_restart_gets_its_weights_back(tmp_path):
     """Two fit calls on one model; the resize lands in the second. The restarted script's
     first fit does not train again, and returns the weights it had trained."""
