@@ -133,11 +133,8 @@ _CLASSES: dict[str, type] = {}
 def make_callback(trainer_cls: type, session):
     """Our callback for a trainer of ``trainer_cls`` (``lightning.pytorch`` or
     ``pytorch_lightning``)."""
-    pkg = (
-        "pytorch_lightning"
-        if trainer_cls.__module__.startswith("pytorch_lightning")
-        else ("lightning.pytorch")
-    )
+    older = any(c.__module__.startswith("pytorch_lightning.") for c in trainer_cls.__mro__)
+    pkg = "pytorch_lightning" if older else "lightning.pytorch"
     if pkg not in _CLASSES:
         base = importlib.import_module(pkg).Callback
         _CLASSES[pkg] = type("ElasticCallback", (_Hooks, base), {"__module__": __name__})

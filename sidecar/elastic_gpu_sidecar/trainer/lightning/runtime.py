@@ -186,6 +186,7 @@ class Runtime:
             return
         state = torch.load(ckpt.file(CKPT_FILE), map_location="cpu", weights_only=False)
         model.load_state_dict(state["state_dict"])
+        self.done_fits[str(k)] = ckpt.name  # later checkpoints keep it (``references``)
         self.model_ckpt = str(ckpt.file(CKPT_FILE))
         self.say(f"fit {k} finished before the restart: its weights restored from {ckpt.name}")
 
