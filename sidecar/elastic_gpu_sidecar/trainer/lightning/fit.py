@@ -83,8 +83,11 @@ class FitSession:
             self.note(n)
         skip_epoch, skip = (self.epoch, self.samples_in_epoch) if self.resume else (-1, 0)
         sampler = batching.ElasticSampler(dl.sampler, skip_epoch=skip_epoch, skip=skip)
+        if self.resume:
+            # worker processes read ahead when Lightning makes the iterator, before it sets the
+            # epoch, and a resumed epoch's iterator is not made again
+            sampler.set_epoch(skip_epoch)
         if skip:
-            sampler.set_epoch(skip_epoch)  # workers may read ahead before Lightning sets it
             # Lightning warns that a plain DataLoader does not resume mid-epoch: this one does
             warnings.filterwarnings("ignore", message=_NOT_RESUMABLE)
         # a DataLoader refuses these once made; the iterator reads them when it starts
