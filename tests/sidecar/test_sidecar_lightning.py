@@ -15,7 +15,10 @@ import sys
 
 import pytest
 from elastic_gpu_sidecar import protocol as P
+from needs import module
 from sidecar_helpers import ENV, SCRIPTS, finish, progress, run_resized, start, status
+
+module("lightning", "pip install -e '.[torch]'")
 
 SCRIPT = "lightning_regression.py"
 STEPS_PER_EPOCH = 2048 // 8  # the script's samples / the global batch (4 per device x 2)
