@@ -75,7 +75,14 @@ def test_trainer_resized_keeps_every_step_and_the_result(tmp_path):
     job, steps, out = tmp_path / "job", tmp_path / "steps.txt", tmp_path / "out"
     grants = [("0,1", None), ("0,1,2,3", 5), ("0", 5)]
     # per-device batch 8 on the first grant of 2: a global batch of 16, 32 steps an epoch
-    code, err = run_resized(job, "hf_classify.py", [str(steps), str(out), "8"], plan=grants)
+    # periodic checkpoints too, every 0.3 s: wherever they fall, they must change nothing
+    code, err = run_resized(
+        job,
+        "hf_classify.py",
+        [str(steps), str(out), "8"],
+        plan=grants,
+        extra=("--checkpoint-interval", "0.3"),
+    )
     assert code == P.EXIT_DONE, err
 
     # the script's own callback saw every optimizer step once, across three processes
