@@ -20,7 +20,17 @@ import sys
 import pytest
 from elastic_gpu_sidecar import protocol as P
 from elastic_gpu_sidecar.trainer.hf.batching import plan
-from sidecar_helpers import ENV, SCRIPTS, progress, run_resized, status
+from sidecar_helpers import (
+    ENV,
+    SCRIPTS,
+    cli,
+    finish,
+    progress,
+    run_resized,
+    start,
+    status,
+    wait_for,
+)
 
 KEEP_GLOBAL, KEEP_PER_REPLICA = P.BatchPolicy.KEEP_GLOBAL, P.BatchPolicy.KEEP_PER_REPLICA
 
@@ -138,3 +148,42 @@ def test_trainer_resized_keeps_every_step_and_the_result(tmp_path):
     assert elastic.keys() == reference.keys()
     worst = max(float((elastic[k] - reference[k]).abs().max()) for k in reference)
     assert worst < 2e-3, worst
+
+
+@pytest.mark.slow
+def test_a_finished_train_call_is_restored_not_trained_again(tmp_path):
+    pytest.importorskip("transformers")
+    pytest.importorskip("accelerate", reason="transformers.Trainer needs accelerate")
+    job, markers = tmp_path / "job", tmp_path / "markers"
+    markers.mkdir()
+    proc = start(
+        job, "--gpus", "0", "--simulated", "--", str(SCRIPTS / "hf_after_train.py"), str(markers)
+    )
+    trained = markers / "trained"
+    wait_for(trained.exists, timeout=180, proc=proc, what="the end of train()")
+    # the script is past train(), waiting: the stop finds no training in flight
+    res = cli("resize", "--job-dir", str(job), "--gpus", "0,1")
+    assert res.returncode == 0, res.stderr
+    wait_for(
+        lambda: len(trained.read_text().splitlines()) == 2,
+        timeout=180,
+        proc=proc,
+        what="train() of the second generation",
+    )
+    (markers / "go").touch()
+    code, _, err = finish(proc)
+    assert code == P.EXIT_DONE, err
+    # 64 samples, global batch 8: 8 steps, each trained once; the second train() returned the
+    # first one's result without a step
+    assert [int(s) for s in (markers / "steps").read_text().split()] == list(range(1, 9))
+    first, second = trained.read_text().splitlines()
+    assert first == second and first.startswith("8 ")
+    log = (job / "trainer.log").read_text()
+    assert "stopping for the sidecar (no training step in flight" in log
+    assert "train call 0 finished before the restart: restored from ckpt-00000001" in log
+    assert status(job)["generation"] == 2
+    assert {r["generation"] for r in progress(job)} == {1}
+    # the final model is the one the finished call checkpointed, exactly
+    saved = _weights(job / "checkpoints" / "ckpt-00000001")
+    final = _weights(job / "model")
+    assert all(bool((saved[k] == final[k]).all()) for k in saved)
