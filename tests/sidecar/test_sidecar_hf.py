@@ -187,3 +187,46 @@ def test_a_finished_train_call_is_restored_not_trained_again(tmp_path):
     saved = _weights(job / "checkpoints" / "ckpt-00000001")
     final = _weights(job / "model")
     assert all(bool((saved[k] == final[k]).all()) for k in saved)
+
+
+@pytest.mark.slow
+def test_keep_per_replica_scales_the_learning_rate_and_says_what_max_steps_means(
+    tmp_path, monkeypatch, capsys
+):
+    pytest.importorskip("transformers")
+    from types import SimpleNamespace
+
+    from elastic_gpu_sidecar.jobdir import JobDir
+    from elastic_gpu_sidecar.trainer.adapter import TrainerContext
+    from elastic_gpu_sidecar.trainer.hf.runtime import Runtime
+    from elastic_gpu_sidecar.trainer.stopsignal import StopRequest
+
+    monkeypatch.setenv("WORLD_SIZE", "4")
+    config = {"batch_policy": "keep-per-replica", "reference_replicas": 2}
+    job = JobDir(tmp_path)
+    rt = Runtime(TrainerContext(job, config, 1, ["0", "1", "2", "3"], True, StopRequest()), 0.0)
+
+    def arguments():
+        return SimpleNamespace(
+            per_device_train_batch_size=8,
+            gradient_accumulation_steps=1,
+            learning_rate=0.01,
+            max_steps=100,
+        )
+
+    args = arguments()
+    rt.apply_batch_policy(args, own_optimizer=False)
+    assert (args.per_device_train_batch_size, args.learning_rate) == (8, 0.02)
+    rt.apply_batch_policy(args, own_optimizer=False)  # the same arguments for another Trainer
+    assert args.learning_rate == 0.02
+    out = capsys.readouterr().out
+    assert (
+        "max_steps=100 counts optimizer steps as the Trainer does: at global batch 32 instead "
+        "of the script's 16, each of them trains 2 x the samples"
+    ) in out
+    assert rt.note is None
+
+    mine = arguments()
+    rt.apply_batch_policy(mine, own_optimizer=True)
+    assert mine.learning_rate == 0.01
+    assert rt.note == "learning rate not scaled: the script passes its own optimizer"
