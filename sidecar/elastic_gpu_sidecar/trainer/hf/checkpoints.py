@@ -52,12 +52,13 @@ def save(trainer, store: CheckpointStore, meta: dict, *, leader: bool) -> Checkp
     step = trainer.state.global_step
     stage = store.root / f"{STAGING}{meta.get('generation', 0)}-{step}"
     args = trainer.args
-    saved = (args.output_dir, args.push_to_hub)
-    args.output_dir, args.push_to_hub = str(stage), False
+    saved = (args.output_dir, args.push_to_hub, args.save_only_model)
+    # here, never pushed to a hub, and always with the optimizer, scheduler and random state
+    args.output_dir, args.push_to_hub, args.save_only_model = str(stage), False, False
     try:
         trainer._save_checkpoint(trainer.model_wrapped, trial=None)
     finally:
-        args.output_dir, args.push_to_hub = saved
+        args.output_dir, args.push_to_hub, args.save_only_model = saved
     barrier()  # every rank's files are written
     committed = None
     if leader:

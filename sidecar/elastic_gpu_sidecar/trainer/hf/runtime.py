@@ -86,6 +86,7 @@ class Runtime:
         self.store = CheckpointStore(self.job / P.CHECKPOINTS, log=self.say)
         self.plan: batching.BatchPlan | None = None
         self.note: str | None = None
+        self.lr_scale = 1.0  # applied to the script's learning rate
         self.train_count = 0
         self.call: int | None = None
         self.completed: dict[str, dict] = {}
@@ -149,11 +150,13 @@ class Runtime:
         args.per_device_train_batch_size = plan.per_device
         args.gradient_accumulation_steps = plan.accumulation
         notes = [plan.note] if plan.note else []
+        self.lr_scale = 1.0
         if plan.lr_scale != 1.0:
             if own_optimizer:
                 notes.append("learning rate not scaled: the script passes its own optimizer")
             else:
                 args.learning_rate = lr * plan.lr_scale
+                self.lr_scale = plan.lr_scale
         self.say(plan.describe(self.policy))
         if args.max_steps > 0 and plan.global_batch != plan.reference_global:
             self.say(
@@ -193,7 +196,7 @@ class Runtime:
         size: set this one's (keep-per-replica)."""
         if checkpoint is None or self.resume is None or self.plan is None:
             return
-        factor = self.plan.lr_scale / float(self.resume.meta.get("lr_scale") or 1.0)
+        factor = self.lr_scale / float(self.resume.meta.get("lr_scale") or 1.0)
         if factor == 1.0 or trainer.optimizer is None:
             return
         for group in trainer.optimizer.param_groups:
@@ -305,7 +308,7 @@ class Runtime:
             "replicas": self.world,
             "global_batch": self.plan.global_batch if self.plan else None,
             "steps_per_epoch": self.steps_per_epoch,
-            "lr_scale": self.plan.lr_scale if self.plan else 1.0,
+            "lr_scale": self.lr_scale,
             "samples": self.samples_at(st.global_step),
             "completed": self.completed,
         }
