@@ -26,15 +26,20 @@ start: node
 	$(PYTHON) -m jupyter lab --ip=127.0.0.1 --port=$(PORT) \
 		--LabApp.default_url=/lab/tree/$(DEMO_NOTEBOOK) $(ALLOW_ROOT) $(LAB_ARGS)
 
-## Install everything the tests need and run them all (slow suites included).
+## Install everything the tests need and run them all (slow suites included). The PyTorch
+## tests run on the CPU: TORCH_TEST is installed first so that the test extras' `torch` is
+## satisfied by it (a plain `torch` from the registry is a CUDA build of several GB).
+TORCH_TEST ?= torch==2.13.0
 test: node
 	bash .ci/install-test-deps
+	$(PIP) install -q "$(TORCH_TEST)"
 	$(PIP) install -q -e ".[test]"
 	$(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=25
 
 ## The fast tier only (the core, the simulator, the models, the service's units: no server,
 ## trainer or browser; tests/conftest.py FAST_TIER), in about a minute.
 test-fast:
+	$(PIP) install -q "$(TORCH_TEST)"
 	$(PIP) install -q -e ".[test]"
 	$(PYTHON) -m pytest -m fast -n $(TEST_WORKERS) -q
 

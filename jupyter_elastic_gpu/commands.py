@@ -56,7 +56,8 @@ def add_client_commands(sub: argparse._SubParsersAction) -> None:
     p = add_parser(
         "submit",
         help="submit a training script (or a synthetic job) to the scheduler",
-        description="Submit a Keras/TensorFlow training script as an elastic job: the scheduler "
+        description="Submit a training script (Keras, PyTorch Lightning, a Hugging Face Trainer "
+        "or a torchrun script: --framework) as an elastic job: the scheduler "
         "gives it between --min-gpus and --max-gpus GPUs and changes the count while it trains. "
         "Prints the job id alone on stdout: ID=$(jupyter elastic-gpu submit train.py ...). The "
         "options are those of %%elastic_train.",
@@ -188,6 +189,7 @@ def _synthetic_part(args: argparse.Namespace) -> dict[str, Any]:
     for flag, value in (
         ("--epochs", args.epochs),
         ("--batch-policy", args.batch_policy),
+        ("--framework", args.framework),
         ("--simulated", args.simulated),
     ):
         if value is not None:

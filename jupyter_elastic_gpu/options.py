@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable
 from typing import Any
 
-from elastic_gpu_sidecar.protocol import BatchPolicy
+from elastic_gpu_sidecar.protocol import BatchPolicy, Framework
 from pydantic import ValidationError
 
 from .errors import BadRequest
@@ -60,6 +60,14 @@ JOB_OPTIONS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
             "choices": BatchPolicy.values(),
             "help": "on a resize keep the global batch (keep-global, the default) or the "
             "per-replica batch (keep-per-replica: the learning rate scales)",
+        },
+    ),
+    (
+        ("--framework",),
+        {
+            "choices": Framework.values(),
+            "help": "the framework that trains the script (auto, the default: read from its "
+            "imports); a script its framework cannot resize runs at --requested-gpus throughout",
         },
     ),
     (

@@ -61,10 +61,12 @@ FAST_TIER = (
     "tests/adversarial/test_forecast_budget.py",
     "tests/faults/test_atomic_changes.py",
     "tests/notebook/test_job_text.py",
+    "tests/notebook/test_train_options.py",
     "tests/scheduler/test_api.py",
     "tests/scheduler/test_backend_seam.py",
     "tests/scheduler/test_estimates.py",
     "tests/scheduler/test_generated.py",
+    "tests/scheduler/test_job_framework.py",
     "tests/scheduler/test_job_history.py",
     "tests/scheduler/test_panel.py",
     "tests/scheduler/test_reasons.py",
@@ -73,6 +75,7 @@ FAST_TIER = (
     "tests/scheduler/test_release_clock.py",
     "tests/scheduler/test_service_units.py",
     "tests/scheduler/test_waits.py",
+    "tests/sidecar/test_frameworks.py",
 )
 
 

@@ -90,7 +90,7 @@ def test_script_body(script):
     args = make_parser().parse_args(
         ["submit", str(script), "--min-gpus", "1", "--max-gpus", "4", "--requested-gpus", "2",
          "--epochs", "3", "--priority", "2.5", "--batch-policy", "keep-per-replica",
-         "--simulated"]
+         "--framework", "torchrun", "--simulated"]
     )  # fmt: skip
     assert given(args) == {
         "script": "import keras\nprint('training')\n",
@@ -101,6 +101,7 @@ def test_script_body(script):
         "epochs": 3,
         "priority": 2.5,
         "batch_policy": "keep-per-replica",
+        "framework": "torchrun",
         "simulated": True,
     }
 
@@ -166,6 +167,7 @@ SYN = ["submit", "--synthetic", "--work", "100", "--throughput", "1:100"]
         (["--min-gpus", "1", "--max-gpus", "1", "--name", " "], "name must be 1-80 letters"),
         (["--min-gpus", "1", "--max-gpus", "1", "--epochs", "2"], "--epochs is for script jobs"),
         (["--min-gpus", "1", "--max-gpus", "1", "--simulated"], "--simulated is for script jobs"),
+        (["--framework", "keras"], "--framework is for script jobs"),
         (
             ["--min-gpus", "1", "--max-gpus", "1", "--time-scale", "0"],
             "synthetic.time_scale: must be above 0, got 0.0",
@@ -227,6 +229,24 @@ def test_bad_script_submissions(tmp_path, script, unreachable, capsys):
         code, out, err = run(["submit", *argv, "--min-gpus", "1", "--max-gpus", "1"], capsys)
         assert (code, out) == (2, ""), argv
         assert message in err and err.count("\n") == 1, (argv, err)
+
+
+def test_a_framework_that_does_not_exist_is_refused_in_our_voice(script, unreachable, capsys):
+    from jupyter_elastic_gpu.cli import main
+
+    with pytest.raises(SystemExit) as exit_:
+        main(["submit", str(script), "--framework", "jax"])
+    out, err = capsys.readouterr()
+    assert (exit_.value.code, out) == (2, "")
+    [said] = [line for line in err.splitlines() if "error:" in line]
+    assert said.startswith("jupyter-elastic-gpu submit: error: --framework: must be one of ")
+    assert said.endswith("torchrun', got 'jax'") or said.endswith("torchrun, got 'jax'")
+    assert "--framework {auto,keras,lightning,transformers,torchrun}" in err  # the usage
+
+
+def test_the_framework_defaults_to_auto(script):
+    request = build_request(make_parser().parse_args(["submit", str(script)]))
+    assert request.framework == "auto"
 
 
 def test_sizes_default_as_in_the_magic(script):

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Annotated
+from typing import Annotated, NamedTuple
 
+from elastic_gpu_sidecar.frameworks import detect
 from elastic_gpu_sidecar.protocol import (
     MAX_PROGRESS_BACKLOG,
     BatchPolicy,
+    Framework,
     JobKind,
     JobState,
     Mechanism,
@@ -18,6 +20,7 @@ from elastic_gpu_sidecar.protocol import (
 from pydantic import Field, field_validator, model_validator
 
 from ..core.model import DEFAULT_MIN_GPUS, gpu_counts
+from ..core.reason_text import plural
 from ..errors import BadRequest
 from .base import (
     IDENTIFIER,
@@ -118,6 +121,13 @@ class SubmitRequest(Strict):
     )
     priority: Priority = 1.0
     batch_policy: BatchPolicy = BatchPolicy.KEEP_GLOBAL
+    framework: Framework = Field(
+        Framework.AUTO,
+        description="The framework adapter that runs the script (docs/frameworks.md): `auto` "
+        "reads it from the script's imports. A script its framework cannot resize (no "
+        "framework recognised, or a torchrun script without a checkpoint of its own) runs at "
+        "one GPU count: `requested_gpus` (see the job's `notes`). Script jobs only.",
+    )
     simulated: bool | None = Field(
         None, description="Simulated GPUs (logical CPU devices); default: whatever the box has."
     )
@@ -169,6 +179,8 @@ class SubmitRequest(Strict):
                 raise ValueError("an interactive lease has one size: min_gpus = max_gpus")
         elif self.synthetic is None:
             raise ValueError("a synthetic job needs 'synthetic': {work, throughput}")
+        if self.kind != JobKind.SCRIPT and self.framework != Framework.AUTO:
+            raise ValueError(f"'framework' only goes with kind 'script', not {self.kind.value!r}")
         for name, blob in self.inputs.items():
             if not IDENTIFIER.match(name):
                 raise ValueError(f"input name {name!r} is not a Python identifier")
@@ -176,13 +188,16 @@ class SubmitRequest(Strict):
                 raise ValueError(f"input {name!r} is larger than 150 MB: save it to a file instead")
         return self
 
-    def fit_to(self, total: int, user_cap: int = 0) -> tuple[SubmitRequest, list[str]]:
+    def fit_to(self, total: int, user_cap: int = 0) -> Settled:
         """The request settled on a server with ``total`` GPUs whose users may each hold at
-        most ``user_cap`` (0: no cap), and notes for the user.
+        most ``user_cap`` (0: no cap), with notes for the user.
 
         The one rule for counts above what can be had, wherever a job comes from: a
         ``min_gpus`` above it is refused (the job could never start); ``max_gpus`` and
-        ``requested_gpus`` above it are lowered to it, and a note says so.
+        ``requested_gpus`` above it are lowered to it, and a note says so. A script job's
+        framework is settled here too (``frameworks.detect``: never ``auto`` once kept), and a
+        script its framework cannot resize keeps its requested count for its whole run
+        (``min_gpus`` = ``max_gpus``), so no policy ever resizes it, and a note says why.
         """
         limit, where = total, f"the {total} GPUs of this server"
         if 0 < user_cap < total:
@@ -198,8 +213,29 @@ class SubmitRequest(Strict):
         asked = self.min_gpus if self.requested_gpus is None else self.requested_gpus
         if asked > want:
             notes.append(f"requested_gpus {asked} lowered to {want}")
-        settled = self.model_copy(update={"max_gpus": top, "requested_gpus": want, "inputs": {}})
-        return settled, notes
+        update = {"max_gpus": top, "requested_gpus": want, "inputs": {}}
+        elastic = None
+        if self.kind == JobKind.SCRIPT:
+            found = detect(self.script or "", self.framework)
+            update["framework"], elastic = found.framework, found.elastic
+            if not found.elastic:
+                update.update(min_gpus=want, max_gpus=want)
+                notes.append(
+                    f"{found.framework.value} script, not elastic: it keeps "
+                    f"{plural(want, 'GPU')} for its whole run (min_gpus = max_gpus = {want}): "
+                    f"{found.why}"
+                )
+        return Settled(self.model_copy(update=update), notes, elastic)
+
+
+class Settled(NamedTuple):
+    """A submit request as the scheduler keeps it (``SubmitRequest.fit_to``)."""
+
+    spec: SubmitRequest
+    #: What was changed in the request, for the user.
+    notes: list[str]
+    #: Whether the job's GPU count may change while it runs (None: not a script job).
+    elastic: bool | None
 
 
 class ErrorInfo(Lenient):

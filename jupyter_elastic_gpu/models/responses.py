@@ -5,7 +5,14 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from elastic_gpu_sidecar.protocol import BatchPolicy, GrantAction, JobKind, JobState, Vocabulary
+from elastic_gpu_sidecar.protocol import (
+    BatchPolicy,
+    Framework,
+    GrantAction,
+    JobKind,
+    JobState,
+    Vocabulary,
+)
 from pydantic import Field
 
 from ..core.reason_kinds import ReasonKind
@@ -140,6 +147,17 @@ class JobView(Strict):
     job_dir: str
     epochs: int | None
     batch_policy: BatchPolicy
+    framework: Framework | None = Field(
+        None,
+        description="the framework adapter that runs the script, as settled at submission "
+        "(never `auto`); null for a synthetic job or a kernel's lease",
+    )
+    elastic: bool | None = Field(
+        None,
+        description="whether the GPU count may change while it runs: false when its framework "
+        "cannot resize the script (it runs at `requested_gpus` throughout, and `notes` says "
+        "why); null for a job without a framework",
+    )
     priority: float
     held: bool = Field(
         False,
@@ -147,7 +165,9 @@ class JobView(Strict):
         "resumed (POST jobs/ID/resume)",
     )
     notes: list[str] = Field(
-        [], description="what the scheduler changed in the request (counts above the server's)"
+        [],
+        description="what the scheduler changed in the request (counts above the server's, a "
+        "script that runs at one GPU count and why)",
     )
     notebook: str | None = Field(
         None, description="the notebook that submitted it, relative to the server's root"

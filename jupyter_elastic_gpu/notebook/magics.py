@@ -106,7 +106,8 @@ class ElasticMagics(Magics):
     @argument("--as", dest="as_var", metavar="NAME", help="also store the job handle in NAME")
     @cell_magic
     def elastic_train(self, line: str, cell: str):
-        """Train the Keras code of this cell as an elastic GPU job.
+        """Train the code of this cell (Keras, PyTorch Lightning, a Hugging Face Trainer or a
+        torchrun script: --framework) as an elastic GPU job.
 
         The cell becomes a job: it runs in its own process under a sidecar, on as many GPUs as
         the scheduler gives it between --min-gpus and --max-gpus, and is resized while it

@@ -8,7 +8,7 @@ from typing import Any
 
 from elastic_gpu_sidecar.protocol import FINAL_JOB_STATES, JobState, epoch_shown
 
-from ..core.reason_text import gpu_range
+from ..core.reason_text import gpu_range, plural
 
 FINAL = frozenset(s.value for s in FINAL_JOB_STATES)
 #: What a notebook says of an undefined name: the most common surprise of a cell run as a job.
@@ -81,6 +81,18 @@ def no_log_text(job: Mapping[str, Any]) -> str:
     return f"the log is empty (the job is {state})"
 
 
+def framework_text(job: Mapping[str, Any]) -> str | None:
+    """The framework that trains a job and whether it is elastic, as the text view and the
+    card say it: "framework lightning", "framework torchrun, not elastic: 2 GPUs throughout";
+    None for a job without one (synthetic, a kernel's lease)."""
+    framework = job.get("framework")
+    if not framework:
+        return None
+    if job.get("elastic") is False:
+        return f"framework {framework}, not elastic: {plural(job['max_gpus'], 'GPU')} throughout"
+    return f"framework {framework}"
+
+
 def describe_job(job: dict[str, Any]) -> str:
     """A few lines: what the job is doing now, and the GPU counts it has had."""
     p = job.get("progress") or {}
@@ -107,6 +119,9 @@ def describe_job(job: dict[str, Any]) -> str:
     if eta:
         parts.append(eta)
     lines = [head + (" | " + ", ".join(parts) if parts else "")]
+    framework = framework_text(job)
+    if framework:
+        lines.append(framework)
     counts = [len(h["gpus"]) for h in job.get("history") or []]
     if len(counts) > 1:  # resized: the story a saved notebook keeps
         lines.append("GPU counts so far: " + " → ".join(map(str, counts)))

@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from elastic_gpu_sidecar.protocol import Grant, JobKind, JobState
+from elastic_gpu_sidecar.protocol import Framework, Grant, JobKind, JobState
 from pydantic import TypeAdapter, ValidationError
 
 from ..core import eta
@@ -113,6 +113,10 @@ class JobRecord:
     model_path: str | None = None
     history: list[dict[str, Any]] = field(default_factory=list)  # grant changes, for the UI
     notes: list[str] = field(default_factory=list)  # what the scheduler changed in the request
+    # Whether its GPU count may change while it runs, as its framework says (settled at
+    # submission: ``SubmitRequest.fit_to``); None for a job without a framework, or one kept
+    # before frameworks were told.
+    elastic: bool | None = None
     groups: list[str] = field(default_factory=list)  # the owner's groups at submit (fair share)
     # Who suspended the job (its owner or an admin) and holds it: no GPUs until resumed
     # (``admin.py``). In the record, so a restarted scheduler keeps it held.
@@ -162,6 +166,12 @@ class JobRecord:
     @property
     def kind(self) -> JobKind:
         return self.spec.kind
+
+    @property
+    def framework(self) -> Framework | None:
+        """The adapter that runs it (settled at submission); None for a job without one."""
+        said = self.spec.framework
+        return said if self.kind == JobKind.SCRIPT and said != Framework.AUTO else None
 
     @property
     def min_gpus(self) -> int:

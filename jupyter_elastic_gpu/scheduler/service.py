@@ -287,7 +287,7 @@ class SchedulerService(SchedulerSettings):
                 "own Jupyter server, which writes them into the job's directory, or save them "
                 "to a file the script reads"
             )
-        spec, notes = req.fit_to(len(self.gpu_infos()), self.user_gpu_cap)
+        spec, notes, elastic = req.fit_to(len(self.gpu_infos()), self.user_gpu_cap)
         if spec.simulated is None:
             spec = spec.model_copy(update={"simulated": self.simulated})
         size = self.tally.check(who.user, spec)  # 429 / 507 past the user's budgets
@@ -300,6 +300,7 @@ class SchedulerService(SchedulerSettings):
             spec=spec,
             job_dir=str(jobdirs.job_root(self.job_root, who.user) / job_id),
             notes=notes,
+            elastic=elastic,
             groups=sorted(set(who.groups)),
         )
         if synthetic:

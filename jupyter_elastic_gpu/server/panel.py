@@ -21,25 +21,33 @@ queue, not just a job added at its end).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-#: The documents the panel follows: message key -> (backend method, list inside, or None
-#: for a document sent whole).
-DOCUMENTS: dict[str, tuple[str, str | None]] = {
-    "gpus": ("gpus", None),
-    "queue": ("queue", "queue"),
-    "jobs": ("jobs", "jobs"),
+from pydantic import BaseModel
+
+from ..scheduler.port.backend import Backend
+from ..scheduler.principal import Principal
+
+Read = Callable[[Backend, Principal], Awaitable[BaseModel]]
+
+#: The documents the panel follows: message key -> (the backend call that answers it, as its
+#: REST route does; the list inside, or None for a document sent whole).
+DOCUMENTS: dict[str, tuple[Read, str | None]] = {
+    "gpus": (lambda backend, who: backend.gpus(who), None),
+    "queue": (lambda backend, who: backend.queue(who), "queue"),
+    "jobs": (lambda backend, who: backend.jobs(who), "jobs"),
 }
 
 
 async def documents(
-    backend: Any, who: Any, keys: Iterable[str] = tuple(DOCUMENTS)
+    backend: Backend, who: Principal, keys: Iterable[str] = tuple(DOCUMENTS)
 ) -> dict[str, Any]:
     """The documents ``keys`` for ``who``, as the REST routes answer them (JSON values)."""
     out = {}
     for key in keys:
-        out[key] = (await getattr(backend, DOCUMENTS[key][0])(who)).model_dump(mode="json")
+        read, _ = DOCUMENTS[key]
+        out[key] = (await read(backend, who)).model_dump(mode="json")
     return out
 
 

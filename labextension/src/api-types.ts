@@ -97,6 +97,12 @@ export interface Forgotten {
   jobs: string[];
 }
 
+/**
+ * Which framework adapter runs a script job (docs/frameworks.md); `auto`: read from the script's
+ * imports (`frameworks.detect`).
+ */
+export type Framework = 'auto' | 'keras' | 'lightning' | 'transformers' | 'torchrun';
+
 export interface GpuProcessView {
   pid: number;
   user: string | null;
@@ -317,13 +323,27 @@ export interface JobView {
   job_dir: string;
   epochs: number | null;
   batch_policy: BatchPolicy;
+  /**
+   * the framework adapter that runs the script, as settled at submission (never `auto`); null for a
+   * synthetic job or a kernel's lease
+   */
+  framework?: Framework | null;
+  /**
+   * whether the GPU count may change while it runs: false when its framework cannot resize the
+   * script (it runs at `requested_gpus` throughout, and `notes` says why); null for a job without a
+   * framework
+   */
+  elastic?: boolean | null;
   priority: number;
   /**
    * suspended by a person (its owner or an admin): it gets no GPUs until resumed (POST
    * jobs/ID/resume)
    */
   held?: boolean;
-  /** what the scheduler changed in the request (counts above the server's) */
+  /**
+   * what the scheduler changed in the request (counts above the server's, a script that runs at one
+   * GPU count and why)
+   */
   notes?: string[];
   /** the notebook that submitted it, relative to the server's root */
   notebook?: string | null;
@@ -848,6 +868,13 @@ export interface SubmitRequest {
   epochs?: number | null;
   priority?: number;
   batch_policy?: BatchPolicy;
+  /**
+   * The framework adapter that runs the script (docs/frameworks.md): `auto` reads it from the
+   * script's imports. A script its framework cannot resize (no framework recognised, or a torchrun
+   * script without a checkpoint of its own) runs at one GPU count: `requested_gpus` (see the job's
+   * `notes`). Script jobs only.
+   */
+  framework?: Framework;
   /** Simulated GPUs (logical CPU devices); default: whatever the box has. */
   simulated?: boolean | null;
   /** Pickled variables handed to the script, base64, by Python identifier. */

@@ -261,7 +261,25 @@ function metaLine(job: IJob): string {
   if (job.state === 'queued' && typeof job.position === 'number') {
     parts.push(`#${job.position} in the queue`);
   }
+  const framework = frameworkText(job);
+  if (framework) {
+    parts.push(framework);
+  }
   return parts.join(' \u00b7 ');
+}
+
+/**
+ * The framework that trains a script job, as its text view says it (`notebook/text.py`):
+ * "framework lightning", "framework torchrun, not elastic" (its count never changes: the job's
+ * notes say why); null for a job without one.
+ */
+function frameworkText(job: IJob): string | null {
+  if (!job.framework) {
+    return null;
+  }
+  return job.elastic === false
+    ? `framework ${job.framework}, not elastic`
+    : `framework ${job.framework}`;
 }
 
 function progressLine(job: IJob): Child {

@@ -248,3 +248,22 @@ describe('the loss chart', () => {
     expect(yLabels.map(t => t.textContent)).toEqual(['0.2', '0.4', '0.6', '0.8']);
   });
 });
+
+describe('the meta line of a script job', () => {
+  const ctx = { me, canOpenNotebook: false, progress: [], now: 0 };
+  const meta = (extra: object) => {
+    const card = new JobCard({ detail: 'full', onAction: jest.fn() });
+    card.update(JOB('j-1', extra), ctx);
+    return card.node.querySelector('.jp-ElasticGpu-jobMeta')!.textContent;
+  };
+
+  it('says the framework that trains it, and when its GPU count never changes', () => {
+    expect(meta({ framework: 'lightning', elastic: true })).toBe(
+      'ann \u00b7 asks 1\u20132 GPUs \u00b7 #1 in the queue \u00b7 framework lightning'
+    );
+    expect(meta({ framework: 'torchrun', elastic: false, min_gpus: 2, max_gpus: 2 })).toBe(
+      'ann \u00b7 asks 2 GPUs \u00b7 #1 in the queue \u00b7 framework torchrun, not elastic'
+    );
+    expect(meta({})).not.toContain('framework'); // synthetic jobs and leases have none
+  });
+});

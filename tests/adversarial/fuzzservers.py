@@ -212,7 +212,13 @@ VALID_SUBMITS = [
             "batch": 32,
         },
     },
-    {"kind": "script", "script": "print('hello')\n", "min_gpus": 1, "max_gpus": 8},
+    {
+        "kind": "script",
+        "script": "print('hello')\n",
+        "min_gpus": 1,
+        "max_gpus": 8,
+        "framework": "keras",
+    },
 ]
 
 

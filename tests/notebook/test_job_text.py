@@ -101,3 +101,13 @@ def test_every_view_counts_an_epoch_as_keras_prints_it(epoch, epochs, shown):
     assert shown in describe_job(job)
     assert shown in format_status(doc)
     assert f"progress    {shown}, step" in sidecar_status({"gpus": []}, record)
+
+
+def test_the_text_says_the_framework_and_a_count_that_never_changes():
+    elastic = describe_job({**JOB, "framework": "lightning", "elastic": True})
+    assert elastic.splitlines()[1] == "framework lightning"
+    fixed = {**JOB, "framework": "torchrun", "elastic": False, "min_gpus": 2, "max_gpus": 2}
+    assert (
+        describe_job(fixed).splitlines()[1] == "framework torchrun, not elastic: 2 GPUs throughout"
+    )
+    assert "framework" not in describe_job(JOB)  # a job without one (synthetic, a lease)

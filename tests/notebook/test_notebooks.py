@@ -127,7 +127,9 @@ def test_resize_shows_in_the_text_and_bad_input_gets_clear_messages(server_proce
             new_code_cell("%%elastic_train --bogus 1\nprint('never')"),
             new_code_cell("%%elastic_train --min-gpus 64\nprint('never')"),
             new_code_cell("%%elastic_train\nmodel.fit(x, y)"),
-            new_code_cell("%%elastic_train --max-gpus 64 --as capped\nprint('capped')\n"),
+            new_code_cell(
+                "%%elastic_train --max-gpus 64 --framework keras --as capped\nprint('capped')\n"
+            ),
             new_code_cell("print(capped.status()['max_gpus'])\ncapped.cancel()"),
         ]
     )

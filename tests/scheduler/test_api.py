@@ -85,6 +85,12 @@ async def test_whoami_and_gpus(jp_fetch):
         ({**SYNTHETIC, "colour": "red"}, "colour: unknown field"),
         ({"kind": "synthetic", "synthetic": {"work": 10, "throughput": {}}}, "at least one"),
         ({"kind": "synthetic", "synthetic": {"work": -5, "throughput": {"1": 1}}}, "work"),
+        (
+            {"kind": "script", "script": "import torch", "framework": "jax"},
+            "framework: must be one of 'auto', 'keras', 'lightning', 'transformers' or "
+            "'torchrun', got 'jax'",
+        ),
+        ({**SYNTHETIC, "framework": "keras"}, "'framework' only goes with kind 'script'"),
     ],
 )
 async def test_bad_submissions_get_400_and_change_nothing(jp_fetch, body, message):

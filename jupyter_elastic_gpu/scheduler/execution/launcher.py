@@ -119,7 +119,7 @@ def sidecar_command(request: LaunchRequest, python: str, standby: bool = True) -
         return cmd
     if spec.epochs:
         cmd += ["--epochs", str(spec.epochs)]
-    cmd += ["--batch-policy", spec.batch_policy.value]
+    cmd += ["--batch-policy", spec.batch_policy.value, "--framework", spec.framework.value]
     return [*cmd, "--", os.path.join(request.job_dir, P.SCRIPT), *spec.args]
 
 

@@ -97,6 +97,8 @@ def job_view(job: JobRecord) -> JobView:
         job_dir=job.job_dir,
         epochs=job.spec.epochs,
         batch_policy=job.spec.batch_policy,
+        framework=job.framework,
+        elastic=job.elastic,
         priority=job.spec.priority,
         held=job.held,
         notes=job.notes,
