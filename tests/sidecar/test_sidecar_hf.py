@@ -84,6 +84,20 @@ def test_trainer_resized_keeps_every_step_and_the_result(tmp_path):
     pytest.importorskip("accelerate", reason="transformers.Trainer needs accelerate")
     job, steps, out = tmp_path / "job", tmp_path / "steps.txt", tmp_path / "out"
     grants = [("0,1", None), ("0,1,2,3", 5), ("0", 5)]
+    # meanwhile, the same script uninterrupted, in one plain process with the same global batch
+    with (tmp_path / "ref.log").open("w") as ref_log:
+        reference_run = subprocess.Popen(
+            [
+                sys.executable,
+                str(SCRIPTS / "hf_classify.py"),
+                str(tmp_path / "ref-steps.txt"),
+                str(tmp_path / "ref"),
+                "16",
+            ],
+            env=ENV,
+            stdout=ref_log,
+            stderr=subprocess.STDOUT,
+        )
     # per-device batch 8 on the first grant of 2: a global batch of 16, 32 steps an epoch
     # periodic checkpoints too, every 0.3 s: wherever they fall, they must change nothing
     code, err = run_resized(
@@ -135,16 +149,8 @@ def test_trainer_resized_keeps_every_step_and_the_result(tmp_path):
     for name in ("optimizer.pt", "scheduler.pt", "trainer_state.json", "rng_state.pth"):
         assert name in meta["files"]
 
-    # the same script, uninterrupted, in one plain process with the same global batch
-    ref_steps, ref_out = tmp_path / "ref-steps.txt", tmp_path / "ref"
-    subprocess.run(
-        [sys.executable, str(SCRIPTS / "hf_classify.py"), str(ref_steps), str(ref_out), "16"],
-        env=ENV,
-        check=True,
-        capture_output=True,
-        timeout=300,
-    )
-    elastic, reference = _weights(job / "model"), _weights(ref_out)
+    assert reference_run.wait(timeout=300) == 0, (tmp_path / "ref.log").read_text()[-4000:]
+    elastic, reference = _weights(job / "model"), _weights(tmp_path / "ref")
     assert elastic.keys() == reference.keys()
     worst = max(float((elastic[k] - reference[k]).abs().max()) for k in reference)
     assert worst < 2e-3, worst
@@ -202,7 +208,7 @@ def test_keep_per_replica_scales_the_learning_rate_and_says_what_max_steps_means
     from elastic_gpu_sidecar.trainer.stopsignal import StopRequest
 
     monkeypatch.setenv("WORLD_SIZE", "4")
-    config = {"batch_policy": "keep-per-replica", "reference_replicas": 2}
+    config = {"batch_policy": "keep-per-replica", "reference_replicas": 2, "epochs": 2}
     job = JobDir(tmp_path)
     rt = Runtime(TrainerContext(job, config, 1, ["0", "1", "2", "3"], True, StopRequest()), 0.0)
 
@@ -212,17 +218,23 @@ def test_keep_per_replica_scales_the_learning_rate_and_says_what_max_steps_means
             gradient_accumulation_steps=1,
             learning_rate=0.01,
             max_steps=100,
+            num_train_epochs=3.0,
         )
 
     args = arguments()
     rt.apply_batch_policy(args, own_optimizer=False)
     assert (args.per_device_train_batch_size, args.learning_rate) == (8, 0.02)
+    assert args.num_train_epochs == 2
     rt.apply_batch_policy(args, own_optimizer=False)  # the same arguments for another Trainer
     assert args.learning_rate == 0.02
     out = capsys.readouterr().out
     assert (
         "max_steps=100 counts optimizer steps as the Trainer does: at global batch 32 instead "
         "of the script's 16, each of them trains 2 x the samples"
+    ) in out
+    assert (
+        "num_train_epochs=2 (the job's --epochs); the script's max_steps=100 overrides it, as "
+        "in the Trainer"
     ) in out
     assert rt.note is None
 

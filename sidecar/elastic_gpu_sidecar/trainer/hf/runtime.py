@@ -158,6 +158,17 @@ class Runtime:
                 args.learning_rate = lr * plan.lr_scale
                 self.lr_scale = plan.lr_scale
         self.say(plan.describe(self.policy))
+        epochs = self.config.get("epochs")
+        if epochs and args.num_train_epochs != int(epochs):
+            args.num_train_epochs = int(epochs)
+            self.say(
+                f"num_train_epochs={int(epochs)} (the job's --epochs)"
+                + (
+                    f"; the script's max_steps={args.max_steps} overrides it, as in the Trainer"
+                    if args.max_steps > 0
+                    else ""
+                )
+            )
         if args.max_steps > 0 and plan.global_batch != plan.reference_global:
             self.say(
                 f"max_steps={args.max_steps} counts optimizer steps as the Trainer does: at global "
