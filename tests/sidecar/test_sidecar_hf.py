@@ -242,3 +242,4 @@ def test_keep_per_replica_scales_the_learning_rate_and_says_what_max_steps_means
     rt.apply_batch_policy(mine, own_optimizer=True)
     assert mine.learning_rate == 0.01
     assert rt.note == "learning rate not scaled: the script passes its own optimizer"
+    rt.writer.close()
