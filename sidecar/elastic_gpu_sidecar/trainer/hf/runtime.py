@@ -24,7 +24,6 @@ import os
 import shutil
 import time
 
-import torch
 import transformers
 from transformers.trainer_callback import TrainerState
 from transformers.trainer_utils import TrainOutput
@@ -125,12 +124,14 @@ class Runtime:
     # -- devices and batch ------------------------------------------------------------------
     def set_devices(self, args) -> None:
         """Before the arguments set up the process group (``TrainingArguments.__post_init__``)."""
-        if torchdist.simulated() or not torch.cuda.is_available():
-            args.use_cpu, args.ddp_backend = True, "gloo"
+        if torchdist.backend() == "gloo":  # simulated GPUs, or no CUDA: CPU processes
+            args.use_cpu = True
             where = "CPU (simulated GPUs)" if torchdist.simulated() else "CPU"
+        elif args.use_cpu:  # the script's choice, on a grant of real GPUs
+            where = "CPU (the script's use_cpu=True)"
         else:
-            args.ddp_backend = "nccl"
             where = f"cuda:{os.environ.get('LOCAL_RANK', '0')} and the other granted GPUs"
+        args.ddp_backend = "gloo" if args.use_cpu else "nccl"
         if not self._devices_said:
             self._devices_said = True
             self.say(f"Trainer on {self.world} process(es), {where}, backend {args.ddp_backend}")
