@@ -20,6 +20,7 @@ import sys
 import pytest
 from elastic_gpu_sidecar import protocol as P
 from elastic_gpu_sidecar.trainer.hf.batching import plan
+from needs import module
 from sidecar_helpers import (
     ENV,
     SCRIPTS,
@@ -31,6 +32,9 @@ from sidecar_helpers import (
     status,
     wait_for,
 )
+
+module("transformers", "pip install -e '.[torch]'")
+module("accelerate", "pip install -e '.[torch]'")
 
 KEEP_GLOBAL, KEEP_PER_REPLICA = P.BatchPolicy.KEEP_GLOBAL, P.BatchPolicy.KEEP_PER_REPLICA
 
