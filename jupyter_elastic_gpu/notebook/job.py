@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import sys
 import time
+from pathlib import Path
 from typing import Any, Literal
 
+from elastic_gpu_sidecar import protocol as P
 from elastic_gpu_sidecar.protocol import JobState
 from elastic_gpu_sidecar.trainer.keras.tfquiet import startup_notices_hidden
 
@@ -175,8 +177,11 @@ class ElasticJob:
             )
         return job
 
-    def load_model(self, **kwargs: Any) -> Any:
-        """The trained Keras model, loaded into this kernel."""
+    def load_model(self, module_class: Any = None, **kwargs: Any) -> Any:
+        """The trained model, loaded into this kernel as its framework saved it: a Keras
+        model; a Hugging Face model (``from_pretrained`` of the class it was trained as); a
+        Lightning module, given its class (``job.load_model(MyModule)``: the class is the
+        script's, which this kernel may not have). ``kwargs`` go to the loading call."""
         job = self.status()
         if job["state"] != JobState.DONE:
             raise RuntimeError(
@@ -186,6 +191,21 @@ class ElasticJob:
         path = job.get("model_path")
         if not path:
             raise RuntimeError(f"job {self.id} finished without saving a model (see job.logs())")
+        name = Path(path).name
+        if name == P.MODEL_CKPT:
+            if module_class is None:
+                raise TypeError(
+                    f"job {self.id} saved a Lightning checkpoint ({path}): pass the "
+                    "LightningModule class it trained, job.load_model(MyModule)"
+                )
+            return module_class.load_from_checkpoint(path, **kwargs)
+        if name == P.MODEL_DIR:
+            import transformers
+
+            config = transformers.AutoConfig.from_pretrained(path)
+            arch = (config.architectures or [None])[0]
+            cls = module_class or getattr(transformers, arch or "", None) or transformers.AutoModel
+            return cls.from_pretrained(path, **kwargs)
         # TensorFlow's start-up notices would land in the notebook, in red: dropped (errors kept)
         with startup_notices_hidden():
             import keras

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from elastic_gpu_sidecar.protocol import FINAL_JOB_STATES, JobState, epoch_shown
+from elastic_gpu_sidecar.protocol import FINAL_JOB_STATES, MODEL_CKPT, JobState, epoch_shown
 
 from ..core.reason_text import gpu_range, plural
 
@@ -126,7 +126,8 @@ def describe_job(job: dict[str, Any]) -> str:
     if len(counts) > 1:  # resized: the story a saved notebook keeps
         lines.append("GPU counts so far: " + " → ".join(map(str, counts)))
     if job["state"] == JobState.DONE and job.get("model_path"):
-        lines.append(f"model: {job['model_path']} (load it: model = job.load_model())")
+        call = "job.load_model(MyModule)" if job["model_path"].endswith(MODEL_CKPT) else ""
+        lines.append(f"model: {job['model_path']} (load it: model = {call or 'job.load_model()'})")
     elif job["state"] == JobState.FAILED and job.get("error"):
         err = job["error"]
         lines.append(f"{err.get('type')}: {err.get('message')}\n{error_hint(err) or ''}".rstrip())

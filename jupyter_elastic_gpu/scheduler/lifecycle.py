@@ -174,7 +174,7 @@ class Lifecycle:
         word for it, when that names a model file of this very job dir."""
         if self.reads_job_dirs:
             return jobdirs.saved_model(job.job_dir)
-        allowed = {f"{job.job_dir}/{P.MODEL}", f"{job.job_dir}/{P.MODEL_WEIGHTS}"}
+        allowed = {f"{job.job_dir}/{name}" for name in P.MODELS}
         return reported if reported in allowed else None
 
 

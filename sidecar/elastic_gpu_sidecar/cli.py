@@ -161,8 +161,7 @@ _STATE_FILES = (
     P.LEGACY_GRANT,
     P.RESULT,
     P.PROGRESS,
-    P.MODEL,
-    P.MODEL_WEIGHTS,
+    *P.MODELS,
     P.JOB,
     P.TRAINER_ERROR,
     P.LIVE,
@@ -173,7 +172,10 @@ def _fresh(job: JobDir) -> None:
     shutil.rmtree(job / P.CHECKPOINTS, ignore_errors=True)
     for name in _STATE_FILES:
         with contextlib.suppress(FileNotFoundError):
-            os.unlink(job / name)
+            if (job / name).is_dir() and not (job / name).is_symlink():
+                shutil.rmtree(job / name)
+            else:
+                os.unlink(job / name)
 
 
 def _command(args, parser, job: JobDir) -> dict:

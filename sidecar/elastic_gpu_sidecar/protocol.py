@@ -134,6 +134,10 @@ LOGS = {"trainer": TRAINER_LOG, "sidecar": SIDECAR_LOG}  # what ``logs`` shows, 
 CHECKPOINTS = "checkpoints"  # atomic checkpoints + the ``latest`` pointer
 MODEL = "model.keras"  # final model, saved by the bootstrap after the script ends
 MODEL_WEIGHTS = "model.weights.h5"  # fallback when the model cannot be serialised whole
+MODEL_CKPT = "model.ckpt"  # a Lightning job's final checkpoint (load_from_checkpoint reads it)
+MODEL_DIR = "model"  # a Hugging Face job's final model, a folder (from_pretrained reads it)
+#: Where a finished job's model may be, in the order looked for (one per framework).
+MODELS = (MODEL, MODEL_WEIGHTS, MODEL_CKPT, MODEL_DIR)
 RESULT = "result.json"  # written once when the job ends
 PIDFILE = "sidecar.pid"  # pid of the running sidecar, for resize/cancel nudges
 JOB = "job.json"  # static job configuration (script, options), so a later run can resume

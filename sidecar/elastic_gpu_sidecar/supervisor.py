@@ -80,7 +80,7 @@ class Sidecar:
     def _status(self) -> dict:
         replicas = len(self.running.gpus) if self.running else 0
         model = next(
-            (str(self.job / n) for n in (P.MODEL, P.MODEL_WEIGHTS) if (self.job / n).exists()),
+            (str(self.job / n) for n in P.MODELS if (self.job / n).exists()),
             None,
         )
         return {

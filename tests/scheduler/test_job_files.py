@@ -80,6 +80,20 @@ def test_a_linked_status_or_model_is_not_taken(tmp_path):
     assert jobdirs.saved_model(str(job)) == str(job / P.MODEL)
 
 
+def test_each_frameworks_model_is_found_a_linked_folder_is_not(tmp_path):
+    """A Lightning job leaves a checkpoint file, a Hugging Face job a folder."""
+    job = tmp_path / "job"
+    job.mkdir()
+    (tmp_path / "elsewhere").mkdir()
+    (job / P.MODEL_DIR).symlink_to(tmp_path / "elsewhere")
+    assert jobdirs.saved_model(str(job)) is None
+    (job / P.MODEL_DIR).unlink()
+    (job / P.MODEL_DIR).mkdir()
+    assert jobdirs.saved_model(str(job)) == str(job / P.MODEL_DIR)
+    (job / P.MODEL_CKPT).write_bytes(b"ckpt")
+    assert jobdirs.saved_model(str(job)) == str(job / P.MODEL_CKPT)
+
+
 async def test_a_linked_log_through_the_embedded_scheduler(jp_fetch, tmp_path):
     r = await jp_fetch("elastic-gpu", "api", "jobs", method="POST", body=json.dumps(synthetic()))
     job = json.loads(r.body)

@@ -16,7 +16,8 @@ module("lightning", "pip install -e '.[torch]'")
 
 pytestmark = pytest.mark.slow
 
-KERAS_SCRIPT = """
+KERAS_EPOCHS = 3
+KERAS_SCRIPT = f"""
 import numpy as np
 import keras
 
@@ -26,10 +27,10 @@ y = (x @ rng.normal(size=(16, 1))).astype("float32")
 model = keras.Sequential([keras.Input((16,)), keras.layers.Dense(32, activation="relu"),
                           keras.layers.Dense(1)])
 model.compile(optimizer="adam", loss="mse")
-model.fit(x, y, batch_size=32, epochs=6, verbose=0)
+model.fit(x, y, batch_size=32, epochs={KERAS_EPOCHS}, verbose=0)
 """
 
-LIGHTNING_EPOCHS, LIGHTNING_BATCHES = 12, 4096 // 32
+LIGHTNING_EPOCHS, LIGHTNING_BATCHES = 40, 4096 // 32
 LIGHTNING_SCRIPT = f"""
 import torch
 import lightning as L
@@ -104,9 +105,13 @@ async def test_a_keras_job_and_a_lightning_job_share_the_gpus_and_are_both_resiz
     assert replica_path(keras_done)[:2] == [4, n]
     # the Lightning job started on what the Keras job left and grew when it was done
     lightning_path = replica_path(done)
-    assert lightning_path[0] < 4 and lightning_path[-1] == 4, lightning_path
+    told = [e["message"] for e in (await api(jp_fetch, f"jobs/{torch_job['id']}/events"))["events"]]
+    assert lightning_path[0] < 4 and lightning_path[-1] == 4, (lightning_path, told)
     # every step of both trained once: the steps each trainer reported only ever grow, to the end
-    for job, total in ((keras_done, 6 * 4096 // 32), (done, LIGHTNING_EPOCHS * LIGHTNING_BATCHES)):
+    for job, total in (
+        (keras_done, KERAS_EPOCHS * 4096 // 32),
+        (done, LIGHTNING_EPOCHS * LIGHTNING_BATCHES),
+    ):
         steps = [r["global_step"] for r in records(job)]
         assert steps == sorted(steps) and steps[-1] == total, (job["name"], steps[-5:])
         events = (await api(jp_fetch, f"jobs/{job['id']}/events"))["events"]

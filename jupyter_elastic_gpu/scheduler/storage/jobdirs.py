@@ -125,9 +125,13 @@ def final_report(job_dir: str) -> Heartbeat | None:
 
 
 def saved_model(job_dir: str) -> str | None:
-    """The trained model the bootstrap saved, if it did (a regular file, not a link)."""
-    path = Path(job_dir) / P.MODEL
-    return str(path) if ownfiles.is_regular(path) else None
+    """The trained model the job's adapter saved, if it did (``P.MODELS``: a file, or the
+    folder a Hugging Face model is; never a link)."""
+    for name in P.MODELS:
+        path = Path(job_dir) / name
+        if ownfiles.is_regular(path) or ownfiles.is_folder(path):
+            return str(path)
+    return None
 
 
 def remove_job_dir(job_dir: str, job_id: str) -> bool:

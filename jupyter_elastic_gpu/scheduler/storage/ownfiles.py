@@ -27,7 +27,7 @@ import os
 import pwd
 import secrets
 import stat
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 _DIR = os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC
@@ -226,20 +226,30 @@ def read_regular(folder_path: str | os.PathLike, name: str, max_bytes: int) -> b
         os.close(dir_fd)
 
 
-def is_regular(path: str | os.PathLike) -> bool:
-    """Whether ``path`` is a regular file itself (not a link to one) in a folder that is not a
-    link either."""
+def _is(path: str | os.PathLike, kind: Callable[[int], bool]) -> bool:
     path = Path(path)
     try:
         dir_fd = os.open(path.parent, _DIR | _NOFOLLOW)
     except OSError:
         return False
     try:
-        return stat.S_ISREG(os.stat(path.name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
+        return kind(os.stat(path.name, dir_fd=dir_fd, follow_symlinks=False).st_mode)
     except OSError:
         return False
     finally:
         os.close(dir_fd)
+
+
+def is_regular(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a regular file itself (not a link to one) in a folder that is not a
+    link either."""
+    return _is(path, stat.S_ISREG)
+
+
+def is_folder(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a folder itself (not a link to one) in a folder that is not a link
+    either."""
+    return _is(path, stat.S_ISDIR)
 
 
 #: The most of a log read back (its end).

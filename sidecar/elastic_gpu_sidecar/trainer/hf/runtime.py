@@ -40,7 +40,7 @@ from . import batching, checkpoints
 from .callback import ElasticCallback
 
 #: The final model, as ``Trainer.save_model`` writes it (``from_pretrained`` reads it).
-MODEL_DIR = "model"
+MODEL_DIR = P.MODEL_DIR
 
 
 def _jsonable(values: dict) -> dict:

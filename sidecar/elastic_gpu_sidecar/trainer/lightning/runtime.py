@@ -28,7 +28,7 @@ from ..tlog import log
 from .fit import CKPT_FILE, FitSession
 
 #: The final model, as Lightning's checkpoint of the last ``fit`` (``Trainer.save_checkpoint``).
-MODEL_FILE = "model.ckpt"
+MODEL_FILE = P.MODEL_CKPT
 
 
 class Runtime:
