@@ -14,6 +14,7 @@ import re
 import pytest
 from nbclient import NotebookClient
 from nbformat.v4 import new_code_cell, new_notebook
+from needs import module
 from servers import free_port
 
 from jupyter_elastic_gpu.notebook.job import JOB_MIME_TYPE
@@ -181,3 +182,68 @@ def test_an_undefined_name_fails_once_with_its_traceback_and_a_hint(server_proce
     # wait() gave the cell's output the failure, as the card shows it
     _, text = job_output(nb.cells[1])
     assert ": failed" in text.splitlines()[0] and "NameError" in text and "own process" in text
+
+
+TORCH_DATA = """\
+import torch
+g = torch.Generator().manual_seed(0)
+x = torch.randn(1024, 8, generator=g)
+y = x @ torch.randn(8, 1, generator=g)
+"""
+
+LIGHTNING_CELL = """\
+import lightning as L
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+
+
+class Regression(L.LightningModule):
+    def __init__(self):
+        super().__init__()
+        self.net = torch.nn.Linear(8, 1)
+
+    def training_step(self, batch, batch_idx):
+        xb, yb = batch
+        return torch.nn.functional.mse_loss(self.net(xb), yb)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.05)
+
+
+trainer = L.Trainer(max_epochs=3, logger=False, enable_progress_bar=False)
+trainer.fit(Regression(), DataLoader(TensorDataset(x, y), batch_size=32))
+"""
+
+
+def test_a_lightning_cell_trains_like_a_keras_cell(server_process, tmp_path):
+    """A cell that defines a LightningModule and calls trainer.fit is a job, --pass included,
+    and its model comes back into the kernel given its class."""
+    module("lightning", "pip install -e '.[torch]'")
+    server = server_process(port=free_port())
+    nb = new_notebook(
+        cells=[
+            new_code_cell("%load_ext jupyter_elastic_gpu"),
+            new_code_cell(TORCH_DATA),
+            new_code_cell(
+                "%%elastic_train --name lit --min-gpus 1 --max-gpus 2 --pass x,y --wait\n"
+                + LIGHTNING_CELL
+            ),
+            new_code_cell(
+                "job = _\n" + LIGHTNING_CELL.split("trainer =")[0]
+                + "model = job.load_model(Regression)\n"
+                "print('prediction', tuple(model.net(x[:4]).shape))\n"
+                "print('steps', job.history[-1]['global_step'])\nprint('id', job.id)\n"
+                "print('first', job.history[0]['replicas'])"
+            ),
+        ]
+    )  # fmt: skip
+    run(nb, server, tmp_path)
+    out = text_of(nb.cells[3])
+    assert "prediction (4, 1)" in out
+    # DDP's batch_size is each GPU's: the global batch is 32 x the first grant's GPUs, kept
+    # through resizes (keep-global); 3 epochs of it, nothing lost, nothing repeated
+    first = int(re.search(r"first (\d+)", out).group(1))
+    assert f"steps {3 * 1024 // (32 * first)}" in out
+    job_id, text = job_output(nb.cells[2])
+    assert text.startswith(f"lit ({job_id}): done") and "framework lightning" in text, text
+    assert "job.load_model(MyModule)" in text
