@@ -17,7 +17,7 @@ from elastic_gpu_sidecar.protocol import (
     Mechanism,
     SidecarState,
 )
-from pydantic import Field, field_validator, model_validator
+from pydantic import BeforeValidator, Field, field_validator, model_validator
 
 from ..core.model import DEFAULT_MIN_GPUS, gpu_counts
 from ..core.reason_text import plural
@@ -253,6 +253,15 @@ class ErrorInfo(Lenient):
     )
 
 
+#: The most of a trainer's note kept (it is the user's process: a longer one is cut, not refused,
+#: so that its progress still counts).
+MAX_NOTE_CHARS = 2000
+
+
+def _clipped_note(value: object) -> str | None:
+    return value[:MAX_NOTE_CHARS] if isinstance(value, str) else None
+
+
 class ProgressRecord(Lenient):
     """One line of a job's ``progress.jsonl``, written by its trainer (docs/sidecar.md)."""
 
@@ -280,10 +289,16 @@ class ProgressRecord(Lenient):
         None, description="Steps replayed because the input cannot be skipped."
     )
     ready_at: Seconds | None = Field(
-        None, description="Unix time the trainer process had TensorFlow imported (first step only)."
+        None,
+        description="Unix time the trainer process had its framework imported (first step only).",
     )
     epoch_end: bool | None = None
     stopped: bool | None = Field(None, description="Written just before a stop.")
+    note: Annotated[str | None, BeforeValidator(_clipped_note)] = Field(
+        None,
+        description="What the framework's adapter says of this run: a setting of the script's "
+        "that the grant overrides, or a batch policy it cannot honour as asked.",
+    )
 
     def total_samples(self) -> float | None:
         """Samples the whole training needs (None until epochs, steps and batch are known)."""

@@ -90,6 +90,11 @@ class JobProgress(Strict):
     fraction: float | None = Field(
         None, description="Share of the total work done, where the total is known."
     )
+    note: str | None = Field(
+        None,
+        description="What the framework's adapter says of the run (a setting of the script's "
+        "that the grant overrides, a batch policy it cannot honour as asked).",
+    )
 
 
 class GrantChange(Strict):

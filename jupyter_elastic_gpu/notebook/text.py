@@ -122,6 +122,8 @@ def describe_job(job: dict[str, Any]) -> str:
     framework = framework_text(job)
     if framework:
         lines.append(framework)
+    if p.get("note") and job["state"] not in FINAL:
+        lines.append(f"trainer: {p['note']}")
     counts = [len(h["gpus"]) for h in job.get("history") or []]
     if len(counts) > 1:  # resized: the story a saved notebook keeps
         lines.append("GPU counts so far: " + " → ".join(map(str, counts)))

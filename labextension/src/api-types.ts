@@ -241,6 +241,11 @@ export interface JobProgress {
   samples_per_s?: number | null;
   /** Share of the total work done, where the total is known. */
   fraction?: number | null;
+  /**
+   * What the framework's adapter says of the run (a setting of the script's that the grant
+   * overrides, a batch policy it cannot honour as asked).
+   */
+  note?: string | null;
 }
 
 /** A job a reason mentions: its id, and its name where the reader may see it. */
@@ -520,11 +525,16 @@ export interface ProgressRecord {
   resumed_from?: number | null;
   /** Steps replayed because the input cannot be skipped. */
   replayed?: number | null;
-  /** Unix time the trainer process had TensorFlow imported (first step only). */
+  /** Unix time the trainer process had its framework imported (first step only). */
   ready_at?: number | null;
   epoch_end?: boolean | null;
   /** Written just before a stop. */
   stopped?: boolean | null;
+  /**
+   * What the framework's adapter says of this run: a setting of the script's that the grant
+   * overrides, or a batch policy it cannot honour as asked.
+   */
+  note?: string | null;
 }
 
 /** Another user's job, as everyone may see it: owner, size and state. */

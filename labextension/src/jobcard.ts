@@ -106,6 +106,7 @@ export class JobCard {
       ),
       h('div', { class: 'jp-ElasticGpu-jobMeta' }, metaLine(job)),
       progressLine(job),
+      trainerNote(job),
       reasonLine(job, forecast),
       mayAct ? forecastLine(job, ctx, forecast) : null,
       errorBlock(job),
@@ -280,6 +281,18 @@ function frameworkText(job: IJob): string | null {
   return job.elastic === false
     ? `framework ${job.framework}, not elastic`
     : `framework ${job.framework}`;
+}
+
+/**
+ * What the job's framework adapter says of the run (a Trainer argument the grant overrides, a
+ * batch policy it cannot honour as asked), while it runs, as the text view says it.
+ */
+function trainerNote(job: IJob): Child {
+  const note = job.progress?.note;
+  if (!note || isFinal(job.state)) {
+    return null;
+  }
+  return h('div', { class: 'jp-ElasticGpu-note', 'data-trainer-note': '' }, `trainer: ${note}`);
 }
 
 function progressLine(job: IJob): Child {

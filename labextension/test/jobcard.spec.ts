@@ -267,3 +267,20 @@ describe('the meta line of a script job', () => {
     expect(meta({})).not.toContain('framework'); // synthetic jobs and leases have none
   });
 });
+
+describe("the trainer's note", () => {
+  const ctx = { me, canOpenNotebook: false, progress: [], now: 0 };
+  const note = (extra: object) => {
+    const card = new JobCard({ detail: 'full', onAction: jest.fn() });
+    card.update(JOB('j-1', extra), ctx);
+    return card.node.querySelector('[data-trainer-note]')?.textContent ?? null;
+  };
+  const said = 'the script asks for Trainer(devices=8); the job\u2019s grant decides: devices=2';
+
+  it('shows what the adapter says of a running job, and nothing once it has ended', () => {
+    const progress = { replicas: 2, global_step: 3, note: said };
+    expect(note({ state: 'running', gpus: ['0', '1'], progress })).toBe(`trainer: ${said}`);
+    expect(note({ state: 'done', progress })).toBeNull();
+    expect(note({ state: 'running', progress: { replicas: 2 } })).toBeNull();
+  });
+});

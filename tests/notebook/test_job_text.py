@@ -111,3 +111,26 @@ def test_the_text_says_the_framework_and_a_count_that_never_changes():
         describe_job(fixed).splitlines()[1] == "framework torchrun, not elastic: 2 GPUs throughout"
     )
     assert "framework" not in describe_job(JOB)  # a job without one (synthetic, a lease)
+
+
+def test_what_the_trainer_says_of_a_running_job_is_shown_until_it_ends():
+    said = "the script asks for Trainer(devices=8); the job's grant decides: devices=2"
+    running = {**JOB, "state": "running", "progress": {**JOB.get("progress", {}), "note": said}}
+    assert f"trainer: {said}" in describe_job(running).splitlines()
+    assert "trainer:" not in describe_job({**running, "state": "done"})
+
+
+def test_a_trainers_note_reaches_the_job_view_cut_to_its_bound():
+    """The trainer is the user's process: a note past the bound is cut, its progress kept."""
+    from jupyter_elastic_gpu.models.requests import MAX_NOTE_CHARS, ProgressRecord
+    from jupyter_elastic_gpu.scheduler.port.views import progress_view
+
+    class Job:
+        total_work, work_done = None, 0
+        progress = ProgressRecord.model_validate(
+            {"t": 1.0, "global_step": 7, "replicas": 2, "note": "x" * (MAX_NOTE_CHARS + 50)}
+        )
+
+    view = progress_view(Job())
+    assert view.global_step == 7 and view.note == "x" * MAX_NOTE_CHARS
+    assert ProgressRecord.model_validate({"t": 1.0, "note": {"not": "text"}}).note is None

@@ -60,6 +60,7 @@ def progress_view(job: JobRecord) -> JobProgress | None:
         metrics=p.metrics,
         samples_per_s=p.samples_per_s,
         fraction=fraction,
+        note=p.note,
     )
 
 

@@ -110,8 +110,8 @@ class _Hooks:
         current = trainer.fit_loop.epoch_loop.batch_progress.current
         # after a batch its index + 1; before one (a stop) the batches done
         step_in_epoch = current.completed if extra.get("stopped") else current.ready
-        if s.notes:
-            extra.setdefault("note", "; ".join(s.notes))
+        if rt.notes or s.notes:
+            extra.setdefault("note", "; ".join([*rt.notes, *s.notes]))
         rt.report(
             epoch=trainer.current_epoch,
             epochs=epochs,

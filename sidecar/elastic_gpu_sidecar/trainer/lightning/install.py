@@ -43,6 +43,8 @@ def install(rt: Runtime, package: str) -> None:
             )
             for message in messages:
                 rt.say(message)
+                if message not in rt.notes:
+                    rt.notes.append(message)
             orig(self, *args, **new)
 
         return __init__

@@ -42,6 +42,9 @@ class Runtime:
         self.stop = context.stop
         self.replicas = torchdist.world_size()
         self.leader = ranks.is_leader_rank()
+        #: What the job's view should say of the script's own settings (a Trainer argument the
+        #: grant overrides), beside each fit's own notes, in every progress record.
+        self.notes: list[str] = []
         self.pid = ranks.trainer_pid()
         interval = self.config.get("checkpoint_interval") or P.DEFAULT_CHECKPOINT_INTERVAL_S
         self.checkpoint_interval = float(interval)
