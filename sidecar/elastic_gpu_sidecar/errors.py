@@ -27,6 +27,13 @@ _INFRA_TYPES = {
     "CancelledError",
 }
 
+_OUT_OF_MEMORY = (
+    "out of device memory at this GPU count: under the keep-global batch policy each GPU's "
+    "batch is the global batch / the GPUs (it grows when the job shrinks), under "
+    "keep-per-replica the global batch grows with the GPUs; raise --min-gpus to the fewest "
+    "GPUs the batch fits on, or make the batch smaller"
+)
+
 _HINTS = {
     "NameError": (
         "the script runs in a Python process of its own: every name it uses must be defined or "
@@ -41,10 +48,8 @@ _HINTS = {
         "relative paths are resolved from the job's working directory ({cwd}); use absolute "
         "paths or paths relative to that directory"
     ),
-    "ResourceExhaustedError": (
-        "out of device memory: with the keep-per-replica batch policy the global batch grows "
-        "with the GPU count; use --batch-policy keep-global or a smaller batch"
-    ),
+    "ResourceExhaustedError": _OUT_OF_MEMORY,
+    "OutOfMemoryError": _OUT_OF_MEMORY,  # torch.OutOfMemoryError
 }
 
 
@@ -58,6 +63,8 @@ def hint_for(type_name: str, message: str = "", *, python: str = "", cwd: str = 
             "the job already runs under a distribution strategy chosen by the scheduler; "
             "create at most one tf.distribute.MirroredStrategy() and build the model in its scope"
         )
+    if "CUDA out of memory" in message:  # torch before OutOfMemoryError had a class of its own
+        type_name = "OutOfMemoryError"
     text = _HINTS.get(type_name)
     return None if text is None else text.format(python=python, cwd=cwd)
 

@@ -277,3 +277,14 @@ def test_every_job_gets_a_framework_adapter_that_imports_nothing_until_used():
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["keras", "False", "True", "True"], out
+
+
+def test_out_of_device_memory_says_what_to_change_in_every_framework():
+    from elastic_gpu_sidecar.errors import hint_for
+
+    tf = hint_for("ResourceExhaustedError", "OOM when allocating tensor")
+    torch = hint_for("OutOfMemoryError", "CUDA out of memory. Tried to allocate 2.00 GiB")
+    old_torch = hint_for("RuntimeError", "CUDA out of memory. Tried to allocate 2.00 GiB")
+    assert tf == torch == old_torch
+    assert "--min-gpus" in torch and "keep-global" in torch and "keep-per-replica" in torch
+    assert hint_for("RuntimeError", "shape mismatch") is None
