@@ -12,20 +12,18 @@ sends can break a later decision.
 """
 
 from .base import describe, parse
+from .heartbeat import ErrorInfo, Heartbeat, ProgressRecord
 from .reason_figures import ReasonFigures
 from .requests import (
     CancelRequest,
     DrainChange,
-    ErrorInfo,
     GroupWeightRequest,
-    Heartbeat,
     JobFilter,
     KeepChange,
     KernelLeaseRequest,
     LaunchRequest,
     LeaseRequest,
     PriorityChange,
-    ProgressRecord,
     Removed,
     SubmitRequest,
     SyntheticSpec,

@@ -18,12 +18,13 @@ from pydantic import Field
 from ..core.reason_kinds import ReasonKind
 from ..core.reasons import EstimateLimit
 from .base import Count, Strict
+from .heartbeat import ErrorInfo, ProgressRecord
 from .reason_figures import (
     REASON_FIGURES,
     REASON_KIND,
     ReasonFigures,
 )
-from .requests import ErrorInfo, LaunchRequest, ProgressRecord
+from .requests import LaunchRequest
 
 
 class EventKind(Vocabulary):

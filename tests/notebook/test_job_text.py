@@ -122,7 +122,7 @@ def test_what_the_trainer_says_of_a_running_job_is_shown_until_it_ends():
 
 def test_a_trainers_note_reaches_the_job_view_cut_to_its_bound():
     """The trainer is the user's process: a note past the bound is cut, its progress kept."""
-    from jupyter_elastic_gpu.models.requests import MAX_NOTE_CHARS, ProgressRecord
+    from jupyter_elastic_gpu.models.heartbeat import MAX_NOTE_CHARS, ProgressRecord
     from jupyter_elastic_gpu.scheduler.port.views import progress_view
 
     class Job:
