@@ -11,8 +11,10 @@ import contextlib
 import fcntl
 import json
 import os
+import shutil
 import struct
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from . import protocol as P
@@ -46,6 +48,36 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
             os.unlink(tmp)
         raise
     fsync_dir(path.parent)
+
+
+def save_atomically(dest: Path, write: Callable[[Path], object]) -> None:
+    """Have ``write(tmp)`` make ``dest`` (a file, or a folder such as a Hugging Face model) at
+    a hidden name beside it, make it durable, then put it in place: a reader finds the previous
+    one or the whole new one, never half of one. The hidden name keeps ``dest``'s suffixes
+    (``.keras``, ``.weights.h5``): the frameworks' savers go by them. An old folder is removed
+    just before (a folder cannot replace another in one rename)."""
+    dest = Path(dest)
+    base, dot, suffixes = dest.name.partition(".")
+    tmp = dest.with_name(f".{base}-tmp-{os.getpid()}-{time.monotonic_ns()}{dot}{suffixes}")
+    try:
+        write(tmp)
+        files = [tmp] if tmp.is_file() else [p for p in tmp.rglob("*") if p.is_file()]
+        for path in files:
+            with open(path, "rb") as f:
+                os.fsync(f.fileno())
+        if tmp.is_dir():
+            for folder in [tmp, *(p for p in tmp.rglob("*") if p.is_dir())]:
+                fsync_dir(folder)
+            if dest.is_dir() and not dest.is_symlink():
+                shutil.rmtree(dest)
+        os.replace(tmp, dest)
+    finally:
+        if tmp.is_dir() and not tmp.is_symlink():
+            shutil.rmtree(tmp, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+    fsync_dir(dest.parent)
 
 
 def atomic_write_json(path: Path, obj: object) -> None:

@@ -288,3 +288,39 @@ def test_out_of_device_memory_says_what_to_change_in_every_framework():
     assert tf == torch == old_torch
     assert "--min-gpus" in torch and "keep-global" in torch and "keep-per-replica" in torch
     assert hint_for("RuntimeError", "shape mismatch") is None
+
+
+def test_a_saved_model_is_whole_or_the_previous_one(tmp_path):
+    """File or folder, the saver writes at a hidden name with the same suffixes (frameworks'
+    savers go by them) and only a complete result replaces the previous one."""
+    from elastic_gpu_sidecar.jobdir import save_atomically
+
+    names = []
+
+    def keras_like(path):
+        names.append(path.name)
+        assert path.name.endswith(".weights.h5") and path.name.startswith(".")
+        path.write_bytes(b"new")
+
+    (tmp_path / "model.weights.h5").write_bytes(b"old")
+    save_atomically(tmp_path / "model.weights.h5", keras_like)
+    assert (tmp_path / "model.weights.h5").read_bytes() == b"new"
+
+    def folder(path):
+        path.mkdir()
+        (path / "config.json").write_text("{}")
+
+    (tmp_path / "model").mkdir()
+    (tmp_path / "model" / "stale.bin").write_bytes(b"x")
+    save_atomically(tmp_path / "model", folder)
+    assert sorted(p.name for p in (tmp_path / "model").iterdir()) == ["config.json"]
+
+    def fails(path):
+        path.mkdir()
+        (path / "half").write_bytes(b"x")
+        raise OSError("disk full")
+
+    with pytest.raises(OSError, match="disk full"):
+        save_atomically(tmp_path / "model", fails)
+    assert sorted(p.name for p in (tmp_path / "model").iterdir()) == ["config.json"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model", "model.weights.h5"]

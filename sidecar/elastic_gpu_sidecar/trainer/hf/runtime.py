@@ -21,7 +21,6 @@ import functools
 import inspect
 import json
 import os
-import shutil
 import time
 
 import transformers
@@ -29,7 +28,7 @@ from transformers.trainer_callback import TrainerState
 from transformers.trainer_utils import TrainOutput
 
 from ... import protocol as P
-from ...jobdir import fsync_dir
+from ...jobdir import save_atomically
 from .. import ranks, torchdist
 from ..adapter import TrainerContext
 from ..checkpoint import Checkpoint, CheckpointStore
@@ -358,16 +357,8 @@ class Runtime:
             self.say("the script never trained a Trainer: no model saved")
             return
         final = self.job / MODEL_DIR
-        tmp = self.job / f".model-{os.getpid()}"
         t0 = time.monotonic()
-        try:
-            trainer.save_model(str(tmp))
-            if final.exists():
-                shutil.rmtree(final)
-            os.replace(tmp, final)
-        finally:
-            shutil.rmtree(tmp, ignore_errors=True)
-        fsync_dir(self.job.path)
+        save_atomically(final, lambda tmp: trainer.save_model(str(tmp)))
         self.say(f"final model saved to {final} in {time.monotonic() - t0:.2f} s")
 
 

@@ -22,7 +22,7 @@ import time
 import keras
 
 from ... import protocol as P
-from ...jobdir import JobDir, fsync_dir
+from ...jobdir import JobDir, save_atomically
 from ..checkpoint import Checkpoint, CheckpointStore
 from ..progress import LiveCounter, ProgressWriter, progress_interval, record
 from ..stopsignal import StopRequest, exit_now
@@ -201,22 +201,14 @@ class Runtime:
         if model is None:
             log("the script never called fit(): no model saved")
             return
-        tmp = self.job / f".model-{self.pid}.keras"
         t0 = time.monotonic()
         try:
             with backend().saving():
-                model.save(tmp)
-            os.replace(tmp, self.job / P.MODEL)
+                save_atomically(self.job / P.MODEL, model.save)
             log(f"final model saved to {self.job / P.MODEL} in {time.monotonic() - t0:.2f} s")
         except Exception as e:
-            with_weights = self.job / f".model-{self.pid}.weights.h5"
             log(f"could not save the whole model ({type(e).__name__}: {e}); saving its weights")
-            model.save_weights(with_weights)
-            os.replace(with_weights, self.job / P.MODEL_WEIGHTS)
-        finally:
-            if tmp.exists():
-                tmp.unlink()
-        fsync_dir(self.job.path)
+            save_atomically(self.job / P.MODEL_WEIGHTS, model.save_weights)
 
 
 def install(rt: Runtime) -> None:

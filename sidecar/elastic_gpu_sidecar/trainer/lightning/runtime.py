@@ -11,14 +11,13 @@ checkpoint, as Lightning's ``save_checkpoint`` requires.
 from __future__ import annotations
 
 import inspect
-import os
 import shutil
 import time
 
 import torch
 
 from ... import protocol as P
-from ...jobdir import fsync_dir
+from ...jobdir import save_atomically
 from .. import ranks, torchdist
 from ..adapter import TrainerContext
 from ..checkpoint import Checkpoint, CheckpointStore
@@ -113,12 +112,7 @@ class Runtime:
             log("the script never called Trainer.fit(): no model saved")
             return
         dest = self.job / MODEL_FILE
-        tmp = self.job / f".{MODEL_FILE}-{os.getpid()}"
-        shutil.copyfile(self.model_ckpt, tmp)
-        with open(tmp, "rb") as f:
-            os.fsync(f.fileno())
-        os.replace(tmp, dest)
-        fsync_dir(self.job.path)
+        save_atomically(dest, lambda tmp: shutil.copyfile(self.model_ckpt, tmp))
         log(f"final model saved to {dest}")
 
     # -- Trainer.fit --------------------------------------------------------------------------
