@@ -9,6 +9,7 @@ import math
 import os
 import shlex
 import sys
+import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
@@ -128,6 +129,19 @@ def sidecar_env(tf_log_level: int = 2) -> dict[str, str]:
     )
     env["PYTHONPATH"] = str(SIDECAR) + os.pathsep + env.get("PYTHONPATH", "")
     return env
+
+
+def wait_first(job: Path, generation: int, proc, timeout: float = 300) -> None:
+    """Until the trainer of ``generation`` has reported its first step (``proc``: the sidecar;
+    its end before that is an error with its last words)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if any(r["generation"] == generation and r.get("first") for r in progress_records(job)):
+            return
+        if proc.poll() is not None:
+            raise RuntimeError(f"the job ended early:\n{proc.stderr.read()[-3000:]}")
+        time.sleep(0.1)
+    raise RuntimeError(f"generation {generation} did not start training in {timeout} s")
 
 
 def progress_records(job: Path) -> list[dict]:

@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import positive, progress_records, sidecar_env
+from _common import positive, progress_records, sidecar_env, wait_first
 
 WORKLOAD = """
 import numpy as np
@@ -75,17 +75,6 @@ def gpu_count() -> tuple[int, str]:
             "libraries): pip install 'tensorflow[and-cuda]'"
         )
     return n, ""
-
-
-def wait_first(job: Path, generation: int, proc: subprocess.Popen, timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if any(r["generation"] == generation and r.get("first") for r in progress_records(job)):
-            return
-        if proc.poll() is not None:
-            raise RuntimeError(f"the job ended early:\n{proc.stderr.read()[-3000:]}")
-        time.sleep(0.1)
-    raise RuntimeError(f"generation {generation} did not start training in {timeout} s")
 
 
 def run_case(work: Path, name: str, grants: list[str], extra: list[str], settle: float) -> dict:

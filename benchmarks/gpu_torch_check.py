@@ -27,7 +27,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import positive, progress_records, sidecar_env
+from _common import positive, sidecar_env, wait_first
 
 WORKLOAD = """
 import json, os, signal, sys
@@ -102,17 +102,6 @@ def cuda_gpus() -> tuple[int, str]:
     if n == 0:
         return 0, "torch sees no CUDA GPU (no NVIDIA GPU, or a CPU build of torch)"
     return n, ""
-
-
-def wait_first(job: Path, generation: int, proc: subprocess.Popen, timeout: float = 300) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if any(r["generation"] == generation and r.get("first") for r in progress_records(job)):
-            return
-        if proc.poll() is not None:
-            raise RuntimeError(f"the job ended early:\n{proc.stderr.read()[-3000:]}")
-        time.sleep(0.1)
-    raise RuntimeError(f"generation {generation} did not start training in {timeout} s")
 
 
 def run(work: Path, grants: list[str], settle: float) -> tuple[dict, list[dict]]:
