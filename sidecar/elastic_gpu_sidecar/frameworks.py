@@ -79,6 +79,16 @@ def _resumes_itself(uses: _Uses) -> bool:
     return saves and loads
 
 
+def resumes_itself(source: str) -> bool:
+    """Whether a script saves a checkpoint of its own and loads it back (unreadable: no)."""
+    try:
+        uses = _Uses()
+        uses.visit(ast.parse(source))
+    except (SyntaxError, ValueError, RecursionError):
+        return False
+    return _resumes_itself(uses)
+
+
 def starts_process_group(source: str) -> bool:
     """Whether a script joins its ranks in a process group (unreadable: assume it does)."""
     try:

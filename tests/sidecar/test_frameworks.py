@@ -4,7 +4,7 @@ what both the scheduler (a job's GPU range) and the trainer (its adapter) go by.
 from __future__ import annotations
 
 import pytest
-from elastic_gpu_sidecar.frameworks import detect
+from elastic_gpu_sidecar.frameworks import detect, resumes_itself
 from elastic_gpu_sidecar.protocol import Framework
 
 TORCH_LOOP = """
@@ -126,3 +126,9 @@ def test_auto_said_is_reading_the_imports():
 def test_a_framework_that_does_not_exist_is_refused():
     with pytest.raises(ValueError):
         detect("import torch", "jax")
+
+
+def test_a_script_resumes_itself_when_it_saves_and_loads_whatever_its_process_group():
+    plain = TORCH_RESUMING.replace('torch.distributed.init_process_group("gloo")\n', "")
+    assert resumes_itself(TORCH_RESUMING) and resumes_itself(plain)
+    assert not resumes_itself(TORCH_LOOP) and not resumes_itself("def broken(:")

@@ -14,7 +14,7 @@ import torch
 from torch.optim.optimizer import register_optimizer_step_post_hook
 
 from ... import protocol as P
-from ...frameworks import detect
+from ...frameworks import resumes_itself
 from .. import ranks, torchdist
 from ..adapter import TrainerContext
 from ..tlog import log
@@ -25,9 +25,11 @@ from .stopping import Stopper
 
 
 def _elastic(config: dict) -> bool:
+    """Whether the script resumes itself from a checkpoint of its own (a plain loop on one
+    device may too: it is then stopped and resumed like any other, on one GPU)."""
     try:
         with open(config["script"], encoding="utf-8") as f:
-            return detect(f.read(), P.Framework.TORCHRUN).elastic
+            return resumes_itself(f.read())
     except (KeyError, OSError, UnicodeDecodeError):
         return True
 
