@@ -189,7 +189,7 @@ def overhead_worker(work: Path, pairs: int, replicas: int) -> dict:
         dispatch[name] = min(samples)
     results["callback_us_per_step"] = (dispatch["ours"] - dispatch["bare"]) * 1e6
     # the cost of one periodic checkpoint (amortised over --checkpoint-interval)
-    from elastic_gpu_sidecar.trainer.keras import tfstate
+    from elastic_gpu_sidecar.trainer.keras import modelstate as tfstate
 
     t0 = time.perf_counter()
     for _ in range(5):
