@@ -29,7 +29,8 @@ READY = re.compile(r"standby rank (\d+) ready \(framework imported")
 
 def standby_ranks_ready(job, generation: int) -> list[int]:
     """Pids of the standby ranks that said they were ready after generation's marker."""
-    log = (job / P.TRAINER_LOG).read_text()
+    path = job / P.TRAINER_LOG
+    log = path.read_text() if path.exists() else ""
     part = log.split(f"===== generation {generation} ")[-1] if generation > 1 else log
     part = part.split(f"===== generation {generation + 1} ")[0]
     return [int(pid) for pid in READY.findall(part)]
@@ -120,3 +121,21 @@ def test_a_standby_rank_whose_leader_lets_go_exits_by_itself(standby_env):
     proc = rankstandby._ready.pop(0)
     proc.stdin.close()  # as when its leader exits
     assert proc.wait(timeout=120) == 0
+
+
+def test_standby_ranks_die_with_the_sidecar(tmp_path):
+    job, out = tmp_path / "job", tmp_path / "out"
+    out.mkdir()
+    script = str(SCRIPTS / "torchrun_ddp.py")
+    proc = start(
+        job, "--gpus", "0,1", "--simulated", "--", script, str(out), "--total", "1000000000"
+    )
+    try:
+        wait_for(
+            lambda: len(standby_ranks_ready(job, 1)) == 2, timeout=120, proc=proc, what="standbys"
+        )
+        assert len(processes_of(job)) == 6  # leader, 2 ranks, standby leader, 2 standby ranks
+    finally:
+        proc.kill()  # the sidecar alone: the rest must die with it
+        proc.wait()
+    wait_for(lambda: processes_of(job) == [], timeout=30, what="every process of the job to end")
