@@ -1,17 +1,23 @@
 """Resize pause and lost work of the sidecar vs termination, and our per-step overhead.
 
 Everything is measured side by side in one run on this machine (simulated GPUs = logical CPU
-devices, so absolute times are CPU times; the ratios are what carry over):
+devices for Keras, one CPU process each with gloo for PyTorch, so absolute times are CPU times;
+the ratios are what carry over):
 
 * pause: resize request -> first training step on the new devices, and the work lost, for
   the sidecar (with and without its standby interpreter) and for the termination mechanism
-  (kill at once, restart from the last periodic checkpoint);
+  (kill at once, restart from the last periodic checkpoint); Keras 2 <-> 4 replicas;
 * floor: a fresh Python process that imports TensorFlow, builds the model under the target
   strategy and restores the checkpoint; pause/floor says how close to that limit we are;
 * step overhead: ``model.fit`` with our callbacks vs a bare ``model.fit``, interleaved calls
-  (4 epochs each, the first dropped), medians of per-step times.
+  (4 epochs each, the first dropped), medians of per-step times;
+* the same pause for PyTorch, 2 <-> 1 ranks, of a torchrun DDP script, a Lightning
+  ``Trainer.fit`` and a Hugging Face ``Trainer.train`` (``_torch_workloads.py``), with and
+  without the standby, against the floor of one rank (a fresh Python importing torch and the
+  framework, building the model and loading the checkpoint).
 
-    python benchmarks/resize_overhead.py [--resizes 3] [--pairs 21] [--json out.json]
+    python benchmarks/resize_overhead.py [--frameworks keras,torchrun,lightning,transformers]
+        [--resizes 3] [--pairs 21] [--json out.json]
 """
 
 from __future__ import annotations
@@ -19,9 +25,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shlex
 import shutil
-import signal
 import statistics
 import subprocess
 import sys
@@ -29,9 +33,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from _common import output_file, positive, progress_records, sidecar_env, whole, write_json
-from elastic_gpu_sidecar.jobdir import read_json
-from elastic_gpu_sidecar.protocol import STATUS
+from _common import output_file, positive, sidecar_env, whole, write_json
+from _resize_runs import measure_floor, measure_resizes, sh
+from _torch_workloads import WORKLOADS
 
 WORKLOAD = '''
 """Benchmark workload: an MLP on a tf.data pipeline; an ordinary Keras script."""
@@ -91,129 +95,6 @@ for v, k in zip(vs, mk):
     v.assign(state[k])
 print("restored", flush=True)
 """
-
-
-def sh(cmd: list[str]) -> str:
-    return " ".join(shlex.quote(c) for c in cmd)
-
-
-def wait(pred, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = pred()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise SystemExit(f"timed out waiting for {what}")
-
-
-def wait_running(job: Path, generation: int) -> dict:
-    def first():
-        return next(
-            (r for r in progress_records(job) if r["generation"] == generation and r.get("first")),
-            None,
-        )
-
-    return wait(first, 180, f"generation {generation} to train")
-
-
-# -- part A: resize pause and lost work ----------------------------------------------------------
-def measure_resizes(
-    work: Path, name: str, extra: list[str], resizes: int, settle: float, every: float
-) -> list[dict]:
-    job = work / f"job-{name}"
-    cmd = [
-        sys.executable,
-        "-m",
-        "elastic_gpu_sidecar",
-        "run",
-        "--job-dir",
-        str(job),
-        "--gpus",
-        "0,1",
-        "--simulated",
-        "--checkpoint-interval",
-        str(every),
-        "--quiet",
-        *extra,
-        "--",
-        str(work / "workload.py"),
-    ]
-    proc = subprocess.Popen(
-        cmd,
-        env=sidecar_env(3),
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
-    try:
-        grants = ["0,1,2,3", "0,1"]
-        for i in range(resizes):
-            wait_running(job, i + 1)
-            time.sleep(settle)
-            subprocess.run(
-                [
-                    sys.executable,
-                    "-m",
-                    "elastic_gpu_sidecar",
-                    "resize",
-                    "--job-dir",
-                    str(job),
-                    "--gpus",
-                    grants[i % 2],
-                ],
-                env=sidecar_env(3),
-                check=True,
-                capture_output=True,
-            )
-        wait_running(job, resizes + 1)
-        time.sleep(1.0)
-        subprocess.run(
-            [
-                sys.executable,
-                "-m",
-                "elastic_gpu_sidecar",
-                "cancel",
-                "--job-dir",
-                str(job),
-                "--wait",
-            ],
-            env=sidecar_env(3),
-            check=True,
-            capture_output=True,
-        )
-        proc.wait(120)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    recs = progress_records(job)
-    out = []
-    for r in read_json(job / STATUS, {}).get("resizes", []):
-        gen = r["generation"]
-        rates = [
-            x["samples_per_s"] for x in recs if x["generation"] == gen - 1 and x["samples_per_s"]
-        ]
-        step_s = 64 / statistics.median(rates) if rates else None
-        out.append(dict(r, replicas=len(r["to_gpus"]), step_s=step_s))
-    return out
-
-
-# -- part B: the floor ----------------------------------------------------------------------------
-def measure_floor(work: Path, state: Path, replicas: int) -> float:
-    t0 = time.monotonic()
-    proc = subprocess.Popen(
-        [sys.executable, "-c", FLOOR, str(work), str(state), str(replicas)],
-        env=sidecar_env(3),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    line = proc.stdout.readline()
-    elapsed = time.monotonic() - t0
-    proc.wait()
-    if line.strip() != "restored":
-        raise SystemExit("floor measurement failed")
-    return elapsed
 
 
 # -- part C: per-step overhead (runs in a worker process) -----------------------------------------
@@ -308,7 +189,7 @@ def overhead_worker(work: Path, pairs: int, replicas: int) -> dict:
         dispatch[name] = min(samples)
     results["callback_us_per_step"] = (dispatch["ours"] - dispatch["bare"]) * 1e6
     # the cost of one periodic checkpoint (amortised over --checkpoint-interval)
-    from elastic_gpu_sidecar.trainer.keras import tfstate
+    from elastic_gpu_sidecar.trainer.keras import modelstate as tfstate
 
     t0 = time.perf_counter()
     for _ in range(5):
@@ -341,50 +222,86 @@ def measure_overhead(work: Path, pairs: int, replicas: int) -> dict:
 
 
 # -- report ---------------------------------------------------------------------------------------
-def main() -> int:
-    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--resizes", type=whole(), default=3, help="resizes per mechanism (2<->4)")
-    ap.add_argument("--settle", type=positive, default=8.0, help="seconds of training between")
-    ap.add_argument("--checkpoint-interval", type=positive, default=10.0)
-    ap.add_argument("--pairs", type=whole(), default=21, help="interleaved bare/ours fit pairs")
-    ap.add_argument("--floor-runs", type=whole(), default=3)
-    ap.add_argument("--overhead-replicas", type=whole(), default=1)
-    ap.add_argument("--json", help="also write the raw figures here")
-    ap.add_argument("--keep", action="store_true", help="keep the job dirs (printed at the end)")
-    ap.add_argument("--overhead-worker", help=argparse.SUPPRESS)
-    args = ap.parse_args()
-    output_file(ap, args.json, "--json")
-    if args.overhead_worker:
-        print(
-            json.dumps(
-                overhead_worker(Path(args.overhead_worker), args.pairs, args.overhead_replicas)
-            )
-        )
-        return 0
+KERAS_MECHANISMS = [
+    ("sidecar", "sidecar + standby", []),
+    ("sidecar-fresh", "sidecar, fresh process", ["--no-standby"]),
+    ("termination", "termination", ["--mechanism", "termination"]),
+]
+TORCH_MECHANISMS = KERAS_MECHANISMS[:2]
+FRAMEWORKS = ("keras", *WORKLOADS)
 
-    print("$", sh([sys.executable, *sys.argv]))
-    print(f"machine: {os.cpu_count()} CPUs, simulated GPUs (logical CPU devices)\n")
-    work = Path(tempfile.mkdtemp(prefix="elastic-bench-"))
+
+def frameworks(text: str) -> list[str]:
+    """An argparse type: frameworks from FRAMEWORKS separated by commas, each once."""
+    names = [n.strip() for n in text.split(",")]
+    bad = [n for n in names if n not in FRAMEWORKS]
+    if bad or not names or len(set(names)) < len(names):
+        raise argparse.ArgumentTypeError(
+            f"must be one or more of {','.join(FRAMEWORKS)} separated by commas, each once, "
+            f"got {text!r}"
+        )
+    return [n for n in FRAMEWORKS if n in names]
+
+
+def measure_keras(args, work: Path) -> dict:
     (work / "workload.py").write_text(WORKLOAD)
-    mechanisms = [
-        ("sidecar", "sidecar + standby", []),
-        ("sidecar-fresh", "sidecar, fresh process", ["--no-standby"]),
-        ("termination", "termination", ["--mechanism", "termination"]),
-    ]
     resizes = {}
-    for key, label, extra in mechanisms:
-        print(f"measuring {args.resizes} resizes: {label} ...", flush=True)
+    for key, label, extra in KERAS_MECHANISMS:
+        print(f"keras: measuring {args.resizes} resizes: {label} ...", flush=True)
         resizes[key] = measure_resizes(
-            work, key, extra, args.resizes, args.settle, args.checkpoint_interval
+            work / f"job-{key}",
+            [str(work / "workload.py")],
+            extra,
+            args.resizes,
+            args.settle,
+            args.checkpoint_interval,
         )
     state = max((work / "job-sidecar" / "checkpoints").glob("ckpt-*/state.npz"))
     floors = {}
     for n in (2, 4):
-        print(f"measuring the floor on {n} replicas ...", flush=True)
-        floors[n] = statistics.median(measure_floor(work, state, n) for _ in range(args.floor_runs))
-    print(f"measuring the step overhead ({args.pairs} interleaved pairs) ...", flush=True)
+        print(f"keras: measuring the floor on {n} replicas ...", flush=True)
+        floor_args = [str(work), str(state), str(n)]
+        floors[n] = statistics.median(
+            measure_floor(FLOOR, floor_args) for _ in range(args.floor_runs)
+        )
+    print(f"keras: measuring the step overhead ({args.pairs} interleaved pairs) ...", flush=True)
     over = measure_overhead(work, args.pairs, args.overhead_replicas)
+    return {"resizes": resizes, "floors": floors, "overhead": over}
 
+
+def measure_torch(args, work: Path, name: str) -> dict:
+    """One PyTorch framework: 2 -> 1 -> 2 ... resizes with and without the standby, and the
+    floor of one rank restoring the checkpoint the last resize wrote."""
+    w = WORKLOADS[name]
+    folder = work / name
+    folder.mkdir()
+    (folder / f"{name}_workload.py").write_text(w.source)
+    resizes = {}
+    for key, label, extra in TORCH_MECHANISMS:
+        print(f"{name}: measuring {args.resizes} resizes: {label} ...", flush=True)
+        out = folder / f"out-{key}"
+        out.mkdir()
+        resizes[key] = measure_resizes(
+            folder / f"job-{key}",
+            [str(folder / f"{name}_workload.py"), str(out)],
+            ["--framework", name, *extra],
+            args.resizes,
+            args.settle,
+            args.checkpoint_interval,
+            grants=("0", "0,1"),
+        )
+    if w.own_checkpoint:
+        state = folder / "out-sidecar" / "ckpt.pt"
+    else:
+        state = max((folder / "job-sidecar" / "checkpoints").glob("ckpt-*"))
+    print(f"{name}: measuring the floor (one rank) ...", flush=True)
+    floor_args = [str(folder), f"{name}_workload", str(state)]
+    floor = statistics.median(measure_floor(w.floor, floor_args) for _ in range(args.floor_runs))
+    return {"resizes": resizes, "floor": floor}
+
+
+def report_keras(k: dict) -> dict:
+    resizes, floors = k["resizes"], k["floors"]
     print("\nResize pause (request -> first step on the new devices) and work lost")
     head = (
         f"{'mechanism':<24}{'resize':>8}{'pause s':>9}{'floor s':>9}{'pause/floor':>13}"
@@ -393,7 +310,7 @@ def main() -> int:
     print(head)
     print("-" * len(head))
     summary = {}
-    for key, label, _ in mechanisms:
+    for key, label, _ in KERAS_MECHANISMS:
         ratios, pauses, lost = [], [], []
         for r in resizes[key]:
             frm, to = len(r["from_gpus"]), len(r["to_gpus"])
@@ -417,7 +334,7 @@ def main() -> int:
         f"{'pause vs termination':>22}"
     )
     base = summary["termination"]["pause_s"] + summary["termination"]["lost_s"]
-    for key, label, _ in mechanisms:
+    for key, label, _ in KERAS_MECHANISMS:
         s = summary[key]
         cost = s["pause_s"] + s["lost_s"]
         print(
@@ -430,6 +347,10 @@ def main() -> int:
         f" 'vs termination' compares pause + lost work)"
     )
 
+    return summary
+
+
+def report_overhead(args, over: dict) -> None:
     print(
         f"\nStep overhead of our callbacks over a bare model.fit "
         f"({args.overhead_replicas} replica(s), {args.pairs} interleaved pairs, medians)"
@@ -457,11 +378,93 @@ def main() -> int:
         f"{over['checkpoint_ms']:.0f} ms, i.e. "
         f"{over['checkpoint_ms'] / 1e3 / 60:.2%} of the time at the default --checkpoint-interval 60)"
     )
-    if args.json:
-        write_json(
-            args.json,
-            {"resizes": resizes, "floors": floors, "summary": summary, "overhead": over},
+
+
+def report_torch(results: dict) -> dict:
+    print("\nPyTorch resize pause (request -> first step of rank 0 on the new devices), 2 <-> 1")
+    head = (
+        f"{'framework':<16}{'mechanism':<24}{'resize':>8}{'pause s':>9}{'floor s':>9}"
+        f"{'pause/floor':>13}{'lost steps':>12}"
+    )
+    print(head)
+    print("-" * len(head))
+    summary = {}
+    for name, res in results.items():
+        floor = res["floor"]
+        for key, label, _ in TORCH_MECHANISMS:
+            for r in res["resizes"][key]:
+                frm, to = len(r["from_gpus"]), len(r["to_gpus"])
+                print(
+                    f"{WORKLOADS[name].label:<16}{label:<24}{f'{frm}->{to}':>8}"
+                    f"{r['pause_s']:>9.2f}{floor:>9.2f}{r['pause_s'] / floor:>13.2f}"
+                    f"{r['lost_steps']:>12}"
+                )
+            pauses = [r["pause_s"] for r in res["resizes"][key]]
+            summary.setdefault(name, {})[key] = {
+                "pause_s": statistics.median(pauses),
+                "pause_over_floor": statistics.median(pauses) / floor,
+                "floor_s": floor,
+                "lost_steps": sum(r["lost_steps"] or 0 for r in res["resizes"][key]),
+            }
+    print("\nMedians")
+    print(f"{'framework':<16}{'mechanism':<24}{'pause s':>9}{'floor s':>9}{'pause/floor':>13}")
+    for name, by_key in summary.items():
+        for key, label, _ in TORCH_MECHANISMS:
+            s = by_key[key]
+            print(
+                f"{WORKLOADS[name].label:<16}{label:<24}{s['pause_s']:>9.2f}{s['floor_s']:>9.2f}"
+                f"{s['pause_over_floor']:>13.2f}"
+            )
+    print(
+        "(floor = one fresh python importing torch and the framework, building the model and "
+        "its optimizer and loading the checkpoint; the ranks of a DDP job do that side by side)"
+    )
+    return summary
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument(
+        "--frameworks",
+        type=frameworks,
+        default=list(FRAMEWORKS),
+        help=f"which to measure, separated by commas (default all: {','.join(FRAMEWORKS)})",
+    )
+    ap.add_argument("--resizes", type=whole(), default=3, help="resizes per mechanism")
+    ap.add_argument("--settle", type=positive, default=8.0, help="seconds of training between")
+    ap.add_argument("--checkpoint-interval", type=positive, default=10.0)
+    ap.add_argument("--pairs", type=whole(), default=21, help="interleaved bare/ours fit pairs")
+    ap.add_argument("--floor-runs", type=whole(), default=3)
+    ap.add_argument("--overhead-replicas", type=whole(), default=1)
+    ap.add_argument("--json", help="also write the raw figures here")
+    ap.add_argument("--keep", action="store_true", help="keep the job dirs (printed at the end)")
+    ap.add_argument("--overhead-worker", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    output_file(ap, args.json, "--json")
+    if args.overhead_worker:
+        print(
+            json.dumps(
+                overhead_worker(Path(args.overhead_worker), args.pairs, args.overhead_replicas)
+            )
         )
+        return 0
+
+    print("$", sh([sys.executable, *sys.argv]))
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"machine: {os.cpu_count()} CPUs (load average {load}), simulated GPUs on the CPU\n")
+    work = Path(tempfile.mkdtemp(prefix="elastic-bench-"))
+    keras_results = measure_keras(args, work) if "keras" in args.frameworks else None
+    torch_results = {n: measure_torch(args, work, n) for n in args.frameworks if n in WORKLOADS}
+    raw = {}
+    if keras_results is not None:
+        raw.update(keras_results, summary=report_keras(keras_results))
+        report_overhead(args, keras_results["overhead"])
+    if torch_results:
+        raw["pytorch"] = {"results": torch_results, "summary": report_torch(torch_results)}
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    print(f"\n(load average at the end: {load})")
+    if args.json:
+        write_json(args.json, raw)
     if args.keep:
         print(f"job dirs kept in {work}")
     else:

@@ -178,6 +178,7 @@ ENV_SIMULATED = "ELASTIC_GPU_SIMULATED"  # "1": give the trainer len(gpus) logic
 ENV_SIDECAR_PID = "ELASTIC_GPU_SIDECAR_PID"  # the trainer exits if its parent is not this pid
 ENV_PROGRESS_INTERVAL = "ELASTIC_GPU_PROGRESS_INTERVAL"  # seconds between progress records
 ENV_RANK = "ELASTIC_GPU_RANK"  # set in each rank of a one-process-per-device trainer
+ENV_STANDBY_RANKS = "ELASTIC_GPU_STANDBY_RANKS"  # ranks a standby leader keeps ready
 ENV_LOGICAL_MEMORY_MB = "ELASTIC_GPU_LOGICAL_MEMORY_MB"  # per logical GPU when an id repeats
 
 #: Longest GPU id accepted anywhere (NVML indices and UUIDs are far shorter).

@@ -3,7 +3,9 @@
 The trainer gets the grant only through its environment (``CUDA_VISIBLE_DEVICES``,
 ``ELASTIC_GPU_*``), never the scheduler's secret. With ``--standby`` one spare interpreter
 with TensorFlow already imported waits on its stdin; the next (re)start hands it the grant
-instead of paying for a fresh ``import tensorflow``.
+instead of paying for a fresh ``import tensorflow``. Where the job runs one process per
+device, the standby leads: it keeps as many standby ranks ready as the last grant had devices
+(``trainer/rankstandby.py``).
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ class TrainerSpawner:
         self.python = python
         self.log = log
         self.standby: subprocess.Popen | None = None
+        self.devices = 0  # of the last grant: how many ranks a standby leader keeps ready
 
     def grant_env(self, grant: P.Grant) -> dict:
         unique = list(dict.fromkeys(grant.gpus))
@@ -83,6 +86,7 @@ class TrainerSpawner:
 
     def start(self, grant: P.Grant) -> tuple[subprocess.Popen, bool]:
         """Start a trainer on ``grant``; True when the standby interpreter was used."""
+        self.devices = len(grant.gpus)
         proc = self._activate_standby(grant)
         if proc is not None:
             return proc, True
@@ -115,9 +119,11 @@ class TrainerSpawner:
             return
         if self.standby is not None:
             self.log(f"standby interpreter exited ({describe_exit(self.standby.returncode)})")
+        env = self.env(None)
+        env.setdefault(P.ENV_STANDBY_RANKS, str(self.devices))
         self.standby = spawn(
             [*self.argv(), "--standby"],
-            env=self.env(None),
+            env=env,
             log_path=self.job / P.TRAINER_LOG,
             cwd=self.command.get("cwd"),
             stdin=subprocess.PIPE,

@@ -27,6 +27,7 @@ from .. import protocol as P
 from ..errors import describe
 from ..jobdir import JobDir, atomic_write_json, read_json
 from ..procs import describe_exit
+from . import rankstandby
 from .adapter import adapter_for  # (an adapter's module imports no framework)
 from .stopsignal import StopRequest
 from .tlog import log
@@ -67,9 +68,9 @@ ENV_LEADER_READY_AT = "ELASTIC_GPU_LEADER_READY_AT"
 
 def ready_at(imported_at: float) -> float:
     """What a first progress record says in ``ready_at``: when the framework was imported,
-    or, in a rank, when its leader started it. Every rank is a new process that imports the
-    framework on every start (a standby interpreter saves that only for the leader), so its
-    import is part of what each resize costs, not a wait a standby would have spared."""
+    or, in a rank, when its leader started it (or handed it to a standby rank that had
+    imported the framework before): a rank's import, where it has one to do, is part of what
+    each resize costs, not a wait a standby would have spared."""
     value = os.environ.get(ENV_LEADER_READY_AT) if rank() is not None else None
     try:
         return round(float(value), 3) if value else imported_at
@@ -188,13 +189,21 @@ class RankGroup:
                     os.kill(proc.pid, signal.SIGUSR1)
 
     def start(self) -> None:
+        """One rank per device: a ready standby rank where there is one, else a new one."""
         port = _free_port()
         argv = [sys.executable, "-m", "elastic_gpu_sidecar.trainer"]
+        ready = 0
         for r in range(self.world):
             env = dict(os.environ, **rank_env(r, self.world, port))
+            proc = rankstandby.take(r, env)
+            ready += proc is not None
+            if proc is None:
+                proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL)
             with self._lock:
-                self.procs[r] = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL)
-        log(f"started {_ranks(self.world)} (one per device; rendezvous 127.0.0.1:{port})")
+                self.procs[r] = proc
+        rankstandby.drop()
+        how = f"{ready} from standby ranks, " if ready else ""
+        log(f"started {_ranks(self.world)} (one per device; {how}rendezvous 127.0.0.1:{port})")
         if self.stop.requested:
             self.forward_stop()
 
@@ -278,6 +287,7 @@ def lead(job: JobDir, world: int, stop: StopRequest) -> int:
         world = max(1, min(world, int(ranks_for(config, world))))
     if stop.requested:
         log("stop requested before the ranks started: exiting at once")
+        rankstandby.drop()
         return P.TRAINER_STOPPED
     group = RankGroup(job, world, stop)
     stop.on_signal = group.forward_stop

@@ -8,7 +8,8 @@ TensorFlow op, then the script runs as ``__main__`` exactly as ``python script.p
 ``--standby`` starts an interpreter that imports TensorFlow and then waits on stdin for the
 grant of the next generation, so a resize does not pay for the import. Where the adapter runs
 one process per device (PyTorch DDP), this process leads the ranks (``ranks.py``), each of
-which runs the script as below.
+which runs the script as below; a standby leader keeps standby ranks with the framework
+imported (``rankstandby.py``, ``--standby-rank``).
 
 Exit codes: 0 done, 65 the script raised (not retried), 70 infrastructure error (retried),
 75 stopped at the sidecar's request after a checkpoint.
@@ -27,7 +28,7 @@ from .. import protocol as P
 from ..errors import JobSetupError, describe
 from ..jobdir import JobDir, atomic_write_json, read_json
 from ..procs import die_with_parent
-from . import ranks, tlog
+from . import ranks, rankstandby, tlog
 from .adapter import FrameworkAdapter, TrainerContext, adapter_for
 from .stopsignal import StopRequest, exit_now
 
@@ -40,9 +41,11 @@ def _log(message: str) -> None:
     print(f"[elastic] {message}", flush=True)
 
 
-def _standby_wait(adapter: FrameworkAdapter) -> None:
+def _standby_wait(adapter: FrameworkAdapter, config: dict) -> None:
     t0 = time.monotonic()
-    if not adapter.process_per_device:  # a leader of ranks imports no framework itself
+    if adapter.process_per_device:  # a leader imports no framework itself; its ranks do
+        rankstandby.start(rankstandby.wanted(config))
+    else:
         adapter.import_framework()
     _log(
         f"standby interpreter {os.getpid()} ready ({adapter.name} imported in "
@@ -78,7 +81,10 @@ def main(argv: list[str] | None = None) -> int:
     config = read_json(job / P.JOB, {}) or {}
     adapter = adapter_for(config)
     if "--standby" in argv:
-        _standby_wait(adapter)
+        _standby_wait(adapter, config)
+        tlog.T0 = time.monotonic()  # the log's stamps: since it left standby
+    elif rankstandby.FLAG in argv:
+        rankstandby.wait_for_env(adapter.import_framework)
     generation = int(env.get(P.ENV_GENERATION, "1"))
     gpus = P.parse_gpus(env.get(P.ENV_GPUS, "0"))
     simulated = env.get(P.ENV_SIMULATED) == "1"

@@ -8,7 +8,8 @@ and a resume from that checkpoint when it exists.
 
 ``--on-term ignore`` installs a handler that does nothing, ``--on-term default`` none.
 
-Rank 0 appends "STEP WORLD" to OUT/steps.txt for each step it trains.
+Rank 0 appends "STEP WORLD" to OUT/steps.txt for each step it trains; every rank appends
+"PID RANK WORLD" to OUT/ranks.txt when it starts.
 """
 
 import argparse
@@ -35,6 +36,8 @@ rank = int(os.environ["RANK"])
 local_rank = int(os.environ["LOCAL_RANK"])
 world = int(os.environ["WORLD_SIZE"])
 dist.init_process_group("gloo")
+with open(os.path.join(args.out, "ranks.txt"), "a") as f:
+    f.write(f"{os.getpid()} {rank} {world}\n")
 
 g = torch.Generator().manual_seed(1)
 x = torch.randn(512, 16, generator=g)
