@@ -79,35 +79,33 @@ def _resumes_itself(uses: _Uses) -> bool:
     return saves and loads
 
 
-def resumes_itself(source: str) -> bool:
-    """Whether a script saves a checkpoint of its own and loads it back (unreadable: no)."""
+def _read(source: str) -> _Uses | None:
+    """What a script imports and calls; None when it does not parse."""
     try:
         uses = _Uses()
         uses.visit(ast.parse(source))
     except (SyntaxError, ValueError, RecursionError):
-        return False
-    return _resumes_itself(uses)
+        return None
+    return uses
+
+
+def resumes_itself(source: str) -> bool:
+    """Whether a script saves a checkpoint of its own and loads it back (unreadable: no)."""
+    uses = _read(source)
+    return uses is not None and _resumes_itself(uses)
 
 
 def starts_process_group(source: str) -> bool:
     """Whether a script joins its ranks in a process group (unreadable: assume it does)."""
-    try:
-        uses = _Uses()
-        uses.visit(ast.parse(source))
-    except (SyntaxError, ValueError, RecursionError):
-        return True
-    return bool(uses.calls & _GROUP_STARTS)
+    uses = _read(source)
+    return uses is None or bool(uses.calls & _GROUP_STARTS)
 
 
 def detect(source: str, framework: Framework | str = Framework.AUTO) -> Detected:
     """The adapter of a script and whether it can be resized; ``framework`` is what the user
     said (``auto``: read the script)."""
     framework = Framework(framework)
-    try:
-        uses = _Uses()
-        uses.visit(ast.parse(source))
-    except (SyntaxError, ValueError, RecursionError):
-        uses = None
+    uses = _read(source)
     if framework == Framework.AUTO:
         framework = _guess(uses)
         if framework is None:
