@@ -9,7 +9,9 @@ import time
 
 
 async def api(jp_fetch, path: str, method: str = "GET", body=None, params=None):
-    """The JSON answer of ``elastic-gpu/api/PATH``."""
+    """The JSON answer of ``elastic-gpu/api/PATH``. The client waits longer than the server's
+    own bound on a request that waits for the scheduler's start (60 s: a Ray cluster's
+    connection can take most of it on a loaded machine), so that bound is what a test sees."""
     r = await jp_fetch(
         "elastic-gpu",
         "api",
@@ -17,6 +19,7 @@ async def api(jp_fetch, path: str, method: str = "GET", body=None, params=None):
         method=method,
         body=json.dumps(body) if body is not None else None,
         params=params,
+        request_timeout=90,
     )
     return json.loads(r.body or b"{}")
 

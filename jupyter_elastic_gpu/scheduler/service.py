@@ -219,6 +219,7 @@ class SchedulerService(SchedulerSettings):
             )
         self._last_account = now
         await self.shares.load(self.jobs.values(), now)
+        await self._refresh_gpus(now)  # the first inventory, off the event loop (Ray: seconds)
         self._task = asyncio.create_task(self._loop(), name="elastic-gpu-scheduler")
 
     async def stop(self) -> None:
@@ -479,7 +480,7 @@ class SchedulerService(SchedulerSettings):
     def gpu_infos(self) -> list[Any]:
         """The last inventory snapshot (refreshed off the event loop by ``step``: NVML can
         block for seconds on a sick GPU)."""
-        if not self._gpu_cache:
+        if not self._gpu_cache_t:  # asked before ``start``
             self._gpu_cache, self._gpu_cache_t = self.inventory.snapshot(), time.time()
         return self._gpu_cache
 

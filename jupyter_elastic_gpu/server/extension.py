@@ -330,7 +330,6 @@ class ElasticGPUApp(ExtensionApp):
             raise Unavailable(str(e)) from None
         self._cluster = cluster
         inventory = RayInventory(cluster, probe_nvml=self.simulated_gpus == 0)
-        await asyncio.to_thread(inventory.snapshot)
         launcher = await asyncio.to_thread(lambda: RayLauncher(cluster, parent=self))
         return inventory, launcher
 
@@ -360,7 +359,7 @@ class ElasticGPUApp(ExtensionApp):
             "elastic-gpu: %s scheduler (%s, %d %s GPUs), database %s",
             self.mode,
             self._service.policy,
-            len(inventory.snapshot()),
+            len(self._service.gpu_infos()),
             inventory.source,
             self.db_path,
         )
