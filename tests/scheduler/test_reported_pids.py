@@ -114,7 +114,7 @@ async def test_naming_another_process_does_not_hide_its_gpu(tmp_path, processes)
         inventory.on = {"0": [trainer], "3": [victim]}
         beat = {"generation": 1, "gpus": ["0"], "state": "running"}
         await svc.heartbeat(job.id, "s", {**beat, "sidecar_pid": sidecar, "trainer_pid": victim})
-        svc._gpu_cache = []  # the next read sees the inventory as it is now
+        svc._gpu_cache_t = 0.0  # the next read sees the inventory as it is now
         assert external(svc) == {"3": [victim]}
         gpu3 = views.gpus(
             svc.gpu_infos(), svc.jobs, svc.holders(), svc.external(), "simulated", Principal("x")
@@ -132,10 +132,10 @@ async def test_without_a_launch_pid_only_the_jobs_users_processes_count(tmp_path
         inventory.on = {"3": [mine]}
         beat = {"generation": 1, "gpus": ["0"], "state": "running", "trainer_pid": mine}
         await svc.heartbeat(job.id, "s", beat)
-        svc._gpu_cache = []
+        svc._gpu_cache_t = 0.0
         assert external(svc) == {"3": [mine]}, "a process of another user was taken as ours"
     async with running_job(tmp_path, getpass.getuser(), {"via": "agent"}) as (svc, inv, job):
         inv.on = {"0": [mine]}
         await svc.heartbeat(job.id, "s", beat)
-        svc._gpu_cache = []
+        svc._gpu_cache_t = 0.0
         assert external(svc) == {}
