@@ -34,7 +34,7 @@ test: node
 	bash .ci/install-test-deps
 	$(PIP) install -q "$(TORCH_TEST)"
 	$(PIP) install -q -e ".[test]"
-	$(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=25
+	$(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=25 --cpu-report 25
 
 ## The fast tier only (the core, the simulator, the models, the service's units: no server,
 ## trainer or browser; tests/conftest.py FAST_TIER), in about a minute.
