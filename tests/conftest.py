@@ -4,7 +4,6 @@ real server processes for the tests that kill and restart them."""
 from __future__ import annotations
 
 import os
-import resource
 import sys
 import threading
 import time
@@ -19,7 +18,7 @@ from servers import (
     kill_sidecars_under,
 )
 
-pytest_plugins = ["pytest_jupyter.jupyter_server"]
+pytest_plugins = ["pytest_jupyter.jupyter_server", "cpu_report"]
 
 #: How long a failed run waits, at its end, for threads its tests left running.
 STUCK_THREAD_WAIT_S = 30.0
@@ -128,73 +127,6 @@ def pytest_unconfigure(config):
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(status)
-
-
-# -- CPU seconds per test (``--cpu-report N``) -----------------------------------------------
-# The full run is bound by its 2 cores, not by waiting: wall-clock durations (``--durations``)
-# of tests that share a machine tell little about what to make cheaper. This adds up the CPU
-# of the worker and of every process it waited for (servers, sidecars and, through them,
-# trainers) from a test's setup to its teardown; a module's servers count to the test whose
-# teardown stops them.
-
-_CPU_START = pytest.StashKey[float]()
-
-
-def _cpu_s() -> float:
-    own, children = (
-        resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
-    )
-    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
-
-
-def pytest_addoption(parser):
-    parser.addoption(
-        "--cpu-report",
-        type=int,
-        default=0,
-        metavar="N",
-        help="after the run, list the N tests (and test files) that used the most CPU seconds",
-    )
-
-
-@pytest.hookimpl(tryfirst=True)
-def pytest_runtest_protocol(item, nextitem):
-    item.stash[_CPU_START] = _cpu_s()
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item, call):
-    report = yield
-    if call.when == "teardown" and _CPU_START in item.stash:
-        report.user_properties.append(("cpu_s", _cpu_s() - item.stash[_CPU_START]))
-    return report
-
-
-#: nodeid -> CPU seconds, gathered where the reports arrive (the controller under xdist).
-_cpu_reports: dict[str, float] = {}
-
-
-def pytest_runtest_logreport(report):
-    cpu = dict(report.user_properties).get("cpu_s") if report.when == "teardown" else None
-    if cpu is not None:
-        _cpu_reports[report.nodeid] = cpu
-
-
-def pytest_terminal_summary(terminalreporter, config):
-    n = config.getoption("cpu_report")
-    if not n or not _cpu_reports:
-        return
-    write = terminalreporter.write_line
-    files: dict[str, float] = {}
-    for nodeid, cpu in _cpu_reports.items():
-        files[nodeid.split("::")[0]] = files.get(nodeid.split("::")[0], 0.0) + cpu
-    total = sum(_cpu_reports.values())
-    terminalreporter.section(f"CPU seconds: {total:.0f} in all; the {n} largest tests and files")
-    for nodeid, cpu in sorted(_cpu_reports.items(), key=lambda kv: -kv[1])[:n]:
-        write(f"{cpu:8.1f}s  {nodeid}")
-    write("")
-    for path, cpu in sorted(files.items(), key=lambda kv: -kv[1])[:n]:
-        write(f"{cpu:8.1f}s  {path}")
 
 
 @pytest.fixture(autouse=True)
