@@ -65,13 +65,20 @@ def resize_when_ready(job, proc, generation: int, want: int, gpus: str) -> list[
     return ready
 
 
-def test_the_ranks_after_a_resize_are_standby_ranks_with_torch_imported(tmp_path):
+def start_endless(tmp_path):
+    """(job dir, the script's output dir, sidecar) of a torchrun job on 2 GPUs that trains
+    until it is stopped."""
     job, out = tmp_path / "job", tmp_path / "out"
     out.mkdir()
     script = str(SCRIPTS / "torchrun_ddp.py")
     proc = start(
         job, "--gpus", "0,1", "--simulated", "--", script, str(out), "--total", "1000000000"
     )
+    return job, out, proc
+
+
+def test_the_ranks_after_a_resize_are_standby_ranks_with_torch_imported(tmp_path):
+    job, out, proc = start_endless(tmp_path)
     try:
         ready2 = resize_when_ready(job, proc, 1, 2, "1,2")  # 2 -> 2 on other devices
         gen2 = ranks_of(out, 2, after=2)
@@ -124,12 +131,7 @@ def test_a_standby_rank_whose_leader_lets_go_exits_by_itself(standby_env):
 
 
 def test_standby_ranks_die_with_the_sidecar(tmp_path):
-    job, out = tmp_path / "job", tmp_path / "out"
-    out.mkdir()
-    script = str(SCRIPTS / "torchrun_ddp.py")
-    proc = start(
-        job, "--gpus", "0,1", "--simulated", "--", script, str(out), "--total", "1000000000"
-    )
+    job, _, proc = start_endless(tmp_path)
     try:
         wait_for(
             lambda: len(standby_ranks_ready(job, 1)) == 2, timeout=120, proc=proc, what="standbys"
