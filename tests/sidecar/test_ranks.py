@@ -8,17 +8,20 @@ group, nor its leader.
 
 from __future__ import annotations
 
+import datetime as dt
+import errno
 import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 from elastic_gpu_sidecar import protocol as P
-from elastic_gpu_sidecar.trainer.ranks import combined_exit
+from elastic_gpu_sidecar.trainer.ranks import combined_exit, reserve_port
 from needs import module
 from sidecar_helpers import (
     ENV,
@@ -35,6 +38,31 @@ from sidecar_helpers import (
 module("torch", "pip install -e '.[torch]'")
 
 KILLED = -signal.SIGKILL
+
+
+def test_the_rendezvous_port_is_held_for_rank_0_alone():
+    """The leader's port is never free between its pick and rank 0's bind (CI once lost a
+    torchrun test to EADDRINUSE there): an ordinary bind to it fails, rank 0's store listens
+    on it and its peers reach that store."""
+    from torch.distributed import TCPStore
+
+    held = reserve_port()
+    port = held.getsockname()[1]
+    other = socket.socket()
+    with pytest.raises(OSError) as refused:
+        other.bind(("127.0.0.1", port))
+    assert refused.value.errno == errno.EADDRINUSE
+    other.close()
+    timeout = dt.timedelta(seconds=30)
+    for libuv in (True, False):  # both of torch's store servers
+        store = TCPStore(
+            "127.0.0.1", port, 2, True, timeout, use_libuv=libuv, wait_for_workers=False
+        )
+        peer = TCPStore("127.0.0.1", port, 2, False, timeout, use_libuv=libuv)
+        peer.set("rank1", "here")
+        assert store.get("rank1") == b"here"
+        del peer, store
+    held.close()
 
 
 def test_the_first_rank_to_fail_decides():

@@ -84,10 +84,19 @@ def trainer_pid() -> int:
     return int(os.environ[P.ENV_SIDECAR_PID]) if rank() is not None else os.getpid()
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+def reserve_port() -> socket.socket:
+    """A rendezvous port no other process is handed while the returned socket stays open.
+
+    Picking a free port and closing it before rank 0's store binds it is a race: on a busy
+    machine another job's store or an outgoing connection takes the number in between, and
+    rank 0 fails with ``EADDRINUSE``. So the socket stays bound, with ``SO_REUSEADDR`` and not
+    listening, for the group's life: Linux hands a bound port to no other automatic pick (a
+    ``bind`` to port 0, a ``connect``), while rank 0's store (it sets ``SO_REUSEADDR`` too)
+    may still bind and listen on it."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
 
 
 def error_path(job: JobDir):
@@ -177,6 +186,7 @@ class RankGroup:
         self.stop = stop
         self.procs: dict[int, subprocess.Popen] = {}
         self._lock = threading.Lock()
+        self._port = reserve_port()  # held until the group ends (not inherited by the ranks)
 
     def forward_stop(self) -> None:
         """Runs in the stop-signal thread: every rank checkpoints at the same next step (the
@@ -190,7 +200,7 @@ class RankGroup:
 
     def start(self) -> None:
         """One rank per device: a ready standby rank where there is one, else a new one."""
-        port = _free_port()
+        port = self._port.getsockname()[1]
         argv = [sys.executable, "-m", "elastic_gpu_sidecar.trainer"]
         ready = 0
         for r in range(self.world):
@@ -252,6 +262,7 @@ class RankGroup:
         for r, proc in self.procs.items():  # ranks not waited for above (none expected)
             if r not in codes:
                 codes[r], ended[r] = proc.wait(), time.time()
+        self._port.close()
         # in the order the ranks failed: a rank that raised wrote its error before its
         # interpreter's teardown closed the connections its peers then fail on; a killed
         # rank failed when it ended; an error that says a peer went away comes after
