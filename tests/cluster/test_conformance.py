@@ -4,8 +4,10 @@ Random sequences of submits, cancels, sidecar failures (SIGKILL through the back
 Ray, node losses and returns run against a real scheduler on the single-server backend (4
 simulated GPUs) and on the Ray backend (2 nodes x 2 logical GPUs); the policy resizes jobs as
 they come and go. Afterwards every trainer's time on its GPUs is read from the sidecars' own
-logs (a trainer killed with its sidecar ends when the kill was sent): two different
-generations, of one job or two, never overlap on one GPU; every job ends.
+logs; a trainer killed with its sidecar has no end line there, so it ended at the first kill of
+its own job, or loss of its own node, after it started: for a lost node, once the sidecars that
+ran there were gone (they outlive their node for a moment, a trainer may even start in it).
+Two different generations, of one job or two, never overlap on one GPU; every job ends.
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ import time
 from pathlib import Path
 
 import pytest
-from apikit import api
+from apikit import api, until
 
 pytestmark = pytest.mark.slow
 
@@ -37,9 +39,25 @@ def stamp(text: str) -> float:
     return dt.datetime.strptime(text, "%Y-%m-%d %H:%M:%S.%f").timestamp()
 
 
-def occupancy(job_dir: Path, killed: list[float]) -> list[tuple[float, float, int, list[str]]]:
+def node_of(gpu: str) -> str:
+    return gpu.rpartition(":")[0]
+
+
+def pid_runs(pid: int) -> bool:
+    """Whether ``pid`` still runs (a zombie does not: it holds nothing)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rpartition(")")[2].split()[0] != "Z"
+
+
+def occupancy(
+    job_id: str, job_dir: Path, killed: list[tuple[float, str]]
+) -> list[tuple[float, float, int, list[str]]]:
     """(start, end, generation, gpus) of every trainer of a job, from its sidecar's log; a
-    trainer without an end line ended at the first kill after it started."""
+    trainer without an end line ended at the first kill of its job or its node after it
+    started (``killed``: when, and which job or node)."""
     spans: dict[str, list] = {}
     log = job_dir / "sidecar.log"
     for line in log.read_text().splitlines() if log.exists() else ():
@@ -50,7 +68,8 @@ def occupancy(job_dir: Path, killed: list[float]) -> list[tuple[float, float, in
     out = []
     for start, end, generation, gpus in spans.values():
         if end is None:
-            end = min((k for k in killed if k >= start), default=time.time())
+            mine = {job_id, *map(node_of, gpus)}
+            end = min((t for t, who in killed if t >= start and who in mine), default=time.time())
         out.append((start, end, generation, gpus))
     return out
 
@@ -63,7 +82,7 @@ async def test_no_gpu_is_held_by_two_generations(jp_fetch, jp_serverapp, request
     cluster = request.getfixturevalue("ray_cluster") if backend == "ray" else None
     rng = random.Random(f"{backend}-{seed}")
     jobs: list[dict] = []
-    killed: list[float] = []
+    killed: list[tuple[float, str]] = []  # (when, the job or node)
     lost_node = None
     for step in range(12):
         op = rng.choice(["submit", "submit", "submit", "cancel", "fail", "node"])
@@ -88,12 +107,22 @@ async def test_no_gpu_is_held_by_two_generations(jp_fetch, jp_serverapp, request
         elif op == "fail" and running:
             job = rng.choice(running)
             if job.lost < 2 and await service.launcher.signal(job.launch, signal.SIGKILL):
-                killed.append(time.time())
+                killed.append((time.time(), job.id))
         elif op == "node" and cluster is not None:
             if lost_node is None:
                 lost_node = rng.choice(sorted(cluster.nodes))
+                there = [
+                    j.launch["remote_pid"]
+                    for j in service.jobs.values()
+                    if j.state.active and j.launch and j.launch.get("node") == lost_node
+                ]
                 cluster.remove(lost_node)
-                killed.append(time.time())
+
+                async def gone(pids=there):
+                    return not any(map(pid_runs, pids))
+
+                await until(gone, 60, f"the sidecars of lost node {lost_node} gone")
+                killed.append((time.time(), lost_node))
             else:
                 cluster.add(lost_node)
                 lost_node = None
@@ -112,13 +141,18 @@ async def test_no_gpu_is_held_by_two_generations(jp_fetch, jp_serverapp, request
         await asyncio.sleep(0.5)
     assert "failed" not in states, states
 
-    spans = []
+    spans, logs = [], {}
     for job in jobs:
         job_dir = Path((await api(jp_fetch, f"jobs/{job['id']}"))["job_dir"])
-        spans += [(job["id"], *s) for s in occupancy(job_dir, killed)]
+        spans += [(job["id"], *s) for s in occupancy(job["id"], job_dir, killed)]
+        log = job_dir / "sidecar.log"
+        logs[job["id"]] = log.read_text() if log.exists() else ""
     assert spans, "no trainer ran"
     for a, b in itertools.combinations(spans, 2):
         shared = set(a[4]) & set(b[4])
         if shared and (a[0], a[3]) != (b[0], b[3]):
             overlap = min(a[2], b[2]) - max(a[1], b[1])
-            assert overlap <= 0, f"GPUs {shared} held by {a[:4]} and {b[:4]} at once"
+            said = "".join(f"\n{j}:\n{logs[j]}" for j in dict.fromkeys((a[0], b[0])))
+            assert overlap <= 0, (
+                f"GPUs {shared} held by {a[:4]} and {b[:4]} at once; kills {killed}; {said}"
+            )
