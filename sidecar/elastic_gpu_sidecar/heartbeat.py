@@ -3,7 +3,9 @@
 Every ``interval`` seconds the sidecar POSTs its state to the scheduler URL with the job's
 secret as a bearer token; the answer is the grant the scheduler wants. A lost answer changes
 nothing and an unreachable scheduler means "keep running on the current grant": the next
-heartbeat converges again. Progress records are sent until a heartbeat carrying them is
+heartbeat converges again. A refusal of credentials the scheduler had accepted is different:
+the job's claim was voided (``EXIT_VOIDED``), and the sidecar is told (``on_voided``) once it
+persists. Progress records are sent until a heartbeat carrying them is
 acknowledged (2xx): the newest as ``progress``, those before it as ``backlog`` (at most
 ``MAX_PROGRESS_BACKLOG``), so what the trainer wrote while the scheduler was down or failing
 reaches its database once it answers again. Standard library only.
@@ -27,6 +29,7 @@ from .protocol import (
     FINAL_HEARTBEAT_LINGER_S,
     MAX_HEARTBEAT_BYTES,
     MAX_PROGRESS_BACKLOG,
+    VOIDED_AFTER_REFUSALS,
     Grant,
 )
 
@@ -46,6 +49,7 @@ class HeartbeatClient:
         log: Callable[[str], None],
         timeout: float = 5.0,
         progress: Path | None = None,
+        on_voided: Callable[[int], None] | None = None,
     ):
         self.url = url
         self.job_id = job_id
@@ -58,7 +62,10 @@ class HeartbeatClient:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._problem: str | None = None  # the failure last logged, so each is logged once
+        self.on_voided = on_voided
         self.sent = 0
+        self._refused = 0  # refusals in a row since the last accepted beat
+        self.voided = False
         self.settled = False  # the last beat got an answer that sending again cannot change
         # progress.jsonl from here on, and its records not acknowledged yet (the oldest are
         # dropped past the bound); used by the heartbeat thread only (the final beat comes
@@ -130,7 +137,13 @@ class HeartbeatClient:
                 payload = resp.read()
         except urllib.error.HTTPError as e:
             self.settled = e.code < 500  # a refusal stays one; a server error may pass
-            if e.code in (401, 403):
+            if e.code in (401, 403) and self.sent:  # accepted before: revoked since
+                self._refused += 1
+                if self._refused >= VOIDED_AFTER_REFUSALS and not self.voided:
+                    self.voided = True
+                    if self.on_voided is not None:
+                        self.on_voided(e.code)
+            elif e.code in (401, 403):
                 self._report(
                     f"http{e.code}",
                     f"scheduler rejected this job's credentials (HTTP {e.code}): check "
@@ -148,6 +161,7 @@ class HeartbeatClient:
             )
             return None
         self.sent += 1
+        self._refused = 0
         self.settled = True
         for _ in range(carried):  # stored: not sent again
             self._pending.popleft()

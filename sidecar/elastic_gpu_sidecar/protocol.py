@@ -155,6 +155,8 @@ MAX_HEARTBEAT_BYTES = 512 * 1024
 #: How long an ended sidecar keeps sending its last heartbeat while the scheduler does not
 #: answer (a server being restarted): its end and the progress written meanwhile reach it.
 FINAL_HEARTBEAT_LINGER_S = 60.0
+#: Refusals in a row (after acceptance) that void a sidecar's claim: one odd answer does not.
+VOIDED_AFTER_REFUSALS = 2
 
 # --- trainer exit codes (the trainer process, seen by the sidecar) -------------------------
 TRAINER_DONE = 0
@@ -168,6 +170,10 @@ EXIT_FAILED = 1
 EXIT_USAGE = 2
 EXIT_SUSPENDED = 3
 EXIT_CANCELLED = 4
+#: The scheduler refused the credentials it had accepted: the job's claim was voided (it was
+#: started again elsewhere after this sidecar was given up on, or missed a release deadline).
+#: The trainer is killed and nothing is written to the job dir, which its new sidecar may use.
+EXIT_VOIDED = 5
 
 # --- environment handed to the sidecar (by a launcher) and to the trainer (by the sidecar) ---
 ENV_SECRET = "ELASTIC_GPU_JOB_SECRET"  # per-job secret for the scheduler, never on argv

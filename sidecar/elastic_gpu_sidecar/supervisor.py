@@ -66,6 +66,7 @@ class Sidecar:
         self._lock = threading.RLock()
         self._bad_grant: str | None = None
         self._signals = {"nudge": False, "cancel": 0}
+        self._voided: int | None = None  # the HTTP code that voided the claim (heartbeat thread)
         self._wake_r, self._wake_w = os.pipe()
         self.spawner = TrainerSpawner(
             self.job, opts.command, simulated=opts.simulated, python=opts.python, log=self.log
@@ -168,6 +169,7 @@ class Sidecar:
                 on_grant=self.on_scheduler_grant,
                 log=self.log,
                 progress=self.job / P.PROGRESS,
+                on_voided=self._on_voided,
             )
 
     def _describe_command(self) -> str:
@@ -181,6 +183,10 @@ class Sidecar:
             self._signals["cancel"] += 1
         elif signum == signal.SIGUSR1:
             self._signals["nudge"] = True
+
+    def _on_voided(self, code: int) -> None:
+        self._voided = code
+        self.wake()
 
     def wake(self) -> None:
         with contextlib.suppress(OSError):
@@ -214,6 +220,9 @@ class Sidecar:
             self._start_trainer(self.desired, "start")
             while self.exit_code is None:
                 self._wait(0.2)
+                if self._voided is not None:
+                    self._void(self._voided)
+                    break
                 self._handle_signals()
                 self._read_progress()
                 self._check_trainer()
@@ -447,6 +456,21 @@ class Sidecar:
         ):
             self._start_trainer(self.running, "restart")
 
+    def _void(self, code: int) -> None:
+        """The claim is void: the trainer is killed at once (a checkpoint now could overwrite
+        the one a new sidecar of the job resumed from) and neither status nor result is
+        written (the job dir may be the new sidecar's)."""
+        self.log(
+            f"the scheduler refuses this job's credentials, which it had accepted (HTTP {code}): "
+            "its claim on the GPUs is void (the job was started again after this sidecar was "
+            "given up on, or it missed a release deadline); killing the trainer"
+        )
+        if self.proc is not None:
+            kill_group(self.proc)
+            self.proc.wait()
+            self.proc = None
+        self.exit_code = P.EXIT_VOIDED
+
     def _finish(self, state: P.SidecarState) -> None:
         self.exit_code = FINAL_EXIT[state]
         self.restart_at = None
@@ -481,7 +505,8 @@ class Sidecar:
             signal.set_wakeup_fd(-1)
         if self.heartbeat is not None:
             self.heartbeat.stop()
-            self.heartbeat.final_beat(self.opts.final_linger)  # the end, once it is answered
+            if not self.heartbeat.voided:
+                self.heartbeat.final_beat(self.opts.final_linger)  # the end, once answered
         with contextlib.suppress(OSError, AttributeError):
             os.unlink(self.job / P.PIDFILE)
             self._pidfile.close()

@@ -4,8 +4,9 @@ The attacks, on a real Jupyter server with the embedded scheduler and real sidec
 (here: the real one, frozen with SIGSTOP, as a trainer hung in a checkpoint is) whose secret a
 hostile process reads from its environment and uses to keep reporting its first grant; a
 cancel of a job whose sidecar never answers; and the same on a shared scheduler, whose user's
-own server must end the processes (the scheduler starts none). Before the deadlines, the job
-waiting for the GPUs stayed ``starting`` and the cancelled job ``stopping``, for good.
+own server must end the processes (the scheduler starts none), or, with that server gone, the
+sidecar itself once its secret is refused. Before the deadlines, the job waiting for the GPUs
+stayed ``starting`` and the cancelled job ``stopping``, for good.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import contextlib
 import getpass
 import os
 import signal
+from pathlib import Path
 
 import pytest
 from servers import (
@@ -24,6 +26,7 @@ from servers import (
     get_json,
     is_running,
     process_tree,
+    sidecar_of,
     wait_for,
 )
 
@@ -186,6 +189,32 @@ def test_the_owners_server_ends_what_the_shared_scheduler_voided(daemon, user_se
         for p in frozen:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(p, signal.SIGKILL)
+
+
+def test_a_voided_sidecar_whose_server_is_gone_ends_itself(daemon, user_server):
+    """Nobody is left to end the processes of a voided claim (the owner's server that started
+    them is gone: sidecars outlive it on purpose): the sidecar ends its trainer itself once
+    the scheduler refuses the secret it had accepted, and writes nothing more to the job dir."""
+    d, tokens = daemon
+    server = user_server("alice")
+    api, token = server.api_url, server.token
+    _, a = call("POST", api + "jobs", token, synthetic("orphan", 2, 2, 1e9))
+    running = wait_for(
+        lambda: (j := job(api, token, a["id"]))["state"] == "running" and j, WAIT_S, what="running"
+    )
+    job_dir = Path(running["job_dir"])
+    pid = sidecar_of(a["id"])[0]  # (it is running: its sidecar has answered)
+    tree = wait_for(lambda: t if len(t := process_tree(pid)) > 1 else None, 30, what="trainer")
+    server.stop()
+    status = (job_dir / "status.json").read_bytes()
+    assert all(is_running(p) for p in tree), "the job did not outlive its server"
+    code, answer = call("POST", f"{d.api_url}jobs/{a['id']}/cancel", tokens["ops"], {"force": True})
+    assert (code, answer["state"]) == (202, "cancelled")
+    wait_for(lambda: not any(is_running(p) for p in tree), WAIT_S, what="the sidecar to end itself")
+    log = (job_dir / "sidecar.log").read_text()
+    assert "its claim on the GPUs is void" in log and "killing the trainer" in log
+    assert (job_dir / "status.json").read_bytes() == status
+    assert not (job_dir / "result.json").exists()
 
 
 def test_kill_tree_ends_a_stopped_tree_and_its_groups(tmp_path):

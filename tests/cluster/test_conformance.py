@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 from apikit import api, until
+from servers import is_running
 
 pytestmark = pytest.mark.slow
 
@@ -41,15 +42,6 @@ def stamp(text: str) -> float:
 
 def node_of(gpu: str) -> str:
     return gpu.rpartition(":")[0]
-
-
-def pid_runs(pid: int) -> bool:
-    """Whether ``pid`` still runs (a zombie does not: it holds nothing)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rpartition(")")[2].split()[0] != "Z"
 
 
 def occupancy(
@@ -119,7 +111,7 @@ async def test_no_gpu_is_held_by_two_generations(jp_fetch, jp_serverapp, request
                 cluster.remove(lost_node)
 
                 async def gone(pids=there):
-                    return not any(map(pid_runs, pids))
+                    return not any(map(is_running, pids))
 
                 await until(gone, 60, f"the sidecars of lost node {lost_node} gone")
                 killed.append((time.time(), lost_node))
