@@ -17,7 +17,7 @@ from pathlib import Path
 
 from . import protocol as P
 from .jobdir import JobDir
-from .procs import describe_exit, kill_group, spawn
+from .procs import describe_exit, end_group, spawn
 
 PACKAGE_PARENT = str(Path(__file__).resolve().parent.parent)
 
@@ -106,8 +106,7 @@ class TrainerSpawner:
             sb.stdin.write((json.dumps({"env": self.grant_env(grant)}) + "\n").encode())
             sb.stdin.close()
         except OSError:
-            kill_group(sb)
-            sb.wait()  # not left defunct for the rest of the job
+            end_group(sb)  # not left defunct for the rest of the job
             return None
         return sb
 
@@ -132,5 +131,4 @@ class TrainerSpawner:
     def stop_standby(self) -> None:
         sb, self.standby = self.standby, None
         if sb is not None and sb.poll() is None:
-            kill_group(sb)
-            sb.wait()
+            end_group(sb)

@@ -21,7 +21,7 @@ from .heartbeat import HeartbeatClient
 from .jobdir import JobDir, ProgressTail, atomic_write_json, read_live
 from .measurements import Measurements
 from .options import Options
-from .procs import describe_exit, kill_group, reap_group
+from .procs import GROUP_GONE_S, describe_exit, end_group, kill_group, reap_group
 from .report import result_document, trainer_error
 from .spawner import TrainerSpawner
 
@@ -260,8 +260,7 @@ class Sidecar:
             if (self.stopping is not None and self.stopping.kind == "cancel") or n > 1:
                 self.log("second cancel signal: killing the trainer now")
                 if self.proc is not None:
-                    kill_group(self.proc)
-                    self.proc.wait()
+                    self._end_trainer()
                 self._finish(S.CANCELLED)
                 return
             self.log("cancel requested by signal: checkpointing and stopping")
@@ -402,7 +401,8 @@ class Sidecar:
                 kill_group(self.proc)
             return
         proc, self.proc = self.proc, None
-        reap_group(proc)
+        if left := reap_group(proc):
+            self._say_left(left)
         live = read_live(self.job / P.LIVE)
         self.reached = live[1] if live and live[0] == self.running.generation else None
         stop, self.stopping = self.stopping, None
@@ -466,8 +466,7 @@ class Sidecar:
             "given up on, or it missed a release deadline); killing the trainer"
         )
         if self.proc is not None:
-            kill_group(self.proc)
-            self.proc.wait()
+            self._end_trainer()
             self.proc = None
         self.exit_code = P.EXIT_VOIDED
 
@@ -493,11 +492,20 @@ class Sidecar:
             )
             atomic_write_json(self.job / P.RESULT, result)
 
+    def _end_trainer(self) -> None:
+        """Kill the trainer's group now and wait for all of it to be gone."""
+        if left := end_group(self.proc):
+            self._say_left(left)
+
+    def _say_left(self, left: list[int]) -> None:
+        self.log(
+            f"processes {', '.join(map(str, left))} of the trainer's group were killed but are "
+            f"still there after {GROUP_GONE_S:g} s (uninterruptible: a driver call?)"
+        )
+
     def _cleanup(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
-            kill_group(self.proc)
-            with contextlib.suppress(subprocess.TimeoutExpired):
-                self.proc.wait(5)
+            self._end_trainer()
         self.proc = None
         with contextlib.suppress(AttributeError):
             self.spawner.stop_standby()

@@ -324,3 +324,28 @@ def test_a_saved_model_is_whole_or_the_previous_one(tmp_path):
         save_atomically(tmp_path / "model", fails)
     assert sorted(p.name for p in (tmp_path / "model").iterdir()) == ["config.json"]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["model", "model.weights.h5"]
+
+
+def test_a_killed_group_is_gone_when_end_group_returns():
+    """The sidecar goes on (a restart on the same GPUs, its own exit) only once every process
+    of the trainer's group is gone: a SIGKILLed process with memory to give back is still
+    there for a while after the kill, holding it."""
+    from elastic_gpu_sidecar.procs import end_group, group_members
+
+    member = "import time; b = bytearray(256 << 20); b[::4096] = b'x' * (len(b) // 4096); "
+    member += "print(flush=True); time.sleep(600)"
+    leader = (
+        "import subprocess, sys, time\n"
+        f"ps = [subprocess.Popen([sys.executable, '-c', {member!r}], stdout=subprocess.PIPE)"
+        " for _ in range(3)]\n"
+        "for p in ps: p.stdout.readline()\n"
+        "print(' '.join(str(p.pid) for p in ps), flush=True)\n"
+        "time.sleep(600)\n"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", leader], stdout=subprocess.PIPE, start_new_session=True
+    )
+    members = [int(p) for p in proc.stdout.readline().split()]
+    assert set(group_members(proc.pid)) == {proc.pid, *members}
+    assert end_group(proc) == []
+    assert group_members(proc.pid) == []
