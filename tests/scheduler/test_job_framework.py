@@ -89,6 +89,7 @@ async def test_a_lightning_script_is_an_elastic_lightning_job(tmp_path):
         argv = launcher.argv[job.id]
         assert argv[argv.index("--framework") + 1] == "lightning"
         assert argv.index("--framework") < argv.index("--")  # the sidecar's, not the script's
+        assert "--no-standby" not in argv  # a spare interpreter shortens its resizes
 
 
 async def test_a_torch_loop_without_its_own_checkpoint_keeps_its_requested_count(tmp_path):
@@ -106,6 +107,7 @@ async def test_a_torch_loop_without_its_own_checkpoint_keeps_its_requested_count
         assert len(job.desired.gpus) == 2
         argv = launcher.argv[job.id]
         assert argv[argv.index("--framework") + 1] == "torchrun"
+        assert "--no-standby" in argv  # never resized: a spare interpreter would only cost
         events = await svc.store.events(job.id)
         assert "not elastic" in events[0]["message"]
 

@@ -72,6 +72,9 @@ class BaseLauncher(LoggingConfigurable):
 
 
 def sidecar_command(request: LaunchRequest, python: str, standby: bool = True) -> list[str]:
+    """The sidecar's command line. A job of one size (``min_gpus`` = ``max_gpus``) gets no
+    standby interpreter: no policy resizes it, and a suspension ends its sidecar, so the
+    interpreter's memory and import would only ever be spent."""
     spec = request.spec
     cmd = [
         python,
@@ -98,7 +101,7 @@ def sidecar_command(request: LaunchRequest, python: str, standby: bool = True) -
     ]
     if request.simulated:
         cmd.append("--simulated")
-    if not standby:
+    if not standby or spec.min_gpus == spec.max_gpus:
         cmd.append("--no-standby")
     if spec.kind == P.JobKind.SYNTHETIC:
         syn = spec.synthetic
@@ -224,9 +227,9 @@ class ProcessLauncher(BaseLauncher):
     standby = Bool(
         True,
         config=True,
-        help="Each sidecar keeps a spare interpreter with TensorFlow imported, which shortens "
-        "a resize by the import (about 0.6 GB of memory per running job; turn off where "
-        "memory is short).",
+        help="Each sidecar of a job that can be resized (min_gpus < max_gpus) keeps a spare "
+        "interpreter with its framework imported, which shortens a resize by the import "
+        "(about 0.6 GB of memory per running job; turn off where memory is short).",
     )
 
 
