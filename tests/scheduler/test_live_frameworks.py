@@ -20,8 +20,6 @@ module("lightning", "pip install -e '.[torch]'")
 
 pytestmark = pytest.mark.slow
 
-#: Batches of one epoch of either script (4096 samples, a global batch of 32, on any grant).
-BATCHES = 4096 // 32
 #: Epochs either script is declared to train; the test stops each well before.
 EPOCHS = 1000
 
@@ -155,10 +153,10 @@ async def test_a_keras_job_and_a_lightning_job_share_the_gpus_and_are_both_resiz
     # every step of both trained once: the steps each trainer reported only ever grow, to the
     # end of the epoch in which it was told to stop
     for job in (keras_done, done):
-        steps = [r["global_step"] for r in records(job)]
-        assert steps == sorted(steps) and steps[-1] % BATCHES == 0 < steps[-1], (
-            job["name"],
-            steps[-5:],
-        )
+        recs = records(job)
+        steps = [r["global_step"] for r in recs]
+        assert steps == sorted(steps), (job["name"], steps)
+        last = recs[-1]  # (not a multiple of 128: on 3 GPUs a batch of 32 makes other epochs)
+        assert last.get("epoch_end") and last["step_in_epoch"] == last["steps_per_epoch"], last
         events = (await api(jp_fetch, f"jobs/{job['id']}/events"))["events"]
         assert any(e["kind"] == "resize" for e in events), job["name"]
