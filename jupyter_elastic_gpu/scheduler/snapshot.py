@@ -106,16 +106,22 @@ def build(
     widest = max(per_node.values(), default=0)  # a job runs on one node: no wider than one
     known = {g.id for g in gpus}
     usable = {g.id for g in gpus if g.healthy}
+    records = [j for j in jobs if not j.final and not (j.held and j.state == JobState.QUEUED)]
+    promised = {
+        g
+        for j in records
+        if j.state.active and j.state != JobState.STOPPING
+        for g in j.desired.gpus
+    }
     jobs = tuple(
         _within(
             _holding(
                 core_job(j, default_resize_cost_s),
-                usable if j.state == JobState.STOPPING else known,
+                usable - promised if j.state == JobState.STOPPING else known,
             ),
             widest,
         )
-        for j in jobs
-        if not j.final and not (j.held and j.state == JobState.QUEUED)
+        for j in records
     )
     return Snapshot(gpus, jobs, user_gpu_cap)
 
@@ -127,7 +133,10 @@ def _holding(job: Job, counted: Collection[str]) -> Job:
     mid-change on a lost node (a job asked to stop, say) would otherwise be kept at its size
     on the GPUs that remain, and push the job running there off them until its silent sidecar
     is declared lost. A stopping job is never moved, so it counts only the usable GPUs it
-    holds: a busy or drained one under it is out of everyone's reach anyway."""
+    holds: a busy or drained one under it is out of everyone's reach anyway; nor those
+    already promised to another job (one starting or growing there waits for them): counted
+    for both, the policy saw more GPUs held than there are and moved jobs to make up for it
+    (a running job suspended, the job the GPUs were freed for placed elsewhere)."""
     if all(g in counted for g in job.gpus):
         return job
     return dataclasses.replace(job, gpus=tuple(g for g in job.gpus if g in counted))

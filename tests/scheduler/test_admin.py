@@ -133,6 +133,49 @@ def test_a_grant_on_a_lost_node_does_not_push_a_job_off_the_gpus_left():
         assert decision.allocations["j-new"] == ("1", "2"), name
 
 
+def test_gpus_a_stopping_job_leaves_to_a_starting_one_are_held_once():
+    """Two 1-GPU jobs were suspended for a 2-GPU one, which starts on their GPUs once they
+    are given back: one has given its GPU back, the other still checkpoints. The GPU it
+    still runs on is the starting job's already (its launch waits for it); counted for both,
+    the policy saw 5 GPUs held of 4 and placed the starting one elsewhere, across nodes, on
+    GPUs of a running job (the conformance test caught the two suspended jobs resuming where
+    they were, for nothing)."""
+    gpus = [SimpleNamespace(id=f"{n}:{i}", node=n) for n in ("b", "c") for i in (0, 1)]
+
+    def job(job_id: str, lo: int, state: JobState, desired: list[str]) -> JobRecord:
+        r = JobRecord(
+            id=job_id,
+            user="ann",
+            name=job_id,
+            spec=SubmitRequest.model_validate(synthetic(job_id, lo, lo)),
+            job_dir="/x",
+        )
+        r.state, r.desired, r.started_at = state, Grant(1, desired, GrantAction.RUN), 1.0
+        return r
+
+    running = job("j-run", 2, JobState.RUNNING, ["b:0", "b:1"])
+    stopping = job("j-stop", 1, JobState.STOPPING, [])
+    stopping.desired = Grant(2, [], GrantAction.STOP)
+    stopping.reported = stopping.reported.model_copy(update={"gpus": ["c:1"]})
+    suspended = job("j-gone", 1, JobState.QUEUED, [])
+    starting = job("j-start", 2, JobState.STARTING, ["c:0", "c:1"])
+    starting.started_at = None
+    snap = snapshot.build([running, stopping, suspended, starting], gpus, {}, 1.0)
+    held = {j.id: j.gpus for j in snap.jobs}
+    assert held == {
+        "j-run": ("b:0", "b:1"),
+        "j-stop": (),
+        "j-gone": (),
+        "j-start": ("c:0", "c:1"),
+    }
+    for name in ("adaptive", "static", "optimus", "tiresias"):
+        allocations = decide(make_policy(name), snap, 100.0).allocations
+        assert allocations["j-start"] == ("c:0", "c:1"), (name, allocations)
+        assert allocations["j-stop"] == (), (name, allocations)
+        given = [g for gpus in allocations.values() for g in gpus]
+        assert len(given) == len(set(given)) <= 4, (name, allocations)
+
+
 # -- against real servers ------------------------------------------------------------------------
 
 
