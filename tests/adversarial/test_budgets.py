@@ -176,10 +176,21 @@ def test_one_users_open_jobs_and_stored_bytes_are_bounded(capped_daemon):
         )
         return answer.status, answer.json()
 
+    def decided(job_id: str) -> None:
+        """Wait for the scheduler's first decision on a new job, which rewrites its row (its
+        reason): the database is compared only once nothing else is under way."""
+        auth = {"Authorization": f"token {tokens['alice']}"}
+        wait_for(
+            lambda: client.send("GET", f"jobs/{job_id}", None, auth).json()["reason_kind"] != "new",
+            30,
+            what=f"the first decision on {job_id}",
+        )
+
     script = {"name": "big-script", "script": "#" + "x" * 900_000}  # 900 kB
     for _ in range(2):
         code, doc = submit("alice", script)
         assert code == 201, doc
+        decided(doc["id"])
     before = database_fingerprint(db)
     code, doc = submit("alice", script)  # 2.7 MB in all
     assert code == 507, doc
@@ -190,6 +201,7 @@ def test_one_users_open_jobs_and_stored_bytes_are_bounded(capped_daemon):
     assert database_fingerprint(db) == before
     code, doc = submit("alice", synthetic("third"))
     assert code == 201, doc
+    decided(doc["id"])
     before = database_fingerprint(db)
     code, doc = submit("alice", synthetic("fourth"))
     assert code == 429, doc
