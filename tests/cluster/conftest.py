@@ -1,6 +1,8 @@
 """A real local Ray cluster (``ray.cluster_utils.Cluster``): a head without GPUs and two GPU
 nodes of 2 logical GPUs each, on 127.0.0.2 and 127.0.0.3; one per module (it takes seconds to
-start), put back to those two nodes before each test."""
+start), put back to those two nodes before each test. No node offers CPUs: every actor of
+the backend asks for none, and a node with CPUs would start idle workers for them (Python
+interpreters importing Ray, a CPU-second or more each, on every node a test adds)."""
 
 from __future__ import annotations
 
@@ -49,7 +51,7 @@ class LocalCluster:
         self.cluster = started(
             lambda: Cluster(
                 initialize_head=True,
-                head_node_args={"num_cpus": 2, "num_gpus": 0, "include_dashboard": False},
+                head_node_args={"num_cpus": 0, "num_gpus": 0, "include_dashboard": False},
             )
         )
         self.nodes: dict[str, object] = {}
@@ -57,7 +59,7 @@ class LocalCluster:
 
     def add(self, name: str, gpus: int = 2) -> None:
         self.nodes[name] = started(
-            lambda: self.cluster.add_node(num_cpus=1, num_gpus=gpus, node_ip_address=name)
+            lambda: self.cluster.add_node(num_cpus=0, num_gpus=gpus, node_ip_address=name)
         )
         self.cluster.wait_for_nodes()
 
