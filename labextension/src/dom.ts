@@ -34,7 +34,7 @@ export function append(parent: Node, children: Child[]): void {
 }
 
 /** Make `parent`'s children exactly `nodes`, in order, moving only what is out of place. */
-export function reorder(parent: HTMLElement, nodes: readonly HTMLElement[]): void {
+export function reorder(parent: Node, nodes: readonly Node[]): void {
   let cursor = parent.firstChild;
   for (const node of nodes) {
     if (node === cursor) {

@@ -4,7 +4,7 @@
  * another user's job: owner, size, state, place), and redraws only when its inputs changed.
  */
 import { lossChart } from './chart';
-import { append, Child, h } from './dom';
+import { Child, h, reorder } from './dom';
 import { clock, duration, epochText, gpuList, gpuRange, percent, plural, relative } from './format';
 import { reasonAfterState } from './reasons';
 import { IJob, IJobRef, IGrantChange, IProgressRecord, IWhoami, isFinal } from './types';
@@ -70,8 +70,17 @@ export class JobCard {
     this.node.dataset.jobKind = job.kind ?? 'script';
     // A rebuild must not close the grant changes a person opened to read.
     const opened = this.node.querySelector<HTMLDetailsElement>('details.jp-ElasticGpu-resizes');
-    this.node.replaceChildren();
-    append(this.node, this._render(job, ctx, opened?.open ?? false));
+    const nodes = this._render(job, ctx, opened?.open ?? false)
+      .filter((c): c is Node | string => c !== null && c !== undefined && c !== false)
+      .map(c => (typeof c === 'string' ? document.createTextNode(c) : c));
+    // The buttons stay where they are (never detached): the rest is replaced around them.
+    const kept = new Set<Node>(nodes);
+    for (const child of Array.from(this.node.childNodes)) {
+      if (!kept.has(child)) {
+        child.remove();
+      }
+    }
+    reorder(this.node, nodes);
   }
 
   dispose(): void {
@@ -120,33 +129,38 @@ export class JobCard {
   }
 
   private _actions(job: IJob, ctx: ICardContext, mayAct: boolean): Child {
-    const box = h('div', { class: 'jp-ElasticGpu-actions' });
-    const button = (action: JobAction, label: string, title: string): HTMLElement =>
-      h(
-        'button',
-        {
-          class: 'jp-ElasticGpu-button',
-          'data-action': action,
-          title,
-          disabled: this._pending.has(action)
-        },
-        label
-      );
+    const wanted: HTMLButtonElement[] = [];
+    // The same element for an action across redraws (progress redraws the card every few
+    // seconds): a press and a release on two different buttons make no click, and a person's
+    // Cancel would be lost.
+    const button = (action: JobAction, label: string, title: string): HTMLButtonElement => {
+      let b = this._buttons.get(action);
+      if (!b) {
+        b = h('button', { class: 'jp-ElasticGpu-button', 'data-action': action });
+        this._buttons.set(action, b);
+      }
+      if (b.textContent !== label) {
+        b.textContent = label;
+      }
+      b.title = title;
+      b.disabled = this._pending.has(action);
+      return b;
+    };
     // A lease launches nothing: it has no log to show.
     if (mayAct && !isLease(job)) {
-      box.appendChild(button('logs', 'Log', 'Open the live log of this job'));
+      wanted.push(button('logs', 'Log', 'Open the live log of this job'));
     }
     if (ctx.canOpenNotebook && job.notebook) {
-      box.appendChild(
+      wanted.push(
         button('open-notebook', 'Notebook', `Open ${job.notebook}, which submitted this job`)
       );
     }
     if (mayAct && !isFinal(job.state) && isLease(job)) {
-      box.appendChild(
+      wanted.push(
         button('cancel', 'Release', 'Give these GPUs back: the kernel restarts without them')
       );
     } else if (mayAct && !isFinal(job.state)) {
-      box.appendChild(
+      wanted.push(
         job.held
           ? button(
               'resume',
@@ -159,11 +173,20 @@ export class JobCard {
               'Checkpoint and stop this job, and hold it (no GPUs) until you resume it'
             )
       );
-      box.appendChild(
+      wanted.push(
         button('cancel', 'Cancel', 'Checkpoint and stop this job (it cannot be resumed)')
       );
     }
-    return box.childElementCount ? box : null;
+    for (const [action, b] of this._buttons) {
+      if (!wanted.includes(b)) {
+        this._buttons.delete(action);
+      }
+    }
+    if (!wanted.length) {
+      return null;
+    }
+    reorder(this._actionBox, wanted);
+    return this._actionBox;
   }
 
   private _chart(ctx: ICardContext): Child {
@@ -197,6 +220,8 @@ export class JobCard {
     }
   }
 
+  private readonly _actionBox = h('div', { class: 'jp-ElasticGpu-actions' });
+  private readonly _buttons = new Map<JobAction, HTMLButtonElement>();
   private _job: IJob | null = null;
   private _key = '';
   private _pending = new Set<JobAction>();

@@ -249,6 +249,22 @@ describe('the admin page draws', () => {
     expect(document.activeElement).toBe(again);
   });
 
+  it('a redraw waits while a button is pressed, so the click is not lost', async () => {
+    setUp();
+    const { asked, steer } = recorder();
+    const table = document.getElementById('jobs') as HTMLTableElement;
+    fill(table, [jobRow(JOBS[1], steer)], 8, 'no jobs');
+    const cancel = button(table, 'cancel');
+    cancel.dispatchEvent(new Event('pointerdown', { bubbles: true }));
+    fill(table, [jobRow(JOBS[1], steer), jobRow(JOBS[2], steer)], 8, 'no jobs');
+    expect(button(table, 'cancel')).toBe(cancel); // not drawn again under the pointer
+    cancel.dispatchEvent(new Event('pointerup', { bubbles: true }));
+    cancel.click();
+    expect(asked).toContain('cancel j-run');
+    await new Promise(resolve => setTimeout(resolve, 0));
+    expect(table.tBodies[0].rows.length).toBe(2); // the redraw held back, after the click
+  });
+
   it('rows whose buttons and fields ask the steering', () => {
     const { asked, steer } = recorder();
     const gpu = gpuRow(GPUS[0], steer);

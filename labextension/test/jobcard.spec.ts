@@ -73,6 +73,26 @@ describe('the actions of an open job', () => {
     );
   });
 
+  it('stay in place while the card redraws around them, so no click is lost', () => {
+    // A press on a button and its release on a copy drawn in between make no click at all:
+    // the card redraws whenever progress arrives, every few seconds.
+    const onAction = jest.fn();
+    const card = new JobCard({ detail: 'full', onAction });
+    const job = JOB('j-1', { state: 'running' }) as any;
+    card.update(job, { ...ctx, progress: records(2) });
+    const cancel = card.node.querySelector<HTMLButtonElement>('[data-action="cancel"]')!;
+    const watch = new MutationObserver(() => undefined);
+    watch.observe(card.node, { childList: true, subtree: true });
+    card.update({ ...job }, { ...ctx, progress: records(3) });
+    const removed = watch.takeRecords().flatMap(m => Array.from(m.removedNodes));
+    expect(removed.length).toBeGreaterThan(0); // the rest was redrawn
+    expect(removed.some(n => n.contains(cancel))).toBe(false);
+    expect(card.node.querySelector('[data-action="cancel"]')).toBe(cancel);
+    expect(actions(card)).toEqual(['logs', 'suspend', 'cancel']);
+    cancel.click();
+    expect(onAction).toHaveBeenCalledWith('cancel', expect.objectContaining({ id: 'j-1' }));
+  });
+
   it('mark an interactive lease and offer Release, never Suspend nor a log', () => {
     const card = new JobCard({ detail: 'compact', onAction: jest.fn() });
     const lease = {

@@ -186,9 +186,38 @@ export function sharesNote(doc: IShares): string {
   return `${plural(doc.gpus, 'usable GPU')}; usage decays with a half-life of ${duration(doc.half_life_s)}.`;
 }
 
+/** Tables with one of their buttons pressed now, and the redraw that waits for its release. */
+const pressed = new Map<HTMLTableElement, (() => void) | null>();
+
+/**
+ * Hold `table`'s redraws while one of its buttons is pressed: a press on a button and its
+ * release on the copy drawn in between make no click, and redraws come every few seconds.
+ */
+function holdWhilePressed(table: HTMLTableElement): void {
+  if (table.dataset.holdsPresses !== undefined) {
+    return;
+  }
+  table.dataset.holdsPresses = '';
+  table.addEventListener('pointerdown', e => {
+    if ((e.target as Element).closest?.('button')) {
+      pressed.set(table, null);
+    }
+  });
+  const release = (): void => {
+    const redraw = pressed.get(table);
+    pressed.delete(table);
+    if (redraw) {
+      setTimeout(redraw, 0); // after the click this release makes
+    }
+  };
+  table.ownerDocument.addEventListener('pointerup', release);
+  table.ownerDocument.addEventListener('pointercancel', release);
+}
+
 /**
  * Make a table's rows `rows` (or one that says `empty`), keeping what is being typed into a
- * field of it: a redraw comes at every change of the scheduler's state.
+ * field of it: a redraw comes at every change of the scheduler's state. While one of its
+ * buttons is pressed, the redraw waits for the release.
  */
 export function fill(
   table: HTMLTableElement,
@@ -196,6 +225,11 @@ export function fill(
   columns: number,
   empty: string
 ): void {
+  holdWhilePressed(table);
+  if (pressed.has(table)) {
+    pressed.set(table, () => fill(table, rows, columns, empty));
+    return;
+  }
   const body = table.tBodies[0];
   const focused = table.ownerDocument.activeElement as HTMLInputElement | null;
   const key = focused && body.contains(focused) ? focused.dataset.key : undefined;
