@@ -7,8 +7,10 @@ DEMO := out/demo
 TF := $(shell command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1 \
 	&& echo cuda || echo cpu)
 PORT ?= 8888
-# pytest-xdist workers for `make test` (files that must not overlap share one: tests/conftest.py)
-TEST_WORKERS ?= 2
+# pytest-xdist workers for `make test` (files that must not overlap share one: tests/conftest.py).
+# Three on a 2-core machine: much of the suite waits on servers, trainers and browsers, and two
+# workers left the cores idle more than a quarter of the time (docs/architecture.md).
+TEST_WORKERS ?= 3
 
 .PHONY: start test test-fast simulate lint node generate
 

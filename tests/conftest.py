@@ -28,13 +28,14 @@ _EXIT_STATUS = pytest.StashKey[int]()
 #: Test files that run one after the other on one worker when the suite runs on several
 #: (``make test``: pytest-xdist, ``--dist loadfile``); every other file is a unit of its own,
 #: so its module-wide servers start once. The real TensorFlow stories (a resize that pays off,
-#: a job that grows back) need a core to themselves; a JupyterHub and a Ray cluster are one
+#: a job that grows back) never run beside each other; a JupyterHub and a Ray cluster are one
 #: per worker, so their files stay together. The Ray files run with the TensorFlow ones, never
 #: beside them: Ray gives a starting node 30 s (hard-coded) to register, which a 2-core machine
-#: busy with a trainer on each core misses. Paths are from the repository's root.
+#: busy with a trainer on each core misses. The Binder files (an image built, two notebooks
+#: run: a tenth of the suite) are a unit of their own, or this group would be the run's longest
+#: part by far. Paths are from the repository's root.
 WORKER_GROUPS = {
     "tensorflow": (
-        "tests/binder/",
         "tests/browser/test_job_card_in_lab.py",
         "tests/notebook/test_notebooks.py",
         "tests/scheduler/test_live.py",
