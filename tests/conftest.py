@@ -52,6 +52,23 @@ WORKER_GROUPS = {
 }
 
 
+#: The units (groups of ``WORKER_GROUPS``, files) that take minutes each, handed to the workers
+#: first: units go out in collection order, and one of these started last would be the run's
+#: tail while the other workers sit idle.
+FIRST = (
+    "tensorflow",
+    "tests/binder/",
+    "hub",
+    "tests/scheduler/test_live_frameworks.py",
+    "tests/sidecar/test_sidecar_lightning.py",
+)
+
+
+def unit_of(path: str) -> str:
+    """The unit of work of the test file at ``path``: its group's name, else itself."""
+    return next((g for g, files in WORKER_GROUPS.items() if path.startswith(files)), path)
+
+
 #: The fast tier (``make test-fast``, ``pytest -m fast``): tests that start no server, no
 #: sidecar, no trainer and no browser (the pure core, the simulator, the models, and the units
 #: of the service with its real SQLite), so a change to them is checked in about a minute. A
@@ -81,11 +98,19 @@ FAST_TIER = (
 
 
 def pytest_collection_modifyitems(config, items):
-    """Marks the fast tier's tests ``fast``."""
+    """Marks the fast tier's tests ``fast``; puts the units of ``FIRST`` first (a stable sort:
+    each file stays whole and in its order)."""
     root = config.rootpath
+    paths = {item: item.path.relative_to(root).as_posix() for item in items}
     for item in items:
-        if item.path.relative_to(root).as_posix().startswith(FAST_TIER):
+        if paths[item].startswith(FAST_TIER):
             item.add_marker(pytest.mark.fast)
+
+    def rank(item) -> int:
+        unit = unit_of(paths[item])
+        return next((i for i, first in enumerate(FIRST) if unit.startswith(first)), len(FIRST))
+
+    items.sort(key=rank)
 
 
 @pytest.hookimpl(optionalhook=True)  # a hook of pytest-xdist: without it, never called
@@ -98,9 +123,11 @@ def pytest_xdist_make_scheduler(config, log):
 
     class GroupedFiles(LoadFileScheduling):
         def _split_scope(self, nodeid: str) -> str:
-            path = nodeid.split("::", 1)[0]
-            return next((g for g, files in WORKER_GROUPS.items() if path.startswith(files)), path)
+            return unit_of(nodeid.split("::", 1)[0])
 
+    # in collection order (FIRST first), not by their number of tests: a unit of a few long
+    # tests (the Binder image and its notebooks) would be handed out last
+    config.option.loadscopereorder = False
     return GroupedFiles(config, log)
 
 
