@@ -24,6 +24,7 @@ from .options import Options
 from .procs import GROUP_GONE_S, describe_exit, end_group, kill_group, reap_group
 from .report import result_document, trainer_error
 from .spawner import TrainerSpawner
+from .wakeup import Wakeup
 
 S = P.SidecarState
 FINAL_EXIT = {
@@ -65,9 +66,8 @@ class Sidecar:
         self.started_trainer_at: float | None = None  # wall time of the last trainer start
         self._lock = threading.RLock()
         self._bad_grant: str | None = None
-        self._signals = {"nudge": False, "cancel": 0}
         self._voided: int | None = None  # the HTTP code that voided the claim (heartbeat thread)
-        self._wake_r, self._wake_w = os.pipe()
+        self.wakeup = Wakeup()
         self.spawner = TrainerSpawner(
             self.job, opts.command, simulated=opts.simulated, python=opts.python, log=self.log
         )
@@ -150,10 +150,7 @@ class Sidecar:
         self.desired = grant
         self.measured = Measurements(prev.get("resizes"))
         atomic_write_json(self.job / P.JOB, self.opts.command)
-        for sig in (signal.SIGUSR1, signal.SIGCHLD, signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            signal.signal(sig, self._on_signal)
-        os.set_blocking(self._wake_w, False)
-        signal.set_wakeup_fd(self._wake_w, warn_on_full_buffer=False)
+        self.wakeup.install()
         what = self.opts.command.get("kind")
         self.log(
             f"sidecar {os.getpid()} started for {self._describe_command()} "
@@ -178,19 +175,9 @@ class Sidecar:
             return f"synthetic profile {c['profile']} work {c['work']}"
         return " ".join([c.get("script", "?"), *c.get("args", [])])
 
-    def _on_signal(self, signum, frame) -> None:
-        if signum in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-            self._signals["cancel"] += 1
-        elif signum == signal.SIGUSR1:
-            self._signals["nudge"] = True
-
     def _on_voided(self, code: int) -> None:
         self._voided = code
-        self.wake()
-
-    def wake(self) -> None:
-        with contextlib.suppress(OSError):
-            os.write(self._wake_w, b"\0")
+        self.wakeup.wake()
 
     def on_scheduler_grant(self, grant: P.Grant) -> None:
         """Apply the scheduler's desired grant when it is newer or changes the action."""
@@ -208,7 +195,7 @@ class Sidecar:
                 f"action {grant.action}"
             )
             self.job.write_grant(grant)
-            self.wake()
+            self.wakeup.wake()
 
     # -- main loop ----------------------------------------------------------------------------
     def run(self) -> int:
@@ -219,7 +206,7 @@ class Sidecar:
                 self.heartbeat.start()
             self._start_trainer(self.desired, "start")
             while self.exit_code is None:
-                self._wait(0.2)
+                self.wakeup.wait(0.2)
                 if self._voided is not None:
                     self._void(self._voided)
                     break
@@ -246,17 +233,9 @@ class Sidecar:
             self._cleanup()
         return self.exit_code
 
-    def _wait(self, timeout: float) -> None:
-        import select
-
-        r, _, _ = select.select([self._wake_r], [], [], timeout)
-        if r:
-            with contextlib.suppress(OSError):
-                os.read(self._wake_r, 4096)
-
     def _handle_signals(self) -> None:
-        if self._signals["cancel"]:
-            n, self._signals["cancel"] = self._signals["cancel"], 0
+        n = self.wakeup.take_cancels()
+        if n:
             if (self.stopping is not None and self.stopping.kind == "cancel") or n > 1:
                 self.log("second cancel signal: killing the trainer now")
                 if self.proc is not None:
@@ -266,7 +245,6 @@ class Sidecar:
             self.log("cancel requested by signal: checkpointing and stopping")
             grant = self.desired
             self.job.write_grant(P.Grant(grant.generation, grant.gpus, P.GrantAction.CANCEL))
-        self._signals["nudge"] = False  # the reconcile below reads the grant anyway
 
     def _read_progress(self) -> None:
         for rec in self.tail.read():
@@ -509,8 +487,7 @@ class Sidecar:
         self.proc = None
         with contextlib.suppress(AttributeError):
             self.spawner.stop_standby()
-        with contextlib.suppress(Exception):
-            signal.set_wakeup_fd(-1)
+        self.wakeup.uninstall()
         if self.heartbeat is not None:
             self.heartbeat.stop()
             if not self.heartbeat.voided:
