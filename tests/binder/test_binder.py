@@ -152,11 +152,9 @@ def image(tmp_path_factory) -> Image:
     img = Image(tmp_path_factory.mktemp("binder"))
     copy_checkout(img.repo)
     # What repo2docker does, in its order: the requirements, then postBuild, as the image's user.
-    # (--no-compile: nothing here uses the bytecode of all of TensorFlow's modules; Python
-    # compiles what the image's processes import, once.)
     img.run([sys.executable, "-m", "venv", str(img.venv)], timeout=120)
     pip = [str(img.venv / "bin/python"), "-m", "pip", "install", "--no-cache-dir", "-q"]
-    img.run([*pip, "--no-compile", "-r", "binder/requirements.txt"], timeout=900)
+    img.run([*pip, "-r", "binder/requirements.txt"], timeout=900)
     img.run(["binder/postBuild"], timeout=900)
     return img
 
