@@ -24,17 +24,30 @@ export function h<K extends keyof HTMLElementTagNameMap>(
   return el;
 }
 
+/** The nodes `children` stand for: text as text nodes, the empty ones left out. */
+export function toNodes(children: Child[]): Node[] {
+  return children
+    .filter((c): c is Node | string => c !== null && c !== undefined && c !== false)
+    .map(c => (typeof c === 'string' ? document.createTextNode(c) : c));
+}
+
 export function append(parent: Node, children: Child[]): void {
-  for (const c of children) {
-    if (c === null || c === undefined || c === false) {
-      continue;
-    }
-    parent.appendChild(typeof c === 'string' ? document.createTextNode(c) : c);
+  for (const node of toNodes(children)) {
+    parent.appendChild(node);
   }
 }
 
-/** Make `parent`'s children exactly `nodes`, in order, moving only what is out of place. */
+/**
+ * Make `parent`'s children exactly `nodes`, in order, moving only what is out of place: a
+ * child that stays is never detached (a button keeps the press a person began on it).
+ */
 export function reorder(parent: Node, nodes: readonly Node[]): void {
+  const kept = new Set(nodes);
+  for (const child of Array.from(parent.childNodes)) {
+    if (!kept.has(child)) {
+      parent.removeChild(child);
+    }
+  }
   let cursor = parent.firstChild;
   for (const node of nodes) {
     if (node === cursor) {

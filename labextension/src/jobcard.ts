@@ -4,7 +4,7 @@
  * another user's job: owner, size, state, place), and redraws only when its inputs changed.
  */
 import { lossChart } from './chart';
-import { Child, h, reorder } from './dom';
+import { Child, h, reorder, toNodes } from './dom';
 import { clock, duration, epochText, gpuList, gpuRange, percent, plural, relative } from './format';
 import { reasonAfterState } from './reasons';
 import { IJob, IJobRef, IGrantChange, IProgressRecord, IWhoami, isFinal } from './types';
@@ -70,17 +70,8 @@ export class JobCard {
     this.node.dataset.jobKind = job.kind ?? 'script';
     // A rebuild must not close the grant changes a person opened to read.
     const opened = this.node.querySelector<HTMLDetailsElement>('details.jp-ElasticGpu-resizes');
-    const nodes = this._render(job, ctx, opened?.open ?? false)
-      .filter((c): c is Node | string => c !== null && c !== undefined && c !== false)
-      .map(c => (typeof c === 'string' ? document.createTextNode(c) : c));
     // The buttons stay where they are (never detached): the rest is replaced around them.
-    const kept = new Set<Node>(nodes);
-    for (const child of Array.from(this.node.childNodes)) {
-      if (!kept.has(child)) {
-        child.remove();
-      }
-    }
-    reorder(this.node, nodes);
+    reorder(this.node, toNodes(this._render(job, ctx, opened?.open ?? false)));
   }
 
   dispose(): void {
