@@ -1,7 +1,7 @@
 """A job as a simulation run holds it (``SimJob``: its progress, grant, pause and what it has
 measured), and the ``core`` snapshot of a run's jobs that its policy decides on, built the way
 the live scheduler builds its own. A long run builds hundreds of thousands of them, so a snapshot
-passes each ``Job`` by position (``_JOB_FIELDS``) and through ``Job``'s checks only the first
+passes each ``Job`` by position (``core.model.JOB_FIELDS``) and through ``Job``'s checks only the first
 time (``core.model.trusted_job``).
 """
 
@@ -9,36 +9,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 
 from ..core.model import Gpu, Job, Snapshot, trusted_job
 from ..core.speed import SpeedModel
 from .config import SimConfig
 from .workload import JobSpec
-
-#: ``Job``'s fields in order, as ``snapshot`` passes them (weight: 1, every job).
-_JOB_FIELDS = (
-    "id",
-    "submit_time",
-    "total_work",
-    "min_gpus",
-    "max_gpus",
-    "requested_gpus",
-    "work_done",
-    "user",
-    "weight",
-    "speed",
-    "resize_cost",
-    "gpus",
-    "started",
-    "attained_gpu_s",
-    "queued_s",
-    "resizes",
-    "last_change",
-    "pinned",
-)
-if tuple(f.name for f in fields(Job)) != _JOB_FIELDS:  # pragma: no cover
-    raise ImportError("core.model.Job's fields changed: update sim.simjob.snapshot to match")
 
 
 @dataclass(slots=True)
@@ -98,7 +74,7 @@ def snapshot(
             j.measured[held] = j.speed  # what a live sidecar would report by now
             j.model = None
         jobs.append(
-            (trusted_job if j.checked else Job)(  # by position (_JOB_FIELDS)
+            (trusted_job if j.checked else Job)(  # by position (JOB_FIELDS; weight: 1, every job)
                 s.job_id,
                 s.submit_time,
                 s.work,
