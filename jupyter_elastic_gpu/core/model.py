@@ -143,9 +143,10 @@ if tuple(f.name for f in fields(Job)) != JOB_FIELDS:  # pragma: no cover
 
 
 def trusted_job(*values: object) -> Job:
-    """A Job of every field's value in order (``JOB_FIELDS``), without ``Job``'s checks, three times faster than
-    ``Job(*values)``: for a driver that builds the same jobs again and again and had each
-    through ``Job``'s checks once (the simulator, at each decision)."""
+    """A Job of every field's value in order (``JOB_FIELDS``), without ``Job``'s checks, three
+    times faster than ``Job(*values)``: for a driver that builds the same jobs again and again
+    and had each through ``Job``'s checks once (the simulator at each decision, the forecast at
+    each step of its forward run)."""
     job = _JobValues(*values)
     job.__class__ = Job
     return job

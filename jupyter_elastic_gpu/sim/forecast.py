@@ -14,9 +14,9 @@ scheduler would: the head of the queue, whose users wait soonest, is estimated e
 run needs more, the rest are spaced: two at least a gap apart that lets them cover twice what
 is left of the jobs' lower bound of time (their GPU-time over every usable GPU), so GPUs a job
 frees wait that long at most for the next decision, and ticks are never closer than the gap:
-the far tail is estimated coarsely rather than not at all. A job the run leaves unstarted or unfinished
-within those bounds (one that can never fit, or whose start lies past them) has no estimate:
-None, never a guess.
+the far tail is estimated coarsely rather than not at all. A job the run leaves unstarted or
+unfinished within those bounds (one that can never fit, or whose start lies past them) has no
+estimate: None, never a guess.
 
 A live caller bounds it further: ``max_jobs`` plays forward only the jobs that hold GPUs and
 the first others in the queue's ``order`` (the rest have no estimate), and ``out_of_time``,

@@ -1,8 +1,8 @@
 """A job as a simulation run holds it (``SimJob``: its progress, grant, pause and what it has
 measured), and the ``core`` snapshot of a run's jobs that its policy decides on, built the way
 the live scheduler builds its own. A long run builds hundreds of thousands of them, so a snapshot
-passes each ``Job`` by position (``core.model.JOB_FIELDS``) and through ``Job``'s checks only the first
-time (``core.model.trusted_job``).
+passes each ``Job`` by position (``core.model.JOB_FIELDS``) and through ``Job``'s checks only
+the first time (``core.model.trusted_job``).
 """
 
 from __future__ import annotations
@@ -74,7 +74,7 @@ def snapshot(
             j.measured[held] = j.speed  # what a live sidecar would report by now
             j.model = None
         jobs.append(
-            (trusted_job if j.checked else Job)(  # by position (JOB_FIELDS; weight: 1, every job)
+            (trusted_job if j.checked else Job)(  # by position (JOB_FIELDS); weight 1
                 s.job_id,
                 s.submit_time,
                 s.work,
