@@ -49,6 +49,9 @@ def _layout(gpus: Sequence[Gpu]) -> _Layout:
     key = tuple(gpus)
     last = _last_layout[-1] if _last_layout else None
     if last is not None and last.gpus == key:  # the same objects: compared by identity
+        # Equal GPUs made anew (a new simulation run of the same cluster): keep the caller's,
+        # or every later call compares them field by field (a twentieth of a long replay).
+        last.gpus = key
         return last
     layout = _Layout(key)
     _last_layout[:] = [layout]
