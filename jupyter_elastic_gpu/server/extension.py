@@ -93,6 +93,16 @@ class ReadyBackend(Forwarding):
     def set(self, backend: Backend) -> None:
         self.inner = backend
 
+    async def stop(self) -> None:
+        """End a start still under way (the server stops first): cancelled, the start closes
+        what it opened. Left running, it would open the database after the server's stop had
+        passed it by, and the connection's thread would keep the process from exiting."""
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+
     async def forward(self, op: Operation, *args: Any, **kwargs: Any) -> Any:
         try:
             await asyncio.wait_for(asyncio.shield(self.ensure_started()), timeout=60)
@@ -385,16 +395,19 @@ class ElasticGPUApp(ExtensionApp):
         from ..kernels.channel import unregister_app
 
         unregister_app(self)
+        await self.backend.stop()
         if self._agent_task:
             self._agent_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._agent_task
-        if self._service:
-            await self._service.stop()
-        if self._store:
-            await self._store.close()
-        if self._cluster is not None:
-            self._cluster.close()
+        try:
+            if self._service:
+                await self._service.stop()
+        finally:
+            if self._store:
+                await self._store.close()
+            if self._cluster is not None:
+                self._cluster.close()
 
 
 main = launch_new_instance = ElasticGPUApp.launch_instance
