@@ -74,8 +74,11 @@ class ReadyBackend(Forwarding):
         self._start = start
         self._task: asyncio.Task | None = None
         self._retry_at = 0.0
+        self._stopped = False
 
     def ensure_started(self) -> asyncio.Task:
+        if self._stopped:  # a request (a sidecar's heartbeat) while the server stops
+            raise Unavailable("the elastic-gpu scheduler has stopped with this server")
         task = self._task
         if task is None or (
             task.done() and self.inner is None and time.monotonic() >= self._retry_at
@@ -96,7 +99,9 @@ class ReadyBackend(Forwarding):
     async def stop(self) -> None:
         """End a start still under way (the server stops first): cancelled, the start closes
         what it opened. Left running, it would open the database after the server's stop had
-        passed it by, and the connection's thread would keep the process from exiting."""
+        passed it by, and the connection's thread would keep the process from exiting. No
+        start begins after this."""
+        self._stopped = True
         task = self._task
         if task is not None and not task.done():
             task.cancel()
@@ -400,14 +405,16 @@ class ElasticGPUApp(ExtensionApp):
             self._agent_task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await self._agent_task
+        service, store, cluster = self._service, self._store, self._cluster
+        self._service = self._store = self._cluster = None  # a second stop has nothing to do
         try:
-            if self._service:
-                await self._service.stop()
+            if service:
+                await service.stop()
         finally:
-            if self._store:
-                await self._store.close()
-            if self._cluster is not None:
-                self._cluster.close()
+            if store:
+                await store.close()
+            if cluster is not None:
+                cluster.close()
 
 
 main = launch_new_instance = ElasticGPUApp.launch_instance

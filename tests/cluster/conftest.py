@@ -103,6 +103,17 @@ def ray_cluster(local_cluster):
 
 
 @pytest.fixture
+def jp_serverapp(jp_serverapp, backend, jp_asyncio_loop):
+    """The server, its scheduler stopped before the Ray cluster goes (``ray_cluster``'s
+    clean-up shuts Ray down; pytest-jupyter stops the server's extensions only after that).
+    A scheduler still asking Ray then got ``SystemExit`` out of Ray's client, which cut the
+    server's clean-up short: its database stayed open and the run could not exit."""
+    yield jp_serverapp
+    if backend == "ray":
+        jp_asyncio_loop.run_until_complete(jp_serverapp.cleanup_extensions())
+
+
+@pytest.fixture
 def backend():
     """The cluster backend under test: Ray here, unless a test module says otherwise."""
     return "ray"

@@ -1,7 +1,8 @@
 """A server stopped while its scheduler is still starting (connecting to a Ray cluster on a
 loaded machine, loading a large database) ends that start and closes what it opened: left
 running, the start opened the database after the stop had passed, and the connection's thread
-kept the process from exiting (pytest sat at its summary until killed)."""
+kept the process from exiting (pytest sat at its summary until killed). So did a start that a
+request (a sidecar's heartbeat) began after the stop."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import threading
 
 import pytest
 
+from jupyter_elastic_gpu.errors import Unavailable
 from jupyter_elastic_gpu.scheduler.service import SchedulerService
 from jupyter_elastic_gpu.scheduler.storage.store import Store
 
@@ -48,6 +50,10 @@ async def test_a_server_stopped_mid_start_closes_the_database_it_opened(
     assert start.done()
     for thread in lasting_threads() - before:
         thread.join(30)
+    assert not lasting_threads() - before
+    # a request while the server stops (a sidecar's heartbeat) starts nothing again
+    with pytest.raises(Unavailable, match="stopped with this server"):
+        app.backend.ensure_started()
     assert not lasting_threads() - before
     # its lock is let go: another scheduler can open the database
     store = await Store.open(jp_server_config["ElasticGPUApp"]["db_path"])
