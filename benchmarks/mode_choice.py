@@ -140,7 +140,9 @@ def main() -> None:
         if len(parts) != 3 or parts[0] not in ("defer", "full", "weigh"):
             ap.error(f"variant {v!r}: expected defer|full|weigh:SHARE:VALUE")
         try:
-            float(parts[2]), parts[1] == "-" or float(parts[1])
+            float(parts[2])
+            if parts[1] != "-":
+                float(parts[1])
         except ValueError:
             ap.error(f"variant {v!r}: SHARE and VALUE must be numbers (SHARE may be '-')")
         variants.append(v)
@@ -165,7 +167,8 @@ def main() -> None:
         for k, s in workloads
     }
     for v in variants:
-        made = mk_ok = jct_ok = both = rollouts = 0
+        made = len(workloads)
+        mk_ok = jct_ok = both = rollouts = 0
         mk_lb, jct_lb = [], []
         for k, s in workloads:
             makespan, jct, n = out[(v, k, s)]
@@ -174,7 +177,6 @@ def main() -> None:
             a, b = makespan <= 1.02 * best_mk, jct <= 1.03 * best_jct
             mk_ok, jct_ok, both = mk_ok + a, jct_ok + b, both + (a and b)
             rollouts += n
-            made += 1
             mk_lb.append(makespan / bounds[(k, s)]["makespan_s"])
             jct_lb.append(jct / bounds[(k, s)]["mean_jct_s"])
         print(

@@ -32,8 +32,8 @@ _EXIT_STATUS = pytest.StashKey[int]()
 #: per worker, so their files stay together. The Ray files run with the TensorFlow ones, never
 #: beside them: Ray gives a starting node 30 s (hard-coded) to register, which a 2-core machine
 #: busy with a trainer on each core misses. The Binder files (an image built, two notebooks
-#: run: a fifth of the suite's work) are a unit of their own, or this group would be the run's longest
-#: part by far. Paths are from the repository's root.
+#: run: a fifth of the suite's work) are a unit of their own, or this group would be the run's
+#: longest part by far. Paths are from the repository's root.
 WORKER_GROUPS = {
     "tensorflow": (
         "tests/browser/test_job_card_in_lab.py",

@@ -36,24 +36,17 @@ def synthetic(name, work, gpus=2):
     }
 
 
-async def in_state(jp_fetch, state, *ids, ended_ok=False):
-    """The jobs, once all are in ``state``; any of them failed or cancelled fails the test
-    (cancelled is fine where ``ended_ok``)."""
+async def in_state(jp_fetch, states, *ids):
+    """The jobs, once each is in ``states`` (one state, or a tuple of them: "running" or
+    "done" for a job that has started, as a short one can end before another's sidecar starts
+    on a loaded machine); any of them failed, or cancelled where that was not asked for, fails
+    the test."""
+    states = (states,) if isinstance(states, str) else states
     jobs = [await api(jp_fetch, f"jobs/{i}") for i in ids]
     for job in jobs:
-        if job["state"] == "failed" or (job["state"] == "cancelled" and not ended_ok):
+        if job["state"] in {"failed", "cancelled"} - set(states):
             raise AssertionError(f"job {job['id']} ended: {job['reason']}")
-    return jobs if all(j["state"] == state for j in jobs) else None
-
-
-async def started(jp_fetch, *ids):
-    """The jobs, once each has started (running now, or done already: on a loaded machine a
-    short job can end before another's sidecar starts)."""
-    jobs = [await api(jp_fetch, f"jobs/{i}") for i in ids]
-    for job in jobs:
-        if job["state"] in ("failed", "cancelled"):
-            raise AssertionError(f"job {job['id']} ended: {job['reason']}")
-    return jobs if all(j["state"] in ("running", "done") for j in jobs) else None
+    return jobs if all(j["state"] in states for j in jobs) else None
 
 
 def node(job) -> str:
@@ -102,7 +95,7 @@ async def test_two_jobs_run_at_once_on_different_nodes(jp_fetch):
     for job in both:
         await api(jp_fetch, f"jobs/{job['id']}/cancel", "POST", {})
     await until(
-        lambda: in_state(jp_fetch, "cancelled", a["id"], b["id"], ended_ok=True),
+        lambda: in_state(jp_fetch, "cancelled", a["id"], b["id"]),
         60,
         "A and B cancelled",
     )
@@ -145,7 +138,9 @@ async def test_a_lost_node_s_job_resumes_on_the_gpus_left(jp_fetch, ray_cluster)
     a = await api(jp_fetch, "jobs", "POST", synthetic("A", 2_500))
     b = await api(jp_fetch, "jobs", "POST", synthetic("B", 5_000))
     await until(lambda: in_state(jp_fetch, "running", b["id"]), 90, "B running")
-    both = await until(lambda: started(jp_fetch, a["id"], b["id"]), 90, "A started")
+    both = await until(
+        lambda: in_state(jp_fetch, ("running", "done"), a["id"], b["id"]), 90, "A started"
+    )
     lost = next(j for j in both if j["id"] == b["id"])
     kept = node(next(j for j in both if j["id"] == a["id"]))
     assert kept != node(lost)
