@@ -113,6 +113,10 @@ def test_generate_then_simulate_writes_table_json_and_plot(tmp_path, capsys):
             "--adaptive: aging_s must not be negative",
         ),
         # Costs and times that would run (for hours) to a meaningless end, or fail mid-run.
+        (
+            ["simulate", "--format", "philly", "--batch-policy", "goodput"],
+            "--batch-policy goodput needs --format pollux",
+        ),
         (["simulate", "--format", "philly", "--tick", "nan"], "the tick must be a positive"),
         (["simulate", "--format", "philly", "--start-cost", "-3"], "the start cost must be 0 or"),
         (
@@ -186,6 +190,9 @@ def test_shipped_traces_by_name(tmp_path, monkeypatch, capsys):
     assert main(argv) == 0
     assert "workload sc20like-16gpu-24jobs: 24 jobs on 4 x 4 GPUs" in capsys.readouterr().out
     assert len(json.loads(js.read_text())["policies"]["static"]["jobs"]) == 24
+    assert main([*argv, "--batch-policy", "goodput"]) == 0
+    jobs = json.loads(js.read_text())["policies"]["static"]["jobs"]
+    assert len(jobs) == 24 and all(len(j["batches"]) == 1 for j in jobs)  # never resized
     argv = ["simulate", "--format", "philly", "--start", "2017-10-02 09:00", "--limit", "8"]
     argv += ["--app-traces", "pollux", "--policy", "static", "--no-progress"]
     assert main(argv) == 0

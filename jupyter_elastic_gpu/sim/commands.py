@@ -13,7 +13,7 @@ from .compare import Costs, compare, parse_run
 from .engine import SimConfig
 from .generate import DEFAULT_DURATION
 from .output import output_file, plot_formats
-from .workload import Workload
+from .workload import BATCH_POLICIES, Workload
 
 DEFAULT_RUNS = "adaptive,static,termination"
 #: Names of shipped data for --app-traces and --format philly --workload (a file or folder of
@@ -45,6 +45,15 @@ def add_simulate(sub: argparse._SubParsersAction) -> None:
         help="folder of measured application traces, one sub-folder per application, or "
         f"'{SHIPPED_APP_TRACES}' for the shipped Pollux measurements (the default for --format "
         "pollux; --format philly without it uses synthetic profiles)",
+    )
+    src.add_argument(
+        "--batch-policy",
+        choices=BATCH_POLICIES,
+        default="fixed",
+        help="pollux: 'fixed' runs every job at its row's batch size (default); 'goodput' lets "
+        "each job train at any measured batch of its application, the batch chosen at each "
+        "(re)start to finish soonest on its GPUs (from the traces' gradient statistics), and "
+        "every policy decides on the jobs' goodput",
     )
     src.add_argument("--cluster", help="philly: keep one virtual cluster")
     src.add_argument("--start", help="philly: first submit time to take (e.g. 2017-10-03)")
@@ -207,6 +216,11 @@ def _pollux_workload(text: str) -> str:
 def load_workload(args: argparse.Namespace) -> Workload:
     """The workload the arguments name (errors name the file, row and column)."""
     total = args.nodes * args.gpus_per_node
+    if args.batch_policy != "fixed" and args.format != "pollux":
+        raise ValueError(
+            f"--batch-policy {args.batch_policy} needs --format pollux: only the Pollux "
+            "application traces measure the gradient statistics a batch is chosen by"
+        )
     if args.format == "native":
         from .traces.native import read_native
 
@@ -225,6 +239,7 @@ def load_workload(args: argparse.Namespace) -> Workload:
             _app_traces(args.app_traces) if args.app_traces else str(data.pollux_traces()),
             args.gpus_per_node,
             max_gpus=total,
+            batch_policy=args.batch_policy,
         )
     from .traces.philly import read_philly
 

@@ -174,6 +174,10 @@ class Simulation:
         now, mech = self.now, self.mechanism
         if old:
             job.resizes += 1
+            if job.segment is not None:  # its exact progress: efficiency changes by epoch
+                ran = now - job.pause_until
+                job.work_done = min(job.spec.work, job.segment.progress_after(ran))
+                job.segment = None
             if mech.loses_work and job.speed > 0:
                 ran = now - job.pause_until  # progress on this grant began when its pause ended
                 if ran > 0:
@@ -187,7 +191,14 @@ class Simulation:
             job.speed = 0.0
             return
         placement = nodes_spanned(new, self.gpus)
-        job.speed = job.spec.true_throughput(placement)
+        batching = job.spec.batching
+        if batching is None:
+            job.speed = job.spec.true_throughput(placement)
+        else:
+            job.segment = batching.start(placement, job.work_done)
+            job.speed = 0.0 if job.segment is None else job.segment.speed
+            if job.segment is not None and job.batches[-1:] != [job.segment.batch]:
+                job.batches.append(job.segment.batch)
         pause = self.config.start_cost_s if not job.started else mech.pause_s
         if job.started:
             job.lost_gpu_s += pause * len(new)
@@ -429,6 +440,8 @@ class Simulation:
                     "gpu_s": j.attained_gpu_s,
                 }
             )
+            if j.spec.batching is not None:
+                jobs[-1]["batches"] = j.batches  # each global batch it trained at, in order
         return SimResult(
             policy=self.policy.name,
             mechanism=self.mechanism.name,

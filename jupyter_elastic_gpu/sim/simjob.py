@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from ..core.model import Gpu, Job, Snapshot, trusted_job
 from ..core.speed import SpeedModel
 from .config import SimConfig
+from .traces.goodput import Segment
 from .workload import JobSpec
 
 
@@ -37,6 +38,10 @@ class SimJob:
     #: Its first snapshot went through ``Job``'s checks; later ones take ``trusted_job`` (the
     #: spec does not change, and the engine keeps the values it adds valid).
     checked: bool = False
+    #: Its run at one batch since its last (re)start, where its batch is chosen by goodput.
+    segment: Segment | None = None
+    batches: list[int] = field(default_factory=list)  # each batch it trained at, in order
+    prior_epoch: int = -1  # the epoch its goodput curve (``model``) was taken at
 
     @property
     def remaining(self) -> float:
@@ -70,7 +75,15 @@ def snapshot(
             continue
         s = j.spec
         held = len(j.gpus)
-        if held and now >= j.pause_until and j.measured.get(held) != j.speed:
+        if s.batching is not None:
+            # Goodput: the job's worth at each count moves as training goes on (larger batches
+            # gain); the policy is told the curve from where the job is, once per epoch.
+            epoch = s.batching.epoch(j.work_done)
+            if epoch != j.prior_epoch:
+                j.prior_epoch = epoch
+                prior = s.batching.profile(j.work_done, cfg.gpus_per_node, s.max_gpus)
+                j.model = SpeedModel({}, prior)
+        elif held and now >= j.pause_until and j.measured.get(held) != j.speed:
             j.measured[held] = j.speed  # what a live sidecar would report by now
             j.model = None
         jobs.append(

@@ -5,6 +5,15 @@ from __future__ import annotations
 import itertools
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .traces.goodput import GoodputBatching
+
+
+#: How a trace's jobs get their batch size: ``fixed``, each its row's; ``goodput``, chosen at
+#: each (re)start from the gradient statistics (``traces.goodput``; Pollux traces only).
+BATCH_POLICIES = ("fixed", "goodput")
 
 
 class TraceError(ValueError):
@@ -28,6 +37,8 @@ class JobSpec:
     and the prior the policies start from. ``placement_speed``, where a trace has measurements
     per placement, gives the true throughput for GPUs spread over nodes (a tuple of GPUs per
     node, e.g. (4, 2)); without it the profile's value for the total count is used.
+    ``batching``, where the job's batch is chosen by goodput (``traces.goodput``), chooses the
+    batch at each (re)start: work is then progress, and the speed depends on how far it got.
     """
 
     job_id: str
@@ -42,6 +53,7 @@ class JobSpec:
     placement_speed: Callable[[tuple[int, ...]], float] | None = field(
         default=None, compare=False, repr=False
     )
+    batching: GoodputBatching | None = field(default=None, compare=False, repr=False)
 
     def true_throughput(self, placement: tuple[int, ...]) -> float:
         """Throughput on GPUs spread as ``placement`` (GPUs per node, zeros ignored)."""

@@ -35,8 +35,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..workload import JobSpec, TraceError, Workload
+from ..workload import BATCH_POLICIES, JobSpec, TraceError, Workload
 from .csvutil import csv_stem, read_rows
+from .goodput import GoodputBatching
 
 WORKLOAD_COLUMNS = ("name", "time", "application", "num_replicas", "batch_size")
 
@@ -247,9 +248,20 @@ def read_pollux(
     gpus_per_node: int = 4,
     max_gpus: int | None = None,
     name: str | None = None,
+    batch_policy: str = "fixed",
 ) -> Workload:
-    """Read a Pollux workload; ``max_gpus`` caps elastic bounds (the cluster size)."""
+    """Read a Pollux workload; ``max_gpus`` caps elastic bounds (the cluster size).
+
+    ``batch_policy``: ``fixed`` runs each job at its row's batch size; ``goodput`` lets it
+    train at any measured batch, chosen at each (re)start (``traces.goodput``), and its elastic
+    range is then every count some batch gives the smallest measured per-GPU batch.
+    """
+    if batch_policy not in BATCH_POLICIES:
+        raise ValueError(
+            f"batch policy {batch_policy!r}: expected one of {', '.join(BATCH_POLICIES)}"
+        )
     apps = load_applications(app_traces)
+    batchings: dict[str, GoodputBatching] = {}
     jobs = []
     seen: set[str] = set()
     for row in read_rows(workload_path, WORKLOAD_COLUMNS):
@@ -279,29 +291,43 @@ def read_pollux(
                 f"batch {batch}; at most {limit}",
                 "num_replicas",
             )
-        top = min(2 * requested, limit, max_gpus or limit)
+        if batch_policy == "goodput":
+            batching = batchings.get(app_name) or batchings.setdefault(
+                app_name, GoodputBatching(app)
+            )
+            limit = batching.max_gpus()
+            top = min(limit, max_gpus or limit)
+            speed = batching.speed
+        else:
+            batching = None
+            top = min(2 * requested, limit, max_gpus or limit)
+            speed = functools.partial(app.steps_per_second, batch_size=batch)
         requested = min(requested, top)
-        speed = functools.partial(app.steps_per_second, batch_size=batch)
-        profile = {}
-        for g in range(1, top + 1):
-            try:
-                profile[g] = speed(compact(g, gpus_per_node))
-            except TraceError:
-                if g <= requested:
-                    raise
-                break  # no measurement this far out: the job's elastic range ends here
+        if batching is None:
+            profile = {}
+            for g in range(1, top + 1):
+                try:
+                    profile[g] = speed(compact(g, gpus_per_node))
+                except TraceError:
+                    if g <= requested:
+                        raise
+                    break  # no measurement this far out: the job's elastic range ends here
+        else:
+            profile = batching.profile(0.0, gpus_per_node, top)
+            profile = {g: x for g, x in profile.items() if all(c in profile for c in range(1, g))}
         top = max(profile)
         jobs.append(
             JobSpec(
                 job_id=job_id,
                 submit_time=row.get_nonnegative("time"),
-                work=app.work(batch),
+                work=app.work(batch) if batching is None else batching.work,
                 profile=profile,
                 min_gpus=1,
                 max_gpus=top,
                 requested_gpus=requested,
-                profile_name=f"{app_name}@{batch}",
+                profile_name=f"{app_name}@{batch if batching is None else 'goodput'}",
                 placement_speed=functools.lru_cache(maxsize=None)(speed),
+                batching=batching,
             )
         )
     if not jobs:
