@@ -5,7 +5,8 @@ pymoo 0.4 cannot share our environment), so it imports nothing of ours:
 
     python _pollux_run.py ARTIFACT_SIMULATOR_DIR WORKLOAD_CSV NODES tuned|fixed
 
-prints one JSON line: mean JCT, makespan from the first submission, jobs, wall time.
+prints one JSON line: mean JCT, makespan from the first submission, restarts per job, jobs,
+wall time.
 
 ``fixed`` takes away the one lever a non-intrusive scheduler does not have: every job keeps
 the batch size its workload row gives (the one the other policies of the artifact run at), and
@@ -28,8 +29,6 @@ import sys
 import time
 
 import numpy as np
-
-from jupyter_elastic_gpu.options import Parser
 
 _EPS = 1e-8  # the artifact's rounding tolerance for ceil
 
@@ -100,7 +99,7 @@ def fix_batch_sizes(sim) -> None:
 
 
 def main() -> None:
-    ap = Parser(description=__doc__.splitlines()[0])
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("artifact", help="the artifact's simulator/ folder")
     ap.add_argument("workload", help="a workload CSV in the artifact's format")
     ap.add_argument("nodes", type=int, help="nodes of 4 GPUs")
@@ -135,6 +134,7 @@ def main() -> None:
             {
                 "mean_jct_s": sum(jcts.values()) / len(jcts),
                 "makespan_s": last - first,
+                "restarts_per_job": sum(j["num_restarts"] or 0 for j in jobs) / len(jobs),
                 "jobs": len(jcts),
                 "wall_s": time.monotonic() - began,
             }
