@@ -41,7 +41,7 @@ class SimJob:
     #: Its run at one batch since its last (re)start, where its batch is chosen by goodput.
     segment: Segment | None = None
     batches: list[int] = field(default_factory=list)  # each batch it trained at, in order
-    prior_epoch: int = -1  # the epoch its goodput curve (``model``) was taken at
+    prior_epoch: int = -1  # the epoch its goodput (``model``) was taken at
 
     @property
     def remaining(self) -> float:
@@ -77,12 +77,13 @@ def snapshot(
         held = len(j.gpus)
         if s.batching is not None:
             # Goodput: the job's worth at each count moves as training goes on (larger batches
-            # gain); the policy is told the curve from where the job is, once per epoch.
+            # gain); the policy is told the epoch's goodput, as a live scheduler would work it
+            # out from the throughput and the gradient noise its sidecar reports.
             epoch = s.batching.epoch(j.work_done)
             if epoch != j.prior_epoch:
                 j.prior_epoch = epoch
-                prior = s.batching.profile(j.work_done, cfg.gpus_per_node, s.max_gpus)
-                j.model = SpeedModel({}, prior)
+                now_worth = s.batching.goodput(j.work_done, cfg.gpus_per_node, s.max_gpus)
+                j.model = SpeedModel({}, now_worth)
         elif held and now >= j.pause_until and j.measured.get(held) != j.speed:
             j.measured[held] = j.speed  # what a live sidecar would report by now
             j.model = None

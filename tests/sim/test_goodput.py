@@ -64,14 +64,23 @@ def test_a_segment_s_progress_is_exact_at_any_time(name):
 
 
 def test_larger_batches_gain_as_training_goes_on():
-    """What the policy is told a job is worth at each count comes from where the job is: the
-    gradient noise grows as training goes on, so many GPUs (with their larger batches) are worth
-    more near the end than at the start."""
-    batching = GoodputBatching(APPS["cifar10"])
-    early = batching.profile(0.0, 4, 16)
-    late = batching.profile(0.9 * batching.work, 4, 16)
+    """What the policy is told a job is worth at each count is the goodput of the epoch it is
+    in: the gradient noise grows as training goes on, so many GPUs (with their larger batches)
+    are worth more near the end than at the start."""
+    app, batching = APPS["cifar10"], GoodputBatching(APPS["cifar10"])
+    early = batching.goodput(0.0, 4, 16)
+    late = batching.goodput(0.9 * batching.work, 4, 16)
     assert late[16] / late[1] > early[16] / early[1]
-    assert batching.profile(0.0, 4, 16)[8] == pytest.approx(batching.speed((4, 4)))
+    epoch = batching.epoch(0.9 * batching.work)
+    for g in (1, 8, 16):
+        by_batch = [
+            app.steps_per_second(compact(g, 4), b) * app.efficiency(b, epoch)
+            for b in batching.batches
+            if b >= g * app.min_local_bsz
+        ]
+        assert late[g] == pytest.approx(max(by_batch))
+    # The profile (and the lower bounds) is the whole job's average at its best batch.
+    assert batching.average(0.0, 4, 16)[8] == pytest.approx(batching.speed((4, 4)))
 
 
 def one_job(name: str, gpus: int, batch_policy: str) -> Workload:

@@ -24,7 +24,6 @@ work (exact completion time) and, when it ends, its exact progress (``Segment.pr
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -95,6 +94,7 @@ class GoodputBatching:
             b: _Curve(bounds, np.array([app.efficiency(b, e) for e in range(app.epochs)]))
             for b in self.batches
         }
+        self._efficiency = np.array([c.efficiency for c in self._curves.values()])  # batch, epoch
 
     def max_gpus(self) -> int:
         """Most GPUs any batch can use (each GPU at least the smallest measured per-GPU batch)."""
@@ -121,20 +121,29 @@ class GoodputBatching:
         bounds = self._bounds
         return min(int(np.searchsorted(bounds, progress, side="right")) - 1, len(bounds) - 2)
 
-    def profile(self, progress: float, per_node: int, top: int) -> dict[int, float]:
-        """{GPUs: average progress per second over the rest of the job at the best batch},
-        GPUs packed onto nodes of ``per_node``, for 1..``top``: what the policy is told the job
-        is worth at each count, from how far it got (larger batches gain as training goes on).
-        Counts no batch can use are left out."""
+    def goodput(self, progress: float, per_node: int, top: int) -> dict[int, float]:
+        """{GPUs: progress per second now, at the batch that makes the most of it}, GPUs packed
+        onto nodes of ``per_node``, for 1..``top``: what the policy is told the job is worth at
+        each count. It moves as training goes on (the gradient noise grows, and with it what a
+        larger batch yields), and the policy decides again at every change, so it is the rate
+        of the epoch the job is in. Counts no batch can use are left out."""
+        rates = self._rates(per_node, top)
+        epoch = self.epoch(progress)
+        best = (rates * self._efficiency[:, epoch]).max(axis=1)
+        return {g: x for g, x in enumerate(best.tolist(), start=1) if x > 0}
+
+    def average(self, progress: float, per_node: int, top: int) -> dict[int, float]:
+        """{GPUs: average progress per second over the rest of the job, at the batch that
+        finishes it soonest}, as ``goodput``: the job's profile, for its lower bounds."""
         rates = self._rates(per_node, top)
         left = np.array([c.steps[-1] - c.steps_at(progress) for c in self._curves.values()])
         with np.errstate(divide="ignore", invalid="ignore"):
-            seconds = np.nanmin(np.where(rates > 0, left / rates, np.inf), axis=1)
+            seconds = np.where(rates > 0, left / rates, np.inf).min(axis=1)
         work = self.work - progress
         return {
             g: (work / t if t > 0 else float(rates[g - 1].max()))
             for g, t in enumerate(seconds.tolist(), start=1)
-            if math.isfinite(t)
+            if t < np.inf
         }
 
     def _rates(self, per_node: int, top: int) -> np.ndarray:

@@ -313,8 +313,12 @@ def read_pollux(
                         raise
                     break  # no measurement this far out: the job's elastic range ends here
         else:
-            profile = batching.profile(0.0, gpus_per_node, top)
-            profile = {g: x for g, x in profile.items() if all(c in profile for c in range(1, g))}
+            average = batching.average(0.0, gpus_per_node, top)
+            profile = {}
+            for g in range(1, top + 1):
+                if g not in average:
+                    break  # no batch runs on so many GPUs within the measurements
+                profile[g] = average[g]
         top = max(profile)
         jobs.append(
             JobSpec(
