@@ -35,13 +35,14 @@ if TYPE_CHECKING:
     from .pollux import Application
 
 #: Batches tried between the smallest and the largest measured, besides the measured ones:
-#: geometric steps (a finer grid changed no choice by more than 1% on the shipped traces).
+#: geometric steps (sc20-like with 12, 48 or 96 instead: mean JCT and makespan within 1.5%).
 GRID_POINTS = 24
 
 
 @dataclass(frozen=True, slots=True)
 class Segment:
-    """A run of a job at one batch on one placement, from progress ``start``."""
+    """A run of a job at one batch on one placement, from where the job was when it began
+    (``_start_steps``: in steps at this batch)."""
 
     batch: int
     speed: float  # average progress per second over the rest of the job at this batch
@@ -63,19 +64,19 @@ class _Curve:
         self.steps = np.concatenate(([0.0], np.cumsum(np.diff(bounds) / efficiency)))
 
     def steps_at(self, p: float) -> float:
-        e = min(
-            max(int(np.searchsorted(self.bounds, p, side="right")) - 1, 0), len(self.efficiency) - 1
-        )
+        e = _segment(self.bounds, p)
         return float(self.steps[e] + (p - self.bounds[e]) / self.efficiency[e])
 
     def progress(self, steps: float) -> float:
-        e = min(
-            max(int(np.searchsorted(self.steps, steps, side="right")) - 1, 0),
-            len(self.efficiency) - 1,
-        )
-        return float(
-            min(self.bounds[e] + (steps - self.steps[e]) * self.efficiency[e], self.bounds[-1])
-        )
+        e = _segment(self.steps, steps)
+        p = self.bounds[e] + (steps - self.steps[e]) * self.efficiency[e]
+        return float(min(p, self.bounds[-1]))
+
+
+def _segment(edges: np.ndarray, x: float) -> int:
+    """The piece of a piecewise-linear function (``edges``: its ends, ascending) that ``x``
+    falls in; the first or the last one beyond them."""
+    return min(max(int(np.searchsorted(edges, x, side="right")) - 1, 0), len(edges) - 2)
 
 
 class GoodputBatching:
@@ -118,8 +119,7 @@ class GoodputBatching:
 
     def epoch(self, progress: float) -> int:
         """The epoch ``progress`` is in (the last one at the end)."""
-        bounds = self._bounds
-        return min(int(np.searchsorted(bounds, progress, side="right")) - 1, len(bounds) - 2)
+        return _segment(self._bounds, progress)
 
     def goodput(self, progress: float, per_node: int, top: int) -> dict[int, float]:
         """{GPUs: progress per second now, at the batch that makes the most of it}, GPUs packed

@@ -292,9 +292,9 @@ def read_pollux(
                 "num_replicas",
             )
         if batch_policy == "goodput":
-            batching = batchings.get(app_name) or batchings.setdefault(
-                app_name, GoodputBatching(app)
-            )
+            batching = batchings.get(app_name)
+            if batching is None:  # one per application: its tables are the same for every job
+                batching = batchings[app_name] = GoodputBatching(app)
             limit = batching.max_gpus()
             top = min(limit, max_gpus or limit)
             speed = batching.speed
