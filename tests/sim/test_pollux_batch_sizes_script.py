@@ -57,14 +57,17 @@ def test_what_stops_a_run_is_said_without_a_traceback(
         assert "No module named pymoo" in done.stderr  # the simulator's own last lines
 
 
-def test_the_artifact_s_runner_imports_nothing_but_the_standard_library_and_numpy():
-    """``_pollux_run.py`` runs in the artifact's interpreter, which has none of our packages:
-    an import of ours there fails every run (as one did: ``options.Parser``)."""
-    runner = SCRIPT.with_name("_pollux_run.py")
+@pytest.mark.parametrize(
+    ("runner", "beyond_the_standard_library"),
+    [("_pollux_run.py", {"numpy"}), ("_sia_run.py", set())],
+)
+def test_an_artifact_s_runner_imports_nothing_of_ours(runner, beyond_the_standard_library):
+    """The artifacts' runners run in the artifact's interpreter, which has none of our
+    packages: an import of ours there fails every run (as one did: ``options.Parser``)."""
     imported = set()
-    for node in ast.walk(ast.parse(runner.read_text())):
+    for node in ast.walk(ast.parse(SCRIPT.with_name(runner).read_text())):
         if isinstance(node, ast.Import):
             imported |= {a.name.split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom) and node.level == 0:
             imported.add(node.module.split(".")[0])
-    assert imported - set(sys.stdlib_module_names) == {"numpy"}
+    assert imported - set(sys.stdlib_module_names) == beyond_the_standard_library

@@ -1,0 +1,446 @@
+"""Sia and Pollux as the Sia artifact's own simulator runs them, beside our ``adaptive``, on
+Sia's Philly workloads on its homogeneous 64-GPU cluster.
+
+Sia (Jayaram Subramanya et al., SOSP 2023) ships a simulator that grew out of Pollux's; its
+homogeneous experiment runs 16 nodes of 4 T4 GPUs ("aws": the line
+``cluster_nnodes = {"aws": 16}`` its ``simulator_config.py`` leaves commented out, set here at
+run time by ``_sia_run.py``) on ``workloads/philly/workload-1..8.csv`` (160 jobs each, over
+8 hours) with 60 s rounds. This script runs, in one go, per workload:
+
+* Sia as published (``multi_simulator.py --policy=sia``, ``run_experiment.sh``'s settings:
+  p=-0.5, lambda_a=0.01, lambda_n=1.1, ``--project_throughputs --share_max_replicas``) and with
+  its batch-size tuning off (the artifact's ``--disable_bsz_tuning``);
+* Pollux as Sia's simulator runs it (``multi_simulator_unaware.py --policy=pollux
+  --policy_p_val=-1``), batch sizes tuned, and with every job at its row's batch size (fixed
+  as the artifact fixes Sia's: it has no switch for Pollux; see ``_sia_run.py``);
+* ours, ``adaptive`` in our simulator, with batch sizes fixed and with
+  ``batch_policy="goodput"`` (a batch chosen at each restart), on the same cluster, with the
+  same application measurements: Sia's T4 ("aws") ``placements-aws.csv`` and
+  ``scalability-aws.csv`` under our names in a temporary folder (an application whose files
+  ours cannot read falls back to the shipped Pollux measurements; the output says which),
+  with step times multiplied by the slowdown the artifact's jobs run at (its
+  ``SLOWDOWNS``: cifar10 1.8, others 1.2; ``--no-slowdown`` leaves them out), and one restart
+  cost per workload: the artifact's per-application restart times (cifar10 50 s, bert 120 s,
+  imagenet 250 s, ...) averaged over the workload's jobs, as the first start's cost too.
+
+Restarts per job: the artifact's ``num_restarts`` (each new allocation after a job's first)
+and our ``resizes`` (each change of a running job's GPUs, its suspension included), over the
+workload's jobs: the same count, a suspend and resume being one.
+
+Needs the artifact and a Python with its requirements (CBC through cylp for Sia's MIP; its
+pins are for Python 3.10, on 3.11 these versions install as wheels and run it). The artifact
+has no licence file: nothing of it is copied here, it is read from ``--artifact`` at run time.
+Timed on one core of a shared 2-core machine (niced), workload-1: Sia 7.4 minutes for its
+1,437 rounds, ours 1.5 minutes per batch policy; Pollux is slower (2-4 s a round while many
+jobs wait: 22 s for the first 10 rounds with batch sizes fixed, over 5.5 minutes for the
+first 90 tuned). ``--schedulers`` picks the artifact's runs, ``--limit-s`` cuts them short.
+
+    git clone https://github.com/siasosp23/artifacts sia-artifacts
+    python3.11 -m venv sia-env
+    sia-env/bin/pip install "numpy~=1.23.0" "pandas<2" "scipy<1.12" pymoo==0.4.2.1 rich \
+        "cvxpy<1.5" cylp psutil
+    python benchmarks/sia_compare.py --artifact sia-artifacts/sia-simulator \
+        --python sia-env/bin/python [--workloads 1,2] [--schedulers sia,pollux-fixed] \
+        [--runs 1] [--workers 1]
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import math
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+
+from _common import command_line, positive, trace_data, whole
+from tqdm import tqdm
+
+from jupyter_elastic_gpu.core.mechanism import Mechanism
+from jupyter_elastic_gpu.core.policies import make_policy
+from jupyter_elastic_gpu.options import Parser
+from jupyter_elastic_gpu.sim.data import pollux_traces
+from jupyter_elastic_gpu.sim.engine import SimConfig, simulate
+from jupyter_elastic_gpu.sim.traces.pollux import (
+    APPLICATION_LIMITS,
+    Application,
+    read_pollux,
+)
+from jupyter_elastic_gpu.sim.workload import TraceError
+
+RUNNER = Path(__file__).with_name("_sia_run.py")
+WORKLOADS = [f"workload-{i}" for i in range(1, 9)]
+#: The artifact's runs, in the order shown: (mode of ``_sia_run.py``, label).
+THEIRS = (
+    ("sia", "Sia, batch sizes tuned (as published)"),
+    ("sia-fixed", "Sia, batch sizes fixed"),
+    ("pollux", "Pollux (Sia's sim.), batch sizes tuned"),
+    ("pollux-fixed", "Pollux (Sia's sim.), batch sizes fixed"),
+)
+#: Ours: (``batch_policy`` of ``read_pollux``, label).
+OURS = (
+    ("fixed", "adaptive (ours), batch sizes fixed"),
+    ("goodput", "adaptive (ours), batch_policy=goodput"),
+)
+
+
+class ArtifactError(Exception):
+    """A run of the artifact's simulator that could not start or did not finish."""
+
+
+#: The artifact runs under way, so that the others stop when one fails.
+_RUNNING: set[subprocess.Popen] = set()
+
+
+def artifact_run(python: str, artifact: Path, what: str, *args: str) -> dict:
+    """One run of ``_sia_run.py`` in the artifact's interpreter; ``what`` names it in errors."""
+    try:
+        proc = subprocess.Popen(
+            [python, str(RUNNER), str(artifact), *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+    except OSError as e:
+        raise ArtifactError(
+            f"cannot run --python {python}: {e} (make the venv as this script's docstring says)"
+        ) from None
+    _RUNNING.add(proc)
+    try:
+        out, err = proc.communicate()
+    finally:
+        _RUNNING.discard(proc)
+    lines = out.strip().splitlines()
+    if proc.returncode != 0 or not lines:
+        tail = "\n".join(err.strip().splitlines()[-5:])
+        raise ArtifactError(
+            f"the artifact's simulator failed ({what}; is --python an interpreter with the "
+            f"artifact's requirements?):\n{tail}"
+        )
+    try:
+        return json.loads(lines[-1])
+    except json.JSONDecodeError:
+        raise ArtifactError(
+            f"the artifact's run ({what}) printed no result: {lines[-1]!r}"
+        ) from None
+
+
+def _terminated(signum, frame):
+    raise KeyboardInterrupt
+
+
+def workload_names(text: str) -> list[str]:
+    """``1,2`` or ``workload-1,workload-2`` as workload names; ValueError names a bad one."""
+    names = []
+    for item in text.split(","):
+        item = item.strip()
+        name = f"workload-{item}" if item.isdigit() else item
+        if name not in WORKLOADS:
+            raise ValueError(f"unknown workload {item!r}; known: 1..{len(WORKLOADS)}")
+        if name not in names:
+            names.append(name)
+    return names
+
+
+def applications(csvs: list[Path]) -> list[str]:
+    """The applications the workloads' rows name, sorted."""
+    found = set()
+    for path in csvs:
+        with open(path, newline="") as f:
+            found.update(row["application"] for row in csv.DictReader(f))
+    return sorted(found)
+
+
+def _scaled(source: Path, target: Path, factor: float) -> None:
+    """``source`` with its step and all-reduce times multiplied by ``factor``."""
+    with open(source, newline="") as f:
+        rows = list(csv.DictReader(f))
+        fields = list(rows[0]) if rows else []
+    with open(target, "w", newline="") as f:
+        out = csv.DictWriter(f, fieldnames=fields)
+        out.writeheader()
+        for row in rows:
+            for column in ("step_time", "sync_time"):
+                row[column] = repr(float(row[column]) * factor)
+            out.writerow(row)
+
+
+def traces_folder(
+    artifact: Path, gpu: str, apps: list[str], slowdown: dict[str, float], folder: Path
+) -> dict[str, str]:
+    """Fill ``folder`` with one sub-folder per application, in our layout, from the
+    artifact's measurements on ``gpu`` (``placements-<gpu>.csv`` as ``placements.csv`` ...),
+    times multiplied by ``slowdown`` (1 where absent: then a link). An application ours
+    cannot read so gets the shipped Pollux measurements instead. Returns {application: what
+    was used}."""
+    used = {}
+    for app in apps:
+        source, target = artifact / "traces" / app, folder / app
+        target.mkdir()
+        factor = slowdown.get(app, 1.0)
+        try:
+            for name in ("placements", "scalability"):
+                measured = source / f"{name}-{gpu}.csv"
+                if not measured.is_file():
+                    raise TraceError(str(measured), "missing")
+                if factor == 1.0:
+                    (target / f"{name}.csv").symlink_to(measured.resolve())
+                else:
+                    _scaled(measured, target / f"{name}.csv", factor)
+            for validation in sorted(source.glob("validation-*.csv")):
+                (target / validation.name).symlink_to(validation.resolve())
+            Application(str(target), **APPLICATION_LIMITS.get(app, {}))
+            used[app] = f"Sia's {gpu} measurements" + (
+                f", times x{factor:g}" if factor != 1 else ""
+            )
+        except (TraceError, OSError, ValueError, KeyError) as e:
+            for entry in target.iterdir():
+                entry.unlink()
+            target.rmdir()
+            shipped = pollux_traces(trace_data()) / app
+            if not shipped.is_dir():
+                raise ArtifactError(
+                    f"ours cannot read Sia's measurements of {app} ({e}) and ships none"
+                ) from None
+            target.symlink_to(shipped.resolve())
+            used[app] = f"the shipped Pollux measurements (Sia's unreadable: {e})"
+    return used
+
+
+def restart_cost(csv_path: Path, restart_s: dict[str, float]) -> float:
+    """The artifact's per-application restart times averaged over the workload's jobs."""
+    with open(csv_path, newline="") as f:
+        times = [restart_s.get(row["application"], 30.0) for row in csv.DictReader(f)]
+    return sum(times) / len(times)
+
+
+def ours(
+    csv_path: Path, folder: Path, batch_policy: str, nodes: int, per_node: int, restart: float
+) -> dict:
+    """Our ``adaptive`` in our simulator, in the artifact's settings (as
+    ``pollux_batch_sizes.py`` runs it): 60 s rounds, ``restart`` s per (re)start."""
+    wl = read_pollux(
+        str(csv_path), str(folder), per_node, nodes * per_node, batch_policy=batch_policy
+    )
+    cfg = SimConfig(
+        nodes=nodes, gpus_per_node=per_node, tick_s=60, rounds=True, start_cost_s=restart
+    )
+    result = simulate(wl, make_policy("adaptive"), Mechanism("restart", restart), cfg)
+    s = result.summary()
+    return {
+        "mean_jct_s": float(s["mean_jct_s"]),
+        "makespan_s": float(s["makespan_s"]),
+        "restarts_per_job": result.resizes / len(wl.jobs),
+    }
+
+
+def _figure(values: list, digits: int = 0) -> str:
+    """One figure, or the range of several runs; '-' where none."""
+    values = [v for v in values if v is not None]
+    if not values:
+        return "-"
+    lo, hi = min(values), max(values)
+    one = f"{lo:,.{digits}f}"
+    return one if one == f"{hi:,.{digits}f}" else f"{one}-{hi:,.{digits}f}"
+
+
+def ratio(mine: float | None, theirs: list) -> float | None:
+    """Ours over the mean of the artifact's runs; None where either is missing."""
+    theirs = [t for t in theirs if t is not None]
+    if mine is None or not theirs or statistics.mean(theirs) <= 0:
+        return None
+    return mine / statistics.mean(theirs)
+
+
+def geomean(values: list) -> float | None:
+    """The geometric mean of the ratios there are (None if none)."""
+    values = [v for v in values if v is not None and v > 0 and math.isfinite(v)]
+    return statistics.geometric_mean(values) if values else None
+
+
+def table(rows: list[list[str]], left: int = 2) -> str:
+    """Columns padded (the first ``left`` to the left), a rule under the header."""
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = []
+    for k, r in enumerate(rows):
+        lines.append(
+            "  ".join(
+                c.ljust(w) if i < left else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))
+            ).rstrip()
+        )
+        if k == 0:
+            lines.append("  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+def ratio_rows(names, theirs, results, mine, metric: str) -> list[list[str]]:
+    """Rows of ours / theirs for ``metric`` per workload, and their geometric mean."""
+    rows = [["ours", "/ theirs", *names, "geomean"]]
+    for policy, label in OURS:
+        for mode, their_label in theirs:
+            found = [
+                ratio(mine[(n, policy)][metric], [r[metric] for r in results[(n, mode)]])
+                for n in names
+            ]
+            rows.append(
+                [
+                    label.removeprefix("adaptive (ours), "),
+                    their_label,
+                    *("-" if x is None else f"{x:.2f}" for x in found),
+                    "-" if geomean(found) is None else f"{geomean(found):.2f}",
+                ]
+            )
+    return rows
+
+
+def main() -> None:
+    ap = Parser(description=__doc__.splitlines()[0])
+    ap.add_argument("--artifact", required=True, help="the artifact's sia-simulator/ folder")
+    ap.add_argument("--python", required=True, help="an interpreter with the artifact's needs")
+    ap.add_argument("--runs", type=whole(), default=1, help="artifact runs per workload and mode")
+    ap.add_argument(
+        "--workloads",
+        default=",".join(str(i) for i in range(1, len(WORKLOADS) + 1)),
+        help=f"which Philly workloads, of 1..{len(WORKLOADS)} (e.g. 1,2)",
+    )
+    ap.add_argument(
+        "--schedulers",
+        default=",".join(mode for mode, _ in THEIRS),
+        help=f"the artifact's runs to make, of {', '.join(mode for mode, _ in THEIRS)}",
+    )
+    ap.add_argument("--workers", type=whole(), default=1, help="artifact runs at once")
+    ap.add_argument("--threads", type=whole(), default=1, help="CBC threads per Sia run")
+    ap.add_argument(
+        "--limit-s",
+        type=positive,
+        help="stop the artifact's runs after this many simulated seconds (to time them; "
+        "their figures are then of the jobs finished, and nothing is compared)",
+    )
+    ap.add_argument(
+        "--no-slowdown",
+        action="store_true",
+        help="ours at the measured speeds, not slowed as the artifact slows its jobs",
+    )
+    args = ap.parse_args()
+    artifact = Path(args.artifact)
+    if not (artifact / "multi_simulator.py").is_file():
+        ap.error(f"{artifact} has no multi_simulator.py: pass the artifact's sia-simulator/ folder")
+    try:
+        names = workload_names(args.workloads)
+    except ValueError as e:
+        ap.error(f"--workloads: {e}")
+    modes = [m.strip() for m in args.schedulers.split(",") if m.strip()]
+    unknown = sorted(set(modes) - {mode for mode, _ in THEIRS})
+    if unknown or not modes:
+        ap.error(
+            f"--schedulers: unknown {', '.join(unknown) or 'none given'}; "
+            f"known: {', '.join(mode for mode, _ in THEIRS)}"
+        )
+    theirs = [(mode, label) for mode, label in THEIRS if mode in modes]
+    csvs = {n: artifact / "workloads" / "philly" / f"{n}.csv" for n in names}
+    missing = [str(p) for p in csvs.values() if not p.is_file()]
+    if missing:
+        ap.error(f"no {', '.join(missing)}: pass the artifact's sia-simulator/ folder")
+    print(f"$ {command_line()}\n")
+    try:
+        settings = artifact_run(args.python, artifact, "settings", "--describe")
+    except ArtifactError as e:
+        sys.exit(f"benchmark: {e}")
+    gpu, nodes, per_node = settings["gpu"], settings["nodes"], settings["gpus_per_node"]
+    slowdown = {} if args.no_slowdown else settings["slowdown"]
+    extra = ["--threads", str(args.threads)]
+    if args.limit_s:
+        extra += ["--limit-s", repr(args.limit_s)]
+    signal.signal(signal.SIGTERM, _terminated)  # a kill stops the artifact's runs too
+    tasks = [(n, mode) for n in names for mode, _ in theirs for _ in range(args.runs)]
+    results: dict[tuple[str, str], list[dict]] = {}
+    with ThreadPoolExecutor(args.workers) as pool:
+        futures = {
+            pool.submit(
+                artifact_run, args.python, artifact, f"{mode}, {n}", str(csvs[n]), mode, *extra
+            ): (n, mode)
+            for n, mode in tasks
+        }
+        try:
+            for future in tqdm(as_completed(futures), total=len(futures), desc="artifact runs"):
+                found = future.result()
+                results.setdefault(futures[future], []).append(found)
+                n, mode = futures[future]
+                tqdm.write(f"done: {mode}, {n}: {json.dumps(found)}")  # kept if cut short
+                sys.stdout.flush()
+        except (ArtifactError, KeyboardInterrupt) as e:
+            for future in futures:
+                future.cancel()
+            for proc in list(_RUNNING):
+                proc.kill()
+            sys.exit(f"benchmark: {e}" if isinstance(e, ArtifactError) else 130)
+    mine: dict[tuple[str, str], dict] = {}
+    restart = {n: restart_cost(csvs[n], settings["restart_s"]) for n in names}
+    with tempfile.TemporaryDirectory(prefix="sia-traces-") as tmp:
+        used = traces_folder(artifact, gpu, applications(list(csvs.values())), slowdown, Path(tmp))
+        if not args.limit_s:
+            for n, policy in tqdm(
+                [(n, p) for n in names for p, _ in OURS], desc="our runs", leave=False
+            ):
+                mine[(n, policy)] = ours(csvs[n], Path(tmp), policy, nodes, per_node, restart[n])
+    print(
+        f"cluster: {nodes} nodes x {per_node} {gpu} GPUs (Sia's homogeneous cluster), 60 s rounds"
+    )
+    for app, what in used.items():
+        print(f"ours, {app}: {what}")
+    print(
+        "ours, restart cost: "
+        + ", ".join(f"{n} {restart[n]:.1f} s" for n in names)
+        + " (the artifact's per-application restart times averaged over each workload's jobs)\n"
+    )
+    rows = [["workload", "scheduler", "mean JCT s", "makespan s", "restarts/job", "wall s"]]
+    for n in names:
+        for policy, label in OURS:
+            if (n, policy) in mine:
+                m = mine[(n, policy)]
+                rows.append(
+                    [
+                        n,
+                        label,
+                        _figure([m["mean_jct_s"]]),
+                        _figure([m["makespan_s"]]),
+                        _figure([m["restarts_per_job"]], 2),
+                        "",
+                    ]
+                )
+        for mode, label in theirs:
+            runs = results[(n, mode)]
+            partial = any(r["partial"] for r in runs)
+            note = f" ({len(runs)} runs)" if len(runs) > 1 else ""
+            if partial:
+                note += f" [first {runs[0]['simulated_s']:,} s: {runs[0]['finished']} jobs done]"
+            rows.append(
+                [
+                    n,
+                    label + note,
+                    _figure([r["mean_jct_s"] for r in runs]),
+                    _figure([r["makespan_s"] for r in runs]),
+                    _figure([r["restarts_per_job"] for r in runs], 2),
+                    _figure([r["wall_s"] for r in runs]),
+                ]
+            )
+    print(table(rows))
+    if args.limit_s:
+        print("\n--limit-s: the artifact's runs were cut short, so nothing is compared")
+        return
+    for metric, title in (
+        ("mean_jct_s", "mean JCT"),
+        ("makespan_s", "makespan"),
+        ("restarts_per_job", "restarts per job"),
+    ):
+        print(f"\n{title}, ours / theirs (below 1: ours is lower)")
+        print(table(ratio_rows(names, theirs, results, mine, metric)))
+    print("\nratios: ours over the mean of the artifact's runs; geomean over the workloads run")
+
+
+if __name__ == "__main__":
+    main()
