@@ -3,6 +3,8 @@ sums worked out here from the shipped Pollux measurements, epoch by epoch."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from jupyter_elastic_gpu.core.mechanism import Mechanism
@@ -92,7 +94,7 @@ def one_job(name: str, gpus: int, batch_policy: str) -> Workload:
         batch_policy=batch_policy,
     )
     job = next(j for j in wl.jobs if j.profile_name.startswith(name))
-    job = type(job)(**{**job.__dict__, "submit_time": 0.0, "requested_gpus": gpus})
+    job = dataclasses.replace(job, submit_time=0.0, requested_gpus=gpus)
     return Workload("one", [job])
 
 
