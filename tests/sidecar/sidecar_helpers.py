@@ -125,12 +125,35 @@ def live_step(job: Path) -> tuple[int, int]:
     return (live[0], live[1]) if live else (0, 0)
 
 
+def standbys_ready(job: Path) -> int:
+    """How many standby interpreters have said they are ready in the job's trainer log."""
+    log = job / "trainer.log"
+    if not log.exists():
+        return 0
+    return sum(
+        "] standby interpreter " in line and " ready (" in line
+        for line in log.read_text().splitlines()
+    )
+
+
 def run_resized(
-    job: Path, script: str, script_args=(), *, plan, extra=(), env: dict | None = None
+    job: Path,
+    script: str,
+    script_args=(),
+    *,
+    plan,
+    extra=(),
+    env: dict | None = None,
+    hold_for_standby: bool = False,
 ) -> tuple[int, str]:
     """Run a script on the GPUs of ``plan[0]``, then move to each next ``(gpus, steps)`` grant
     once the running generation has trained that many steps since it started (``env``: the
-    sidecar's environment, ``ENV`` by default)."""
+    sidecar's environment, ``ENV`` by default).
+
+    The trainer trains on until the next generation's standby interpreter is ready, so a short
+    script can end before a resize takes effect where the standby's import is slow (a loaded
+    machine). ``hold_for_standby`` stops the trainer (SIGSTOP) from the resize's step until
+    that standby is ready, then lets it go on: the resize then always lands mid-training."""
     proc = start(
         job,
         "--gpus",
@@ -153,7 +176,18 @@ def run_resized(
         )
         target = (generation, first["resumed_from"] + steps)
         wait_for(lambda t=target: live_step(job) >= t, timeout=120, proc=proc, what=str(target))
+        held = status(job)["trainer_pid"] if hold_for_standby else None
+        if held:
+            os.kill(held, signal.SIGSTOP)
+            wait_for(
+                lambda g=generation: standbys_ready(job) >= g,
+                timeout=180,
+                proc=proc,
+                what=f"the standby interpreter of generation {generation + 1}",
+            )
         res = cli("resize", "--job-dir", str(job), "--gpus", gpus)
+        if held:
+            os.kill(held, signal.SIGCONT)
         assert res.returncode == 0, res.stderr
         wait_for(
             lambda g=generation: status(job)["generation"] == g + 1,

@@ -168,6 +168,7 @@ def test_keep_per_replica_scales_batch_and_learning_rate(tmp_path, keras):
         [str(events)],
         plan=[("0,1", None), ("0,1,2,3", 40)],
         extra=("--batch-policy", "keep-per-replica", "--epochs", "1", "--lr-warmup-steps", "20"),
+        hold_for_standby=True,  # 224 steps in all: the epoch can end before a slow standby
     )
     assert code == P.EXIT_DONE, err
     recs = progress(job)
