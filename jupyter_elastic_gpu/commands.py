@@ -189,6 +189,7 @@ def _synthetic_part(args: argparse.Namespace) -> dict[str, Any]:
     for flag, value in (
         ("--epochs", args.epochs),
         ("--batch-policy", args.batch_policy),
+        ("--measure-noise", args.measure_noise),
         ("--framework", args.framework),
         ("--simulated", args.simulated),
     ):

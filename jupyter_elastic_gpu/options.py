@@ -63,6 +63,15 @@ JOB_OPTIONS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
         },
     ),
     (
+        ("--measure-noise",),
+        {
+            "action": "store_true",
+            "default": None,
+            "help": "measure the gradient noise scale as the job trains (Keras scripts): the "
+            "job's view says which batch sizes use each sample well",
+        },
+    ),
+    (
         ("--framework",),
         {
             "choices": Framework.values(),

@@ -90,7 +90,7 @@ def test_script_body(script):
     args = make_parser().parse_args(
         ["submit", str(script), "--min-gpus", "1", "--max-gpus", "4", "--requested-gpus", "2",
          "--epochs", "3", "--priority", "2.5", "--batch-policy", "keep-per-replica",
-         "--framework", "torchrun", "--simulated"]
+         "--framework", "torchrun", "--simulated", "--measure-noise"]
     )  # fmt: skip
     assert given(args) == {
         "script": "import keras\nprint('training')\n",
@@ -103,6 +103,7 @@ def test_script_body(script):
         "batch_policy": "keep-per-replica",
         "framework": "torchrun",
         "simulated": True,
+        "measure_noise": True,
     }
 
 
@@ -168,6 +169,7 @@ SYN = ["submit", "--synthetic", "--work", "100", "--throughput", "1:100"]
         (["--min-gpus", "1", "--max-gpus", "1", "--epochs", "2"], "--epochs is for script jobs"),
         (["--min-gpus", "1", "--max-gpus", "1", "--simulated"], "--simulated is for script jobs"),
         (["--framework", "keras"], "--framework is for script jobs"),
+        (["--measure-noise"], "--measure-noise is for script jobs"),
         (
             ["--min-gpus", "1", "--max-gpus", "1", "--time-scale", "0"],
             "synthetic.time_scale: must be above 0, got 0.0",

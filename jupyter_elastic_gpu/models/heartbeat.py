@@ -70,6 +70,16 @@ class ProgressRecord(Lenient):
     ] = Field(default_factory=dict)
     samples_per_s: Amount | None = None
     batch_size: Count | None = Field(None, description="The global batch.")
+    grad_sqr: Value | None = Field(
+        None, description="|G|^2, the true gradient's squared norm (estimated; --measure-noise)."
+    )
+    grad_var: Amount | None = Field(
+        None, description="tr(Sigma), the per-sample gradient variance (estimated)."
+    )
+    noise_scale: Amount | None = Field(
+        None, description="The gradient noise scale tr(Sigma) / |G|^2, in samples."
+    )
+    noise_steps: Count | None = Field(None, description="Step pairs the noise scale is over.")
     first: bool | None = Field(None, description="First step of a trainer process.")
     pid: Pid | None = None
     resumed_from: Count | None = Field(None, description="Global step restored.")

@@ -113,6 +113,12 @@ class SubmitRequest(Strict):
     )
     priority: Priority = 1.0
     batch_policy: BatchPolicy = BatchPolicy.KEEP_GLOBAL
+    measure_noise: bool = Field(
+        False,
+        description="Measure the gradient noise scale as the job trains (Keras on TensorFlow; "
+        "docs/sidecar.md): the job's view says which batch sizes use each sample well. Costs "
+        "one copy of the model's trainable weights in memory.",
+    )
     framework: Framework = Field(
         Framework.AUTO,
         description="The framework adapter that runs the script (docs/frameworks.md): `auto` "
@@ -173,6 +179,10 @@ class SubmitRequest(Strict):
             raise ValueError("a synthetic job needs 'synthetic': {work, throughput}")
         if self.kind != JobKind.SCRIPT and self.framework != Framework.AUTO:
             raise ValueError(f"'framework' only goes with kind 'script', not {self.kind.value!r}")
+        if self.kind != JobKind.SCRIPT and self.measure_noise:
+            raise ValueError(
+                f"'measure_noise' only goes with kind 'script', not {self.kind.value!r}"
+            )
         for name, blob in self.inputs.items():
             if not IDENTIFIER.match(name):
                 raise ValueError(f"input name {name!r} is not a Python identifier")
@@ -210,6 +220,11 @@ class SubmitRequest(Strict):
         if self.kind == JobKind.SCRIPT:
             found = detect(self.script or "", self.framework)
             update["framework"], elastic = found.framework, found.elastic
+            if self.measure_noise and found.framework != Framework.KERAS:
+                raise BadRequest(
+                    "measure_noise: the gradient noise scale is measured in Keras scripts "
+                    f"only, and this is a {found.framework.value} script: submit it without it"
+                )
             if not found.elastic:
                 if found.one_device:
                     want = 1

@@ -88,6 +88,14 @@ class JobProgress(Strict):
     loss: float | None = None
     metrics: dict[str, float | None] = Field(default_factory=dict)
     samples_per_s: float | None = None
+    batch_size: int | None = Field(None, description="The global batch of the last step.")
+    noise_scale: float | None = Field(
+        None,
+        description="The gradient noise scale in samples (jobs that measure it): a batch of "
+        "B samples makes noise_scale / (noise_scale + B) of the use of each sample that a "
+        "small batch makes.",
+    )
+    noise_steps: int | None = Field(None, description="The steps the noise scale is over.")
     fraction: float | None = Field(
         None, description="Share of the total work done, where the total is known."
     )
@@ -153,6 +161,7 @@ class JobView(Strict):
     job_dir: str
     epochs: int | None
     batch_policy: BatchPolicy
+    measure_noise: bool = Field(False, description="the job measures its gradient noise scale")
     framework: Framework | None = Field(
         None,
         description="the framework adapter that runs the script, as settled at submission "

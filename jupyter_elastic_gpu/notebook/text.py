@@ -93,6 +93,29 @@ def framework_text(job: Mapping[str, Any]) -> str | None:
     return f"framework {framework}"
 
 
+def noise_text(job: Mapping[str, Any]) -> str | None:
+    """What the gradient noise scale says of the job's batch (``--measure-noise``): a batch of
+    B samples makes phi / (phi + B) of the use of each sample that a small batch makes, so a
+    batch well below phi uses its samples fully and one above it wastes more than half; None
+    for a job that does not measure it."""
+    if not job.get("measure_noise"):
+        return None
+    p = job.get("progress") or {}
+    scale, steps, batch = p.get("noise_scale"), p.get("noise_steps"), p.get("batch_size")
+    if scale is None:
+        if steps:
+            return (
+                f"gradient noise scale: not measurable yet ({plural(steps, 'step')}: the "
+                "gradient's signal reads as zero under its noise)"
+            )
+        return None if job["state"] in FINAL else "gradient noise scale: measuring"
+    text = f"gradient noise scale {scale:,.0f} samples (over {plural(steps or 0, 'step')})"
+    if batch:
+        text += f": batch {batch:,} makes {scale / (scale + batch):.0%} of the use of each sample"
+        text += " that a small batch makes"
+    return text
+
+
 def describe_job(job: dict[str, Any]) -> str:
     """A few lines: what the job is doing now, and the GPU counts it has had."""
     p = job.get("progress") or {}
@@ -122,6 +145,9 @@ def describe_job(job: dict[str, Any]) -> str:
     framework = framework_text(job)
     if framework:
         lines.append(framework)
+    noise = noise_text(job)
+    if noise:
+        lines.append(noise)
     if p.get("note") and job["state"] not in FINAL:
         lines.append(f"trainer: {p['note']}")
     counts = [len(h["gpus"]) for h in job.get("history") or []]

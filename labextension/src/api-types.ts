@@ -239,6 +239,15 @@ export interface JobProgress {
   loss?: number | null;
   metrics?: Record<string, number | null>;
   samples_per_s?: number | null;
+  /** The global batch of the last step. */
+  batch_size?: number | null;
+  /**
+   * The gradient noise scale in samples (jobs that measure it): a batch of B samples makes
+   * noise_scale / (noise_scale + B) of the use of each sample that a small batch makes.
+   */
+  noise_scale?: number | null;
+  /** The steps the noise scale is over. */
+  noise_steps?: number | null;
   /** Share of the total work done, where the total is known. */
   fraction?: number | null;
   /**
@@ -328,6 +337,8 @@ export interface JobView {
   job_dir: string;
   epochs: number | null;
   batch_policy: BatchPolicy;
+  /** the job measures its gradient noise scale */
+  measure_noise?: boolean;
   /**
    * the framework adapter that runs the script, as settled at submission (never `auto`); null for a
    * synthetic job or a kernel's lease
@@ -518,6 +529,14 @@ export interface ProgressRecord {
   samples_per_s?: number | null;
   /** The global batch. */
   batch_size?: number | null;
+  /** |G|^2, the true gradient's squared norm (estimated; --measure-noise). */
+  grad_sqr?: number | null;
+  /** tr(Sigma), the per-sample gradient variance (estimated). */
+  grad_var?: number | null;
+  /** The gradient noise scale tr(Sigma) / |G|^2, in samples. */
+  noise_scale?: number | null;
+  /** Step pairs the noise scale is over. */
+  noise_steps?: number | null;
   /** First step of a trainer process. */
   first?: boolean | null;
   pid?: number | null;
@@ -878,6 +897,12 @@ export interface SubmitRequest {
   epochs?: number | null;
   priority?: number;
   batch_policy?: BatchPolicy;
+  /**
+   * Measure the gradient noise scale as the job trains (Keras on TensorFlow; docs/sidecar.md): the
+   * job's view says which batch sizes use each sample well. Costs one copy of the model's trainable
+   * weights in memory.
+   */
+  measure_noise?: boolean;
   /**
    * The framework adapter that runs the script (docs/frameworks.md): `auto` reads it from the
    * script's imports. A script its framework cannot resize (no framework recognised, or a torchrun

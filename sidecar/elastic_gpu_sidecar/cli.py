@@ -69,6 +69,11 @@ def build_parser() -> argparse.ArgumentParser:
     )
     run.add_argument("--lr-warmup-steps", type=int, default=100, metavar="N")
     run.add_argument(
+        "--measure-noise",
+        action="store_true",
+        help="measure the gradient noise scale (Keras on TensorFlow) and report it with progress",
+    )
+    run.add_argument(
         "--framework",
         choices=P.Framework.values(),
         default=P.Framework.AUTO.value,
@@ -239,6 +244,7 @@ def _command(args, parser, job: JobDir) -> dict:
         checkpoint_interval=args.checkpoint_interval,
         batch_policy=args.batch_policy,
         lr_warmup_steps=args.lr_warmup_steps,
+        measure_noise=bool(args.measure_noise),
         seed=(prev or {}).get("seed") if same else random.randrange(1 << 31),
         simulated=args.simulated or bool(same and (prev or {}).get("simulated")),
         reference_replicas=(prev or {}).get("reference_replicas") if same else None,

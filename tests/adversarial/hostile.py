@@ -76,7 +76,8 @@ ODD_STRINGS = [
 
 FIELD_NAMES = [
     "name", "kind", "script", "args", "cwd", "min_gpus", "max_gpus", "requested_gpus",
-    "epochs", "priority", "batch_policy", "framework", "simulated", "inputs", "synthetic", "work",
+    "epochs", "priority", "batch_policy", "measure_noise", "framework", "simulated", "inputs",
+    "synthetic", "work", "noise_scale", "grad_var",
     "throughput", "time_scale", "batch", "job_id", "generation", "gpus", "state", "progress",
     "resize_cost_s", "backlog", "sidecar_pid", "trainer_pid", "restarts", "error", "exit_code",
     "model_path", "t", "samples", "samples_per_s", "metrics", "loss", "__proto__", "",

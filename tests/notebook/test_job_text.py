@@ -134,3 +134,39 @@ def test_a_trainers_note_reaches_the_job_view_cut_to_its_bound():
     view = progress_view(Job())
     assert view.global_step == 7 and view.note == "x" * MAX_NOTE_CHARS
     assert ProgressRecord.model_validate({"t": 1.0, "note": {"not": "text"}}).note is None
+
+
+def test_the_noise_scale_says_how_well_the_batch_uses_its_samples():
+    measured = {"noise_scale": 1850.4, "noise_steps": 600, "batch_size": 256, "epoch": 0}
+    job = {**JOB, "framework": "keras", "measure_noise": True, "progress": measured}
+    line = describe_job(job).splitlines()[2]
+    # phi / (phi + B) = 1850.4 / 2106.4
+    assert line == (
+        "gradient noise scale 1,850 samples (over 600 steps): batch 256 makes 88% of the use "
+        "of each sample that a small batch makes"
+    )
+    starting = {**job, "state": "running", "progress": {"epoch": 0}}
+    assert "gradient noise scale: measuring" in describe_job(starting)
+    unclear = {**job, "progress": {"noise_scale": None, "noise_steps": 40, "batch_size": 256}}
+    assert "not measurable yet (40 steps" in describe_job(unclear)
+    assert "noise" not in describe_job({**job, "measure_noise": False})
+
+
+def test_the_noise_scale_reaches_the_job_view_and_bad_values_are_refused():
+    from pydantic import ValidationError
+
+    from jupyter_elastic_gpu.models.heartbeat import ProgressRecord
+    from jupyter_elastic_gpu.scheduler.port.views import progress_view
+
+    class Job:
+        total_work, work_done = None, 0
+        progress = ProgressRecord.model_validate(
+            {"t": 1.0, "batch_size": 64, "grad_sqr": -0.5, "grad_var": 30.0,
+             "noise_scale": None, "noise_steps": 12}
+        )  # fmt: skip
+
+    view = progress_view(Job())
+    assert (view.batch_size, view.noise_scale, view.noise_steps) == (64, None, 12)
+    for bad in ({"noise_scale": -1.0}, {"grad_var": float("inf")}, {"noise_steps": "many"}):
+        with pytest.raises(ValidationError):
+            ProgressRecord.model_validate({"t": 1.0, **bad})

@@ -192,3 +192,25 @@ def test_a_record_kept_before_frameworks_shows_none():
     old = {"id": "j-old", "user": "ann", "name": "old", "spec": body, "job_dir": "/x"}
     view = views.job_view(JobRecord.from_dict(old))
     assert view.framework is None and view.elastic is None
+
+
+async def test_the_noise_scale_is_measured_in_keras_scripts_only(tmp_path):
+    async with scheduler(tmp_path) as (svc, launcher):
+        job = await svc.submit(ANN, script_job("import keras", measure_noise=True))
+        assert views.job_view(job).measure_noise is True
+        with pytest.raises(BadRequest, match="measured in Keras scripts only, and this is a "
+                           "lightning script"):  # fmt: skip
+            await svc.submit(ANN, script_job(LIGHTNING, measure_noise=True))
+        assert [j.id for j in svc.jobs.values()] == [job.id]  # the refused one left nothing
+        plain = await svc.submit(ANN, script_job("import keras"))
+        await svc.step()
+        assert "--measure-noise" in launcher.argv[job.id]
+        assert "--measure-noise" not in launcher.argv[plain.id]
+        assert views.job_view(plain).measure_noise is False
+
+
+def test_the_noise_scale_goes_with_script_jobs_only():
+    body = {"kind": "synthetic", "measure_noise": True}
+    body["synthetic"] = {"work": 1e6, "throughput": {"1": 10}}
+    with pytest.raises(BadRequest, match="'measure_noise' only goes with kind 'script'"):
+        parse(SubmitRequest, body, "job")

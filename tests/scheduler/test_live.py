@@ -115,7 +115,7 @@ async def test_a_tensorflow_job_is_resized_live(jp_fetch):
         jp_fetch,
         "jobs",
         "POST",
-        {"name": "keras", "script": TF_SCRIPT, "min_gpus": 1, "max_gpus": 4},
+        {"name": "keras", "script": TF_SCRIPT, "min_gpus": 1, "max_gpus": 4, "measure_noise": True},
     )
 
     async def a_running_on(*counts):
@@ -140,5 +140,9 @@ async def test_a_tensorflow_job_is_resized_live(jp_fetch):
     ]
     steps = [r["global_step"] for r in records]
     assert steps == sorted(steps) and steps[-1] == 8 * 4096 // 32  # no step lost or repeated
+    # the noise scale the trainer measured reaches the job's view, with the batch it is for
+    assert done["measure_noise"] is True
+    assert done["progress"]["batch_size"] == 32 and done["progress"]["noise_steps"] > 0
+    assert "noise_scale" in done["progress"]
     events = (await api(jp_fetch, f"jobs/{a['id']}/events"))["events"]
     assert any(e["kind"] == "resize" and len(e["data"]["to"]) == n for e in events)

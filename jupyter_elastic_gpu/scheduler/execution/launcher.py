@@ -123,6 +123,8 @@ def sidecar_command(request: LaunchRequest, python: str, standby: bool = True) -
     if spec.epochs:
         cmd += ["--epochs", str(spec.epochs)]
     cmd += ["--batch-policy", spec.batch_policy.value, "--framework", spec.framework.value]
+    if spec.measure_noise:
+        cmd.append("--measure-noise")
     return [*cmd, "--", os.path.join(request.job_dir, P.SCRIPT), *spec.args]
 
 

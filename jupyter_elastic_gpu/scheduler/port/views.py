@@ -59,6 +59,9 @@ def progress_view(job: JobRecord) -> JobProgress | None:
         loss=p.loss,
         metrics=p.metrics,
         samples_per_s=p.samples_per_s,
+        batch_size=p.batch_size,
+        noise_scale=p.noise_scale,
+        noise_steps=p.noise_steps,
         fraction=fraction,
         note=p.note,
     )
@@ -98,6 +101,7 @@ def job_view(job: JobRecord) -> JobView:
         job_dir=job.job_dir,
         epochs=job.spec.epochs,
         batch_policy=job.spec.batch_policy,
+        measure_noise=job.spec.measure_noise,
         framework=job.framework,
         elastic=job.elastic,
         priority=job.spec.priority,

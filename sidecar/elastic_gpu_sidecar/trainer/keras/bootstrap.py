@@ -52,6 +52,7 @@ class Runtime:
         self.replicas = len(gpus) if replicas is None else replicas
         #: Said in every progress record when training does not use the whole grant.
         self.note: str | None = None
+        self.noise: dict[int, object] = {}  # GradientNoise meters by id(model) (session.py)
         if self.replicas < len(gpus):
             self.note = (
                 f"training on {self.replicas} of the {len(gpus)} granted devices (Keras on "

@@ -155,6 +155,9 @@ class ElasticCallback(keras.callbacks.Callback):
             self._last_t, self._last_samples = now, self.rt.samples
         values = _floats(logs)
         loss = values.pop("loss", None)
+        noise = self.s.noise.read(self.gb) if self.s.noise is not None else None
+        if noise:
+            extra = {**noise, **extra}
         self.rt.report(
             epoch=self.epoch,
             epochs=self.s.epochs,

@@ -95,6 +95,7 @@ class FitSession:
             self.lr_start, target, int(rt.config.get("lr_warmup_steps") or 0), log
         )
         self.resumed_step: int | None = None
+        self.noise = None  # the GradientNoise meter, when the job measures one
         self._metrics: dict | None = None
         self.cb: ElasticCallback | None = None
         user_batch = fargs.get("batch_size") or (
@@ -121,6 +122,29 @@ class FitSession:
             f"fit {self.k}: restored {self.rt.resume.name} in {time.monotonic() - t0:.2f} s; "
             f"resuming at epoch {self.start_epoch + 1}, batch {self.plan.first_offset}"
         )
+
+    def measure_noise(self):
+        """The model's gradient noise meter, installed on its first fit in this process when
+        the job asks for one (``--measure-noise``); None otherwise, or where it cannot be
+        measured (the reason goes to the log and the job's note)."""
+        rt = self.rt
+        if not rt.config.get("measure_noise"):
+            return None
+        if id(self.model) in rt.noise:
+            return rt.noise[id(self.model)]
+        from .gradnoise import GradientNoise
+
+        meter: GradientNoise | None = GradientNoise(self.model)
+        modelstate.ensure_built(self.model, self.plan.sample_batch)
+        why = meter.install()
+        if why is not None:
+            log(f"fit {self.k}: {why}")
+            rt.note = "; ".join(filter(None, [rt.note, why]))
+            meter = None
+        else:
+            log(f"fit {self.k}: measuring the gradient noise scale (differencing estimator)")
+        rt.noise[id(self.model)] = meter
+        return meter
 
     def restore_metrics(self) -> None:
         if self._metrics is not None and self.plan.first_samples + self.plan.first_offset > 0:
@@ -212,6 +236,7 @@ class FitSession:
 
     def _run(self, orig):
         self.restore()
+        self.noise = self.measure_noise()
         self.cb = ElasticCallback(self)
         user = self.fargs.get("callbacks") or []
         if isinstance(user, keras.callbacks.CallbackList):
