@@ -163,6 +163,33 @@ def overhead_worker(work: Path, pairs: int, replicas: int) -> dict:
             "best_overhead": min(o_times) / min(b_times) - 1,
         }
 
+    # the gradient noise meter (--measure-noise): the same model twice, one with the meter on
+    # its optimizer (a traced train step cannot drop it again), bare fits interleaved
+    from elastic_gpu_sidecar.trainer.keras.gradnoise import GradientNoise
+
+    metered = workload.build_model()
+    metered.set_weights(model.get_weights())
+    meter = GradientNoise(metered)
+    why = meter.install()
+    if why:
+        raise SystemExit(why)
+    for m in (model, metered):
+        bare(m, ds, epochs=1, verbose=0, shuffle=False)
+    plain_t, meter_t = [], []
+    for i in range(pairs):
+        order = ((model, plain_t), (metered, meter_t))
+        for m, sink in order if i % 2 == 0 else order[::-1]:
+            timer = Timer()
+            bare(m, ds, epochs=4, verbose=0, shuffle=False, callbacks=[timer])
+            sink.extend(timer.times)
+    results["noise"] = {
+        "plain_step_ms": statistics.median(plain_t) * 1e3,
+        "meter_step_ms": statistics.median(meter_t) * 1e3,
+        "overhead": statistics.median(meter_t) / statistics.median(plain_t) - 1,
+        "best_overhead": min(meter_t) / min(plain_t) - 1,
+        "noise_scale": (meter.read(workload.BATCH) or {}).get("noise_scale"),
+    }
+
     # the callbacks' own cost, measured directly: Keras dispatching a step's hooks to the
     # user's callbacks alone vs with ours added (same logs, same CallbackList code)
     fargs = {"x": ds, "y": None, "batch_size": None, "epochs": 1, "verbose": 0,
@@ -372,6 +399,13 @@ def report_overhead(args, over: dict) -> None:
         f"(medians/minima over {3 * args.pairs} epochs each; this machine's step times are "
         f"noisy, so also measured directly: our callbacks add {cb_us:.1f} us of dispatch per "
         f"step = {cb_us / 1e3 / step_ms:.2%} of this {step_ms:.1f} ms step)"
+    )
+    n = over["noise"]
+    print(
+        f"gradient noise meter (--measure-noise) on the same model, bare fits: "
+        f"{n['plain_step_ms']:.3f} -> {n['meter_step_ms']:.3f} ms/step, {n['overhead']:+.1%} "
+        f"(minima {n['best_overhead']:+.1%}); it read a noise scale of "
+        f"{n['noise_scale'] or float('nan'):,.0f} samples"
     )
     print(
         f"(target < 2%; one checkpoint of this {over['params']:,}-parameter model takes "

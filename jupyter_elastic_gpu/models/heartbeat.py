@@ -79,7 +79,9 @@ class ProgressRecord(Lenient):
     noise_scale: Amount | None = Field(
         None, description="The gradient noise scale tr(Sigma) / |G|^2, in samples."
     )
-    noise_steps: Count | None = Field(None, description="Step pairs the noise scale is over.")
+    noise_steps: Count | None = Field(
+        None, description="The pairs of steps measured that the noise scale is from."
+    )
     first: bool | None = Field(None, description="First step of a trainer process.")
     pid: Pid | None = None
     resumed_from: Count | None = Field(None, description="Global step restored.")

@@ -95,7 +95,9 @@ class JobProgress(Strict):
         "B samples makes noise_scale / (noise_scale + B) of the use of each sample that a "
         "small batch makes.",
     )
-    noise_steps: int | None = Field(None, description="The steps the noise scale is over.")
+    noise_steps: int | None = Field(
+        None, description="The pairs of steps measured (one in 8) that the noise scale is from."
+    )
     fraction: float | None = Field(
         None, description="Share of the total work done, where the total is known."
     )

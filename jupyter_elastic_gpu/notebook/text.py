@@ -105,11 +105,11 @@ def noise_text(job: Mapping[str, Any]) -> str | None:
     if scale is None:
         if steps:
             return (
-                f"gradient noise scale: not measurable yet ({plural(steps, 'step')}: the "
-                "gradient's signal reads as zero under its noise)"
+                f"gradient noise scale: not measurable yet ({plural(steps, 'step pair')}: "
+                "the gradient's signal reads as zero under its noise)"
             )
         return None if job["state"] in FINAL else "gradient noise scale: measuring"
-    text = f"gradient noise scale {scale:,.0f} samples (over {plural(steps or 0, 'step')})"
+    text = f"gradient noise scale {scale:,.0f} samples (from {plural(steps or 0, 'step pair')})"
     if batch:
         text += f": batch {batch:,} makes {scale / (scale + batch):.0%} of the use of each sample"
         text += " that a small batch makes"

@@ -246,7 +246,7 @@ export interface JobProgress {
    * noise_scale / (noise_scale + B) of the use of each sample that a small batch makes.
    */
   noise_scale?: number | null;
-  /** The steps the noise scale is over. */
+  /** The pairs of steps measured (one in 8) that the noise scale is from. */
   noise_steps?: number | null;
   /** Share of the total work done, where the total is known. */
   fraction?: number | null;
@@ -535,7 +535,7 @@ export interface ProgressRecord {
   grad_var?: number | null;
   /** The gradient noise scale tr(Sigma) / |G|^2, in samples. */
   noise_scale?: number | null;
-  /** Step pairs the noise scale is over. */
+  /** The pairs of steps measured that the noise scale is from. */
   noise_steps?: number | null;
   /** First step of a trainer process. */
   first?: boolean | null;

@@ -142,13 +142,13 @@ def test_the_noise_scale_says_how_well_the_batch_uses_its_samples():
     line = describe_job(job).splitlines()[2]
     # phi / (phi + B) = 1850.4 / 2106.4
     assert line == (
-        "gradient noise scale 1,850 samples (over 600 steps): batch 256 makes 88% of the use "
-        "of each sample that a small batch makes"
+        "gradient noise scale 1,850 samples (from 600 step pairs): batch 256 makes 88% of the "
+        "use of each sample that a small batch makes"
     )
     starting = {**job, "state": "running", "progress": {"epoch": 0}}
     assert "gradient noise scale: measuring" in describe_job(starting)
     unclear = {**job, "progress": {"noise_scale": None, "noise_steps": 40, "batch_size": 256}}
-    assert "not measurable yet (40 steps" in describe_job(unclear)
+    assert "not measurable yet (40 step pairs" in describe_job(unclear)
     assert "noise" not in describe_job({**job, "measure_noise": False})
 
 

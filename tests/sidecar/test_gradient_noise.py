@@ -30,9 +30,9 @@ def test_the_meter_reads_the_exact_noise_scale(replicas):
     got = json.loads(out.stdout.strip().splitlines()[-1])
     assert got["why"] is None
     read, exact = got["read"], got["exact"]
-    # every pair of consecutive steps measured once (the first step has no pair), not once
-    # per replica
-    assert read["noise_steps"] == got["steps"] - 1
+    # one pair of consecutive steps in every `every` measured once (the first pair needs a
+    # kept gradient), not once per replica
+    assert read["noise_steps"] == got["steps"] // got["every"] - 1
     for key in ("grad_sqr", "grad_var", "noise_scale"):
         assert read[key] == pytest.approx(exact[key], rel=0.25), key
 

@@ -25,7 +25,8 @@ keras.utils.set_random_seed(0)  # the shuffle too: the same reading every run
 devices = [d.name for d in tf.config.list_logical_devices("CPU")][:replicas]
 strategy = tf.distribute.MirroredStrategy(devices) if replicas > 1 else tf.distribute.get_strategy()
 rng = np.random.default_rng(0)
-n, d, batch = 16384, 8, 64
+n, d, batch = 16384, 64, 64
+EPOCHS = 8
 x = rng.normal(size=(n, d)).astype("float32")
 y = (x @ rng.normal(size=(d, 1)) + 3.0 * rng.normal(size=(n, 1))).astype("float32")
 with strategy.scope():
@@ -33,11 +34,21 @@ with strategy.scope():
     model.compile(optimizer=keras.optimizers.SGD(learning_rate=0.0), loss="mse")
 meter = GradientNoise(model)
 why = meter.install()
-model.fit(x, y, batch_size=batch, epochs=2, verbose=0)
+model.fit(x, y, batch_size=batch, epochs=EPOCHS, verbose=0)
 kernel, bias = (v.numpy() for v in model.trainable_variables)
 r = x @ kernel + bias - y  # the per-sample gradients of (w.x + b - y)^2
 g = np.concatenate([2 * r * x, 2 * r], axis=1)
 mean = g.mean(0)
 exact = {"grad_sqr": float(mean @ mean), "grad_var": float(g.var(0).sum())}
 exact["noise_scale"] = exact["grad_var"] / exact["grad_sqr"]
-print(json.dumps({"why": why, "read": meter.read(batch), "exact": exact, "steps": 2 * n // batch}))
+print(
+    json.dumps(
+        {
+            "why": why,
+            "read": meter.read(batch),
+            "exact": exact,
+            "steps": EPOCHS * n // batch,
+            "every": meter.every,
+        }
+    )
+)

@@ -25,8 +25,11 @@ import math
 import keras
 import tensorflow as tf
 
-#: The exponential average's weight on the past, per step.
-SMOOTHING = 0.99
+#: Steps between two measured pairs: the gradient is kept on the step before each measured
+#: one, so the meter's passes over the gradients run on 2 steps of ``EVERY``.
+EVERY = 8
+#: The exponential average's weight on the past, per measured pair (about 50 pairs, 400 steps).
+SMOOTHING = 0.98
 _HOOK = "_all_reduce_sum_gradients"
 
 
@@ -42,9 +45,10 @@ class GradientNoise:
     """Measures the noise scale of one model's training; ``install`` before the first step is
     traced, ``read`` at any time after."""
 
-    def __init__(self, model, smoothing: float = SMOOTHING) -> None:
+    def __init__(self, model, smoothing: float = SMOOTHING, every: int = EVERY) -> None:
         self.model = model
         self.smoothing = float(smoothing)
+        self.every = max(1, int(every))
         self._vars: dict | None = None
 
     def install(self) -> str | None:
@@ -81,6 +85,9 @@ class GradientNoise:
                 tf.zeros(shape, tf.float32) + value,
                 trainable=False,
                 name=name,
+                # one copy per replica, updated without a merge (every replica computes the same
+                # values from the same reduced gradient), the first replica's read
+                synchronization=tf.VariableSynchronization.ON_READ,
                 aggregation=tf.VariableAggregation.ONLY_FIRST_REPLICA,
             )
 
@@ -94,10 +101,12 @@ class GradientNoise:
             "var": var(0.0),
             "norm": var(0.0),
             "steps": var(0.0),
+            "count": var(0.0),
         }
 
     def _update(self, grads_and_vars) -> None:
-        """Traced into the train step: one estimate from this gradient and the last one."""
+        """Traced into the train step: keep this gradient on the step before a measured one,
+        measure the pair on the measured one (every ``every`` steps), do nothing otherwise."""
         v = self._vars
         pairs = [(g, v["prev"].get(id(w))) for g, w in grads_and_vars if g is not None]
         pairs = [
@@ -105,20 +114,30 @@ class GradientNoise:
         ]
         if not pairs:
             return
-        dot = tf.add_n([tf.reduce_sum(g * p) for g, p in pairs])
-        diff = tf.add_n([tf.reduce_sum(tf.square(g - p)) for g, p in pairs]) / 2.0
-        have = v["have"]
-        rate = (1.0 - self.smoothing) * have  # 0 on the first step: no pair yet
-        ok = tf.math.is_finite(dot) & tf.math.is_finite(diff)
-        rate = tf.where(ok, rate, 0.0)
-        dot, diff = tf.where(ok, dot, 0.0), tf.where(ok, diff, 0.0)
-        v["sqr"].assign_add(rate * (dot - v["sqr"]))
-        v["var"].assign_add(rate * (diff - v["var"]))
-        v["norm"].assign_add(rate * (1.0 - v["norm"]))
-        v["steps"].assign_add(have * tf.cast(ok, tf.float32))
-        for g, p in pairs:
-            p.assign(g)
-        have.assign(1.0)
+        phase = tf.math.floormod(v["count"], float(self.every))
+        keep = tf.equal(phase, float(self.every - 1)) if self.every > 1 else tf.constant(True)
+
+        def measure():
+            dot = tf.add_n([tf.reduce_sum(g * p) for g, p in pairs])
+            diff = tf.add_n([tf.reduce_sum(tf.square(g - p)) for g, p in pairs]) / 2.0
+            ok = tf.math.is_finite(dot) & tf.math.is_finite(diff)
+            rate = tf.where(ok, 1.0 - self.smoothing, 0.0)
+            dot, diff = tf.where(ok, dot, 0.0), tf.where(ok, diff, 0.0)
+            return tf.group(
+                v["sqr"].assign_add(rate * (dot - v["sqr"])),
+                v["var"].assign_add(rate * (diff - v["var"])),
+                v["norm"].assign_add(rate * (1.0 - v["norm"])),
+                v["steps"].assign_add(tf.cast(ok, tf.float32)),
+            )
+
+        def store():
+            return tf.group(*[p.assign(g) for g, p in pairs], v["have"].assign(1.0))
+
+        # the pair is (the kept gradient, this one): measured where the last step kept one
+        pair = tf.equal(phase, 0.0) & (v["have"] > 0) if self.every > 1 else v["have"] > 0
+        tf.cond(pair, measure, tf.no_op)
+        tf.cond(keep, store, tf.no_op)
+        v["count"].assign_add(1.0)
 
     def read(self, batch: int | None) -> dict | None:
         """The estimates now, for a step of global ``batch`` samples: ``grad_sqr`` (|G|^2),
