@@ -106,6 +106,7 @@ export class JobCard {
       ),
       h('div', { class: 'jp-ElasticGpu-jobMeta' }, metaLine(job)),
       progressLine(job),
+      full ? noiseLine(job) : null,
       trainerNote(job),
       reasonLine(job, forecast),
       mayAct ? forecastLine(job, ctx, forecast) : null,
@@ -309,6 +310,41 @@ function trainerNote(job: IJob): Child {
     return null;
   }
   return h('div', { class: 'jp-ElasticGpu-note', 'data-trainer-note': '' }, `trainer: ${note}`);
+}
+
+/**
+ * What the job's gradient noise scale says of its batch (jobs that measure it), as the text view
+ * says it (`notebook/text.py`, `noise_text`): a batch of B samples makes phi / (phi + B) of the
+ * use of each sample that a small batch makes.
+ */
+export function noiseText(job: IJob): string | null {
+  if (!job.measure_noise) {
+    return null;
+  }
+  const p = job.progress;
+  const scale = p?.noise_scale;
+  const pairs = p?.noise_steps ?? 0;
+  if (typeof scale !== 'number') {
+    if (pairs) {
+      return (
+        `gradient noise scale: not measurable yet (${plural(pairs, 'step pair')}: ` +
+        "the gradient's signal reads as zero under its noise)"
+      );
+    }
+    return isFinal(job.state) ? null : 'gradient noise scale: measuring';
+  }
+  let text = `gradient noise scale ${Math.round(scale).toLocaleString('en-US')} samples (from ${plural(pairs, 'step pair')})`;
+  const batch = p?.batch_size;
+  if (typeof batch === 'number' && batch > 0) {
+    const share = Math.round((100 * scale) / (scale + batch));
+    text += `: batch ${batch.toLocaleString('en-US')} makes ${share}% of the use of each sample that a small batch makes`;
+  }
+  return text;
+}
+
+function noiseLine(job: IJob): Child {
+  const text = noiseText(job);
+  return text ? h('div', { class: 'jp-ElasticGpu-note', 'data-noise-scale': '' }, text) : null;
 }
 
 function progressLine(job: IJob): Child {

@@ -304,3 +304,28 @@ describe("the trainer's note", () => {
     expect(note({ state: 'running', progress: { replicas: 2 } })).toBeNull();
   });
 });
+
+describe('the gradient noise scale', () => {
+  const ctx = { me, canOpenNotebook: false, progress: [], now: 0 };
+  const line = (extra: object, detail: 'full' | 'compact' = 'full') => {
+    const card = new JobCard({ detail, onAction: jest.fn() });
+    card.update(JOB('j-1', { measure_noise: true, ...extra }), ctx);
+    return card.node.querySelector('[data-noise-scale]')?.textContent ?? null;
+  };
+
+  it('says how well the batch uses each sample, as the text view does', () => {
+    const progress = { noise_scale: 1850.4, noise_steps: 600, batch_size: 256 };
+    expect(line({ state: 'running', progress })).toBe(
+      'gradient noise scale 1,850 samples (from 600 step pairs): batch 256 makes 88% of the ' +
+        'use of each sample that a small batch makes'
+    );
+    expect(line({ state: 'running', progress: { replicas: 2 } })).toBe(
+      'gradient noise scale: measuring'
+    );
+    expect(line({ state: 'running', progress: { noise_scale: null, noise_steps: 40 } })).toContain(
+      'not measurable yet (40 step pairs'
+    );
+    expect(line({ state: 'running', progress, measure_noise: false })).toBeNull();
+    expect(line({ state: 'running', progress }, 'compact')).toBeNull();
+  });
+});
