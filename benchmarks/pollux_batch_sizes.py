@@ -22,15 +22,12 @@ one core:
 
 from __future__ import annotations
 
-import json
 import statistics
-import subprocess
-import sys
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from _artifacts import artifact_run, collect
 from _common import command_line, trace_data, whole
-from tqdm import tqdm
 
 from jupyter_elastic_gpu.core.mechanism import Mechanism
 from jupyter_elastic_gpu.core.policies import make_policy
@@ -44,34 +41,10 @@ NODES = {"sc20like-16gpu-24jobs": 4, "workload-6": 16}
 RUNNER = Path(__file__).with_name("_pollux_run.py")
 
 
-class ArtifactError(Exception):
-    """A run of the artifact's simulator that could not start or did not finish."""
-
-
-#: The artifact runs under way, so that the others stop when one fails.
-_RUNNING: set[subprocess.Popen] = set()
-
-
-def artifact_run(python: str, artifact: Path, csv: Path, nodes: int, mode: str) -> dict:
+def pollux_run(python: str, artifact: Path, csv: Path, nodes: int, mode: str) -> dict:
     """One run of the artifact's simulator (``_pollux_run.py``) in its own interpreter."""
-    try:
-        proc = subprocess.Popen(
-            [python, str(RUNNER), str(artifact), str(csv), str(nodes), mode],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-    except OSError as e:
-        raise ArtifactError(f"cannot run --python {python}: {e}") from None
-    _RUNNING.add(proc)
-    try:
-        out, err = proc.communicate()
-    finally:
-        _RUNNING.discard(proc)
-    if proc.returncode != 0:
-        tail = "\n".join(err.strip().splitlines()[-5:])
-        raise ArtifactError(f"the artifact's simulator failed ({mode}, {csv.name}):\n{tail}")
-    return json.loads(out.strip().splitlines()[-1])
+    args = [str(artifact), str(csv), str(nodes), mode]
+    return artifact_run(python, RUNNER, args, f"{mode}, {csv.name}")
 
 
 def ours(name: str, folder: Path, batch_policy: str) -> dict:
@@ -119,11 +92,10 @@ def main() -> None:
     folder = trace_data(args.data)
     print(f"$ {command_line()}\n")
     tasks = [(n, mode) for n in names for mode in ("tuned", "fixed") for _ in range(args.runs)]
-    results: dict[tuple[str, str], list[dict]] = {}
     with ThreadPoolExecutor(args.workers) as pool:
         futures = {
             pool.submit(
-                artifact_run,
+                pollux_run,
                 args.python,
                 artifact,
                 pollux_workload(n, folder),
@@ -132,15 +104,7 @@ def main() -> None:
             ): (n, mode)
             for n, mode in tasks
         }
-        try:
-            for future in tqdm(as_completed(futures), total=len(futures), desc="artifact runs"):
-                results.setdefault(futures[future], []).append(future.result())
-        except (ArtifactError, KeyboardInterrupt) as e:
-            for future in futures:
-                future.cancel()
-            for proc in list(_RUNNING):
-                proc.kill()
-            sys.exit(f"benchmark: {e}" if isinstance(e, ArtifactError) else 130)
+        results = collect(futures)
     header = ["workload", "scheduler", "mean JCT s", "makespan s", "restarts/job"]
     header += ["JCT: ours /", "makespan: ours /"]
     rows = [header]

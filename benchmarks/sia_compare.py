@@ -51,12 +51,12 @@ import json
 import math
 import signal
 import statistics
-import subprocess
 import sys
 import tempfile
-from concurrent.futures import ThreadPoolExecutor, as_completed
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
+from _artifacts import ArtifactError, artifact_run, collect
 from _common import command_line, positive, trace_data, whole
 from tqdm import tqdm
 
@@ -88,45 +88,9 @@ OURS = (
 )
 
 
-class ArtifactError(Exception):
-    """A run of the artifact's simulator that could not start or did not finish."""
-
-
-#: The artifact runs under way, so that the others stop when one fails.
-_RUNNING: set[subprocess.Popen] = set()
-
-
-def artifact_run(python: str, artifact: Path, what: str, *args: str) -> dict:
+def sia_run(python: str, artifact: Path, what: str, *args: str) -> dict:
     """One run of ``_sia_run.py`` in the artifact's interpreter; ``what`` names it in errors."""
-    try:
-        proc = subprocess.Popen(
-            [python, str(RUNNER), str(artifact), *args],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
-    except OSError as e:
-        raise ArtifactError(
-            f"cannot run --python {python}: {e} (make the venv as this script's docstring says)"
-        ) from None
-    _RUNNING.add(proc)
-    try:
-        out, err = proc.communicate()
-    finally:
-        _RUNNING.discard(proc)
-    lines = out.strip().splitlines()
-    if proc.returncode != 0 or not lines:
-        tail = "\n".join(err.strip().splitlines()[-5:])
-        raise ArtifactError(
-            f"the artifact's simulator failed ({what}; is --python an interpreter with the "
-            f"artifact's requirements?):\n{tail}"
-        )
-    try:
-        return json.loads(lines[-1])
-    except json.JSONDecodeError:
-        raise ArtifactError(
-            f"the artifact's run ({what}) printed no result: {lines[-1]!r}"
-        ) from None
+    return artifact_run(python, RUNNER, [str(artifact), *args], what)
 
 
 def _terminated(signum, frame):
@@ -347,7 +311,7 @@ def main() -> None:
         ap.error(f"no {', '.join(missing)}: pass the artifact's sia-simulator/ folder")
     print(f"$ {command_line()}\n")
     try:
-        settings = artifact_run(args.python, artifact, "settings", "--describe")
+        settings = sia_run(args.python, artifact, "settings", "--describe")
     except ArtifactError as e:
         sys.exit(f"benchmark: {e}")
     gpu, nodes, per_node = settings["gpu"], settings["nodes"], settings["gpus_per_node"]
@@ -357,27 +321,19 @@ def main() -> None:
         extra += ["--limit-s", repr(args.limit_s)]
     signal.signal(signal.SIGTERM, _terminated)  # a kill stops the artifact's runs too
     tasks = [(n, mode) for n in names for mode, _ in theirs for _ in range(args.runs)]
-    results: dict[tuple[str, str], list[dict]] = {}
     with ThreadPoolExecutor(args.workers) as pool:
         futures = {
             pool.submit(
-                artifact_run, args.python, artifact, f"{mode}, {n}", str(csvs[n]), mode, *extra
+                sia_run, args.python, artifact, f"{mode}, {n}", str(csvs[n]), mode, *extra
             ): (n, mode)
             for n, mode in tasks
         }
-        try:
-            for future in tqdm(as_completed(futures), total=len(futures), desc="artifact runs"):
-                found = future.result()
-                results.setdefault(futures[future], []).append(found)
-                n, mode = futures[future]
-                tqdm.write(f"done: {mode}, {n}: {json.dumps(found)}")  # kept if cut short
-                sys.stdout.flush()
-        except (ArtifactError, KeyboardInterrupt) as e:
-            for future in futures:
-                future.cancel()
-            for proc in list(_RUNNING):
-                proc.kill()
-            sys.exit(f"benchmark: {e}" if isinstance(e, ArtifactError) else 130)
+
+        def said(key, found):  # kept in the output if the run is cut short
+            tqdm.write(f"done: {key[1]}, {key[0]}: {json.dumps(found)}")
+            sys.stdout.flush()
+
+        results = collect(futures, said)
     mine: dict[tuple[str, str], dict] = {}
     restart = {n: restart_cost(csvs[n], settings["restart_s"]) for n in names}
     with tempfile.TemporaryDirectory(prefix="sia-traces-") as tmp:
