@@ -51,11 +51,13 @@ def format_status(doc: dict[str, Any]) -> str:
     GPUs stay idle when the scheduler says), then the jobs."""
     gpus = doc.get("gpus") or []
     jobs = doc.get("jobs") or []
-    head = (
-        table(["GPU", "HOLDER"], [[_cell(g.get("id")), _holder(g.get("holder"))] for g in gpus])
-        if gpus
-        else "no GPUs"
-    )
+    if len({g.get("kind") for g in gpus}) > 1:  # a lab of mixed GPUs: say which is which
+        rows = [[_cell(g.get("id")), _cell(g.get("kind")), _holder(g.get("holder"))] for g in gpus]
+        head = table(["GPU", "KIND", "HOLDER"], rows)
+    else:
+        rows = [[_cell(g.get("id")), _holder(g.get("holder"))] for g in gpus]
+        head = table(["GPU", "HOLDER"], rows) if gpus else "no GPUs"
+
     idle = doc.get("idle")
     parts = [f"{head}\n{_cell(idle)}" if gpus and idle else head]
     if not jobs:

@@ -25,6 +25,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..scheduler.execution.gpukinds import parse_simulated
 from . import scopes
 
 #: The demo's users, and its admin (member of the ``ADMINS_GROUP`` group).
@@ -61,7 +62,10 @@ def add_hub_demo(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--port", type=int, default=8000, help="the Hub's port (default 8000)")
     p.add_argument("--ip", default="127.0.0.1", help="the Hub's address (default 127.0.0.1)")
     p.add_argument(
-        "--simulated-gpus", type=int, default=4, metavar="N", help="GPUs to simulate (default 4)"
+        "--simulated-gpus",
+        default="4",
+        metavar="N",
+        help="GPUs to simulate: a count (default 4) or counts of kinds, such as 2xA100-80GB,2xT4",
     )
     p.add_argument(
         "--password",
@@ -185,7 +189,11 @@ def run_hub_demo(args: argparse.Namespace) -> int:
     problem = missing()
     if problem:
         raise OSError(problem)
-    if args.simulated_gpus < 1:
+    try:
+        kinds = parse_simulated(args.simulated_gpus)
+    except ValueError as e:
+        raise ValueError(f"--simulated-gpus: {e}") from None
+    if not kinds:
         raise ValueError("--simulated-gpus must be at least 1")
     temporary = args.state_dir is None
     state = Path(args.state_dir or tempfile.mkdtemp(prefix="elastic-gpu-hub-demo-")).resolve()
@@ -195,7 +203,7 @@ def run_hub_demo(args: argparse.Namespace) -> int:
     config.write_text(config_text(settings, args.extra_config))
     url = f"http://{'127.0.0.1' if args.ip in ('', '0.0.0.0') else args.ip}:{args.port}/"
     print(
-        f"JupyterHub with elastic-gpu on {args.simulated_gpus} simulated GPUs: open {url}\n"
+        f"JupyterHub with elastic-gpu on {len(kinds)} simulated GPUs: open {url}\n"
         f"  log in as {' or '.join(USERS)} (users) or {ADMIN_USER} (the scheduler's admin), "
         f"password {args.password!r}\n"
         f"  the scheduler: {url}services/{scopes.SERVICE_NAME}/ (the Services menu)\n"

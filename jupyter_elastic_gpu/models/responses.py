@@ -313,6 +313,7 @@ IDLE_FIGURES = "the figures behind 'idle' (gpus, at, causes: each job's kind and
 
 class StatusGpu(Strict):
     id: str
+    kind: str = Field("simulated", description="What kind of GPU it is (as in `GET gpus`).")
     holder: str | None
 
 
@@ -339,6 +340,11 @@ class GpuView(Strict):
     index: int
     node: str = Field(description="Host name.")
     name: str = Field(description="Model name (`Simulated GPU` for simulated ones).")
+    kind: str = Field(
+        description="What kind of GPU it is, as the scheduler tells kinds apart: the model "
+        "without the vendor's words (`A100-SXM4-80GB`, `T4`), the kind a simulated GPU was "
+        'described as (`simulated_gpus = "2xA100-80GB,2xT4"`), or `simulated`.'
+    )
     uuid: str | None
     memory_total_mb: float | None
     memory_used_mb: float | None

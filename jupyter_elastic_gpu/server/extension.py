@@ -29,13 +29,24 @@ from typing import Any, ClassVar
 from jupyter_core.paths import jupyter_data_dir
 from jupyter_server.extension.application import ExtensionApp
 from jupyter_server.utils import url_path_join
-from traitlets import Bool, Enum, Float, Int, List, Type, Unicode, default
+from traitlets import (
+    Bool,
+    Enum,
+    Float,
+    Int,
+    List,
+    Type,
+    Unicode,
+    Union,
+    default,
+)
 
 from .._version import __version__
 from ..errors import ElasticGPUError, Unavailable
 from ..hub.scopes import ENV_SERVICE_URL
 from ..notebook.client import ENV_TOKEN, api_root
 from ..scheduler.execution.agent import LaunchAgent
+from ..scheduler.execution.gpukinds import parse_simulated
 from ..scheduler.execution.inventory import Inventory, detect
 from ..scheduler.execution.launcher import BaseLauncher, LocalLauncher
 from ..scheduler.interactive import InteractiveLeases
@@ -159,12 +170,27 @@ class ElasticGPUApp(ExtensionApp):
         "Inventory, created without arguments). Default: NVML where there is a driver, "
         "simulated GPUs elsewhere (see simulated_gpus).",
     )
-    simulated_gpus = Int(
-        0,
+    simulated_gpus = Union(
+        [Int(), Unicode()],
+        default_value=0,
         config=True,
-        help="Number of simulated GPUs (N logical CPU devices per job). 0 discovers the GPUs "
-        "with NVML, and falls back to 4 simulated GPUs where there is no NVIDIA driver.",
+        help="Simulated GPUs (a job on N of them runs on N logical CPU devices): a count, or "
+        "counts of kinds such as '2xA100-80GB,2xT4' to try a lab of mixed GPUs (a kind: "
+        "letters, digits, '.', '_', '-'; one ending in a size such as -80GB has that memory). "
+        "0 discovers the GPUs with NVML, and falls back to 4 simulated GPUs where there is no "
+        "NVIDIA driver.",
     )
+
+    def _simulated(self) -> tuple[str, ...]:
+        """The kinds of the simulated GPUs asked for (none: find the real ones); ValueError
+        naming the setting for a bad description, which stops the start (checked here, not
+        when the setting is loaded: a Jupyter server logs a refused setting and goes on with
+        its default)."""
+        try:
+            return parse_simulated(self.simulated_gpus)
+        except ValueError as e:
+            raise ValueError(f"simulated_gpus: {e}") from None
+
     db_path = Unicode(
         config=True,
         help="SQLite database of the embedded scheduler (default: elastic-gpu/scheduler.sqlite "
@@ -318,6 +344,7 @@ class ElasticGPUApp(ExtensionApp):
             if self.inventory_class is not None:
                 inventory = self.inventory_class()
             else:
+                self._simulated()
                 inventory, _ = detect(self.simulated_gpus)
             launcher = self.launcher_class(parent=self)
         self._store = await Store.open(self.db_path, busy_timeout=self.db_busy_timeout)
@@ -344,7 +371,7 @@ class ElasticGPUApp(ExtensionApp):
         except RayUnavailable as e:
             raise Unavailable(str(e)) from None
         self._cluster = cluster
-        inventory = RayInventory(cluster, probe_nvml=self.simulated_gpus == 0)
+        inventory = RayInventory(cluster, probe_nvml=not self._simulated())
         launcher = await asyncio.to_thread(lambda: RayLauncher(cluster, parent=self))
         return inventory, launcher
 

@@ -118,6 +118,12 @@ export interface GpuView {
   node: string;
   /** Model name (`Simulated GPU` for simulated ones). */
   name: string;
+  /**
+   * What kind of GPU it is, as the scheduler tells kinds apart: the model without the vendor's
+   * words (`A100-SXM4-80GB`, `T4`), the kind a simulated GPU was described as (`simulated_gpus =
+   * "2xA100-80GB,2xT4"`), or `simulated`.
+   */
+  kind: string;
   uuid: string | null;
   memory_total_mb: number | null;
   memory_used_mb: number | null;
@@ -826,6 +832,8 @@ export interface Status {
 
 export interface StatusGpu {
   id: string;
+  /** What kind of GPU it is (as in `GET gpus`). */
+  kind?: string;
   holder: string | null;
 }
 

@@ -42,6 +42,12 @@ export function holderText(gpu: IGpu, me: IWhoami | null): string {
   return 'free';
 }
 
+/** What the tile calls a GPU: its kind (`A100-SXM4-80GB`), or its name for a simulated GPU
+ * described by a count alone (`Simulated GPU`). */
+export function modelText(gpu: IGpu): string {
+  return gpu.kind && gpu.kind !== 'simulated' ? gpu.kind : (gpu.name ?? '');
+}
+
 export class GpuTile {
   readonly node: HTMLElement = h('div', { class: 'jp-ElasticGpu-gpu' });
 
@@ -63,6 +69,7 @@ export class GpuTile {
     this.node.dataset.gpuIndex = String(gpu.index);
     this.node.dataset.gpuState = state;
     this.node.dataset.gpuId = gpu.id;
+    this.node.dataset.gpuKind = gpu.kind ?? '';
     const used = gpu.memory_used_mb;
     const total = gpu.memory_total_mb;
     const util = gpu.utilization;
@@ -106,7 +113,8 @@ export class GpuTile {
       h(
         'div',
         { class: 'jp-ElasticGpu-gpuStats' },
-        h('span', { class: 'jp-ElasticGpu-gpuModel' }, gpu.name ?? ''),
+        // its kind, the word people tell their GPUs apart by (the full name is in the title)
+        h('span', { class: 'jp-ElasticGpu-gpuModel' }, modelText(gpu)),
         ...stats
       )
     );

@@ -6,6 +6,7 @@ function gpu(fields: Partial<IGpu> & Pick<IGpu, 'id' | 'index'>): IGpu {
   return {
     node: 'box',
     name: 'Simulated GPU',
+    kind: 'simulated',
     uuid: null,
     memory_total_mb: null,
     memory_used_mb: null,

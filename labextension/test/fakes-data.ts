@@ -7,6 +7,7 @@ export const GPU = (index: number, extra: Partial<GpuView> = {}): GpuView => ({
   index,
   node: 'box',
   name: 'Simulated GPU',
+  kind: 'simulated',
   uuid: null,
   memory_total_mb: 16384,
   memory_used_mb: 1024,

@@ -68,7 +68,7 @@ const snapshot = {
     source: 'simulated',
     gpus: [
       GPU(0, { holder: 'j-1', holder_user: 'ann', holder_name: 'mnist' }),
-      GPU(1),
+      GPU(1, { name: 'NVIDIA A100-SXM4-80GB', kind: 'A100-SXM4-80GB' }),
       GPU(2, {
         external_processes: [{ pid: 7, user: 'bob', memory_mb: 100, command: null }],
         healthy: false
@@ -120,6 +120,11 @@ describe('the panel', () => {
     expect(gpus[0].textContent).toContain('mnist (you)');
     expect(gpus[1].textContent).toContain('50 %');
     expect(gpus[1].textContent).toContain('1.0 GiB / 16.0 GiB');
+    // each GPU names its kind (a lab's GPUs are rarely all alike); the full name on hover
+    expect(gpus.map(g => g.dataset.gpuKind)).toEqual(['simulated', 'A100-SXM4-80GB', 'simulated']);
+    expect(gpus[1].querySelector('.jp-ElasticGpu-gpuModel')?.textContent).toBe('A100-SXM4-80GB');
+    expect(gpus[1].title).toContain('NVIDIA A100-SXM4-80GB');
+    expect(gpus[0].querySelector('.jp-ElasticGpu-gpuModel')?.textContent).toBe('Simulated GPU');
     expect(gpus[1].querySelector('svg.jp-ElasticGpu-sparkline polyline')).not.toBeNull();
     expect(gpus[2].textContent).toContain('bob');
     expect(root.querySelector('[data-badge="simulated"]')).not.toBeNull();

@@ -20,6 +20,8 @@ from jupyter_elastic_gpu.scheduler.execution.ray_cluster import NAMESPACE  # noq
 
 #: The GPU nodes each test starts with: node name (its address) -> logical GPUs.
 NODES = {"127.0.0.2": 2, "127.0.0.3": 2}
+#: Their kinds (Ray's ``accelerator_type:<kind>`` resource): a lab of two kinds of GPU.
+KINDS = {"127.0.0.2": "A100-80GB", "127.0.0.3": "T4"}
 
 
 #: Ray gives a new node 30 s (hard-coded) to register; a loaded 2-core machine (a TensorFlow
@@ -58,8 +60,11 @@ class LocalCluster:
         self.address = self.cluster.address
 
     def add(self, name: str, gpus: int = 2) -> None:
+        kind = {f"accelerator_type:{KINDS[name]}": 1} if name in KINDS else {}
         self.nodes[name] = started(
-            lambda: self.cluster.add_node(num_cpus=0, num_gpus=gpus, node_ip_address=name)
+            lambda: self.cluster.add_node(
+                num_cpus=0, num_gpus=gpus, node_ip_address=name, resources=kind
+            )
         )
         self.cluster.wait_for_nodes()
 

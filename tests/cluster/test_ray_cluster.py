@@ -65,6 +65,13 @@ async def test_every_node_s_gpus_are_in_the_inventory(jp_fetch):
         "127.0.0.3:1",
     ]
     assert {g["node"] for g in gpus} == {"127.0.0.2", "127.0.0.3"}
+    # each node's GPUs name the kind its accelerator_type resource says (a node that joins
+    # without one: simulated)
+    assert {(g["node"], g["kind"]) for g in gpus} == {
+        ("127.0.0.2", "A100-80GB"),
+        ("127.0.0.3", "T4"),
+    }
+    assert {g["memory_total_mb"] for g in gpus if g["kind"] == "A100-80GB"} == {80 * 1024}
 
 
 async def test_a_kernel_s_gpu_lease_is_refused_with_what_to_do_instead(jp_fetch):

@@ -21,6 +21,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from .gpukinds import SIMULATED, describe, kind_of, memory_mb, parse_simulated
+
 log = logging.getLogger(__name__)  # under the package logger, which the app adopts
 
 MIB = 1024 * 1024
@@ -53,6 +55,12 @@ class GpuInfo:
     memory_used_mb: float | None
     utilization: float | None
     processes: list[GpuProcess] = field(default_factory=list)
+    #: The GPU's kind (``gpukinds``): read from ``name`` when not given.
+    kind: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.kind:
+            self.kind = kind_of(self.name)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -157,16 +165,20 @@ def external_processes(
 
 
 class SimulatedInventory(Inventory):
-    """``count`` GPUs that exist only as labels, for machines without NVIDIA GPUs."""
+    """GPUs that exist only as labels, for machines without NVIDIA GPUs: ``gpus`` is a count
+    or a description of kinds (``2xA100-80GB,2xT4``: ``gpukinds.parse_simulated``)."""
 
     source = "simulated"
 
-    def __init__(self, count: int, node: str | None = None, reason: str | None = None) -> None:
-        if count < 1:
-            raise ValueError(f"simulated GPUs: need at least 1, got {count}")
-        self.count = count
+    def __init__(self, gpus: int | str, node: str | None = None, reason: str | None = None) -> None:
+        self.kinds = parse_simulated(gpus)
+        if not self.kinds:
+            raise ValueError(f"simulated GPUs: need at least 1, got {gpus!r}")
+        self.count = len(self.kinds)
         self.node = node or socket.gethostname()
-        self.reason = reason or f"{count} simulated GPUs were asked for"
+        mixed = set(self.kinds) != {SIMULATED}
+        asked = f" ({describe(self.kinds)})" if mixed else ""
+        self.reason = reason or f"{self.count} simulated GPUs were asked for{asked}"
 
     def snapshot(self) -> list[GpuInfo]:
         return [
@@ -174,14 +186,15 @@ class SimulatedInventory(Inventory):
                 id=str(i),
                 index=i,
                 node=self.node,
-                name="Simulated GPU",
+                name="Simulated GPU" if kind == SIMULATED else f"Simulated {kind}",
                 uuid=None,
-                memory_total_mb=None,
+                memory_total_mb=memory_mb(kind),
                 memory_used_mb=None,
                 utilization=None,
                 processes=[],
+                kind=kind,
             )
-            for i in range(self.count)
+            for i, kind in enumerate(self.kinds)
         ]
 
     def close(self) -> None:
@@ -359,16 +372,15 @@ def _text(value: Any) -> str:
 # -- choosing -------------------------------------------------------------------------------
 
 
-def detect(simulated_gpus: int = 0, node: str | None = None) -> tuple[Inventory, str]:
+def detect(simulated_gpus: int | str = 0, node: str | None = None) -> tuple[Inventory, str]:
     """The inventory to serve and its source ("nvml" or "simulated").
 
-    ``simulated_gpus > 0`` asks for that many simulated GPUs. With 0, NVML is used when it
-    works and finds a GPU; otherwise the service still starts, on 4 simulated GPUs, and the log
-    (and the inventory's ``reason``) says why, so a missing driver is visible, not fatal.
+    ``simulated_gpus`` asks for simulated GPUs: a count, or counts of kinds
+    (``2xA100-80GB,2xT4``). With 0, NVML is used when it works and finds a GPU; otherwise the
+    service still starts, on 4 simulated GPUs, and the log (and the inventory's ``reason``)
+    says why, so a missing driver is visible, not fatal.
     """
-    if simulated_gpus < 0:
-        raise ValueError(f"simulated GPUs: expected 0 (detect) or more, got {simulated_gpus}")
-    if simulated_gpus > 0:
+    if parse_simulated(simulated_gpus):  # (ValueError for a bad description)
         inventory = SimulatedInventory(simulated_gpus, node)
         log.info("GPU inventory: %s", inventory.reason)
         return inventory, "simulated"

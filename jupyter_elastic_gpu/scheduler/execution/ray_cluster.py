@@ -29,6 +29,7 @@ from typing import Any
 from elastic_gpu_sidecar import protocol as P
 
 from ...models import LaunchRequest
+from .gpukinds import KIND, SIMULATED, memory_mb
 from .inventory import GpuInfo, Inventory, NvmlInventory, NvmlUnavailable
 from .launcher import (
     PlaceGone,
@@ -88,6 +89,9 @@ class Node:
     name: str
     node_id: str
     gpus: int
+    #: The kind Ray's ``accelerator_type:<kind>`` resource names (Ray sets it on a node with
+    #: GPUs; ``ray start --resources '{"accelerator_type:T4": 1}'`` on one without), or "".
+    kind: str = ""
 
 
 class RayCluster:
@@ -132,8 +136,10 @@ class RayCluster:
         out = []
         for n in self.ray.nodes():
             if n.get("Alive"):
-                gpus = int(n.get("Resources", {}).get("GPU", 0))
-                out.append(Node(n.get("NodeName") or n["NodeManagerAddress"], n["NodeID"], gpus))
+                resources = n.get("Resources", {})
+                gpus = int(resources.get("GPU", 0))
+                name = n.get("NodeName") or n["NodeManagerAddress"]
+                out.append(Node(name, n["NodeID"], gpus, accelerator_kind(resources)))
         return sorted(out, key=lambda n: n.name)
 
     def close(self) -> None:
@@ -245,17 +251,31 @@ class RayInventory(Inventory):
         return out
 
 
+def accelerator_kind(resources: dict) -> str:
+    """The GPU kind a Ray node's resources name (``accelerator_type:A100``), or "" (none, or
+    several: then the GPUs say nothing rather than something wrong)."""
+    kinds = [
+        key.split(":", 1)[1]
+        for key in resources
+        if key.startswith("accelerator_type:") and KIND.fullmatch(key.split(":", 1)[1])
+    ]
+    return kinds[0] if len(kinds) == 1 else ""
+
+
 def _logical(node: Node) -> list[GpuInfo]:
     return [
         GpuInfo(
             id=gpu_id(node.name, i),
             index=i,
             node=node.name,
-            name="Simulated GPU (Ray logical GPU)",
+            name=f"Simulated {node.kind} (Ray logical GPU)"
+            if node.kind
+            else "Simulated GPU (Ray logical GPU)",
             uuid=None,
-            memory_total_mb=None,
+            memory_total_mb=memory_mb(node.kind) if node.kind else None,
             memory_used_mb=None,
             utilization=None,
+            kind=node.kind or SIMULATED,
         )
         for i in range(node.gpus)
     ]

@@ -105,10 +105,16 @@ class LocalBackend:
 
     async def status(self, who: Principal, query: JobFilter = NO_FILTER) -> Status:
         s = self.service
-        ids = [g.id for g in s.gpu_infos()]
         forecast = await s.estimates.forecast()
         return views.status(
-            s.jobs.values(), ids, s.holders(), who, s.recent_jobs, query, forecast, time.time()
+            s.jobs.values(),
+            s.gpu_infos(),
+            s.holders(),
+            who,
+            s.recent_jobs,
+            query,
+            forecast,
+            time.time(),
         )
 
     async def wait_updates(self, who: Principal, since: int, timeout: float) -> Updates:

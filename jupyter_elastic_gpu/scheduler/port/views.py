@@ -273,7 +273,7 @@ def queue(
 
 def status(
     jobs: Iterable[JobRecord],
-    gpu_ids: Sequence[str],
+    gpu_infos: Sequence[Any],
     holders: Mapping[str, str],
     who: Principal,
     finished_per_user: int,
@@ -314,7 +314,7 @@ def status(
             )
         )
     return Status(
-        gpus=[StatusGpu(id=g, holder=holders.get(g)) for g in gpu_ids],
+        gpus=[StatusGpu(id=g.id, kind=g.kind, holder=holders.get(g.id)) for g in gpu_infos],
         jobs=summaries,
         hidden=hidden,
         **_idle(forecast, who, every),
@@ -353,6 +353,7 @@ def gpus(
                 index=info.index,
                 node=info.node,
                 name=info.name,
+                kind=info.kind,
                 uuid=info.uuid,
                 memory_total_mb=info.memory_total_mb,
                 memory_used_mb=info.memory_used_mb,

@@ -1,0 +1,93 @@
+"""What kind of GPU each one is: read from NVML's model name, or described for simulated GPUs.
+
+A lab's GPUs are rarely all alike (servers bought years apart, a box with two kinds of card),
+and a job's speed depends on the kind it runs on, so every GPU names its kind: the model
+without the vendor's words (``NVIDIA A100-SXM4-80GB`` is ``A100-SXM4-80GB``, ``Tesla T4`` is
+``T4``), or ``simulated`` for a simulated GPU described by a count alone.
+
+Simulated GPUs are described as a count (``4``) or as counts of kinds (``2xA100-80GB,2xT4``:
+two of each, in that order; ``A100-80GB`` alone is one), so that a laptop can try a mixed lab.
+A kind ending in a size (``-80GB``) gives the simulated GPUs that much memory.
+"""
+
+from __future__ import annotations
+
+import re
+
+#: The kind of a simulated GPU described by a count alone.
+SIMULATED = "simulated"
+#: The most simulated GPUs one description may make.
+MAX_SIMULATED = 1024
+#: A kind's name: a letter or digit, then letters, digits, '.', '_' or '-' (40 at most).
+KIND = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,39}")
+_ITEM = re.compile(r"(?:(\d+)\s*[xX*]\s*)?(.+)")
+_MEMORY = re.compile(r"(?:^|[-_])(\d{1,4})GB$", re.IGNORECASE)
+#: Words of a model name that say who made it, not what it is.
+_VENDOR = ("NVIDIA ", "Tesla ", "Quadro ")
+_GRAMMAR = (
+    "expected a count (4) or counts of kinds, such as 2xA100-80GB,2xT4 (a kind: letters, "
+    "digits, '.', '_' or '-')"
+)
+
+
+def kind_of(name: str) -> str:
+    """The kind of a GPU from its model name (NVML's ``nvmlDeviceGetName``)."""
+    text = " ".join(name.split())
+    if not text or text.lower().startswith("simulated"):
+        return SIMULATED
+    changed = True
+    while changed:
+        changed = False
+        for word in _VENDOR:
+            if text.startswith(word) and len(text) > len(word):
+                text, changed = text[len(word) :], True
+    return text.replace(" ", "-")
+
+
+def memory_mb(kind: str) -> float | None:
+    """The memory a kind's name says (``A100-80GB``: 80 GiB in MiB), None if it says none."""
+    m = _MEMORY.search(kind)
+    return float(int(m.group(1)) * 1024) if m and int(m.group(1)) > 0 else None
+
+
+def parse_simulated(value: int | str) -> tuple[str, ...]:
+    """The kind of each simulated GPU a description asks for, in order (``()`` for 0: none
+    asked for); ValueError saying what is wrong and what is expected."""
+    if isinstance(value, bool):
+        raise ValueError(f"{_GRAMMAR}; got {value!r}")
+    if isinstance(value, int):
+        return _counted(value, SIMULATED, str(value))
+    text = str(value).strip()
+    if re.fullmatch(r"\d+", text):
+        return _counted(int(text), SIMULATED, text)
+    if not text:
+        raise ValueError(f"{_GRAMMAR}; got an empty description")
+    kinds: list[str] = []
+    for item in text.split(","):
+        item = item.strip()
+        m = _ITEM.fullmatch(item)
+        if not item or m is None:
+            raise ValueError(f"{_GRAMMAR}; got an empty item in {text!r}")
+        count, kind = m.group(1), m.group(2).strip()
+        if not KIND.fullmatch(kind):
+            raise ValueError(f"{_GRAMMAR}; {item!r} is not one")
+        kinds.extend(_counted(int(count) if count else 1, kind, item, allow_zero=False))
+        if len(kinds) > MAX_SIMULATED:
+            raise ValueError(f"at most {MAX_SIMULATED} simulated GPUs; {text!r} asks for more")
+    return tuple(kinds)
+
+
+def _counted(n: int, kind: str, said: str, allow_zero: bool = True) -> tuple[str, ...]:
+    if n < 0 or (n == 0 and not allow_zero):
+        raise ValueError(f"{_GRAMMAR}; {said!r} asks for {n} GPUs")
+    if n > MAX_SIMULATED:
+        raise ValueError(f"at most {MAX_SIMULATED} simulated GPUs; {said!r} asks for {n}")
+    return (kind,) * n
+
+
+def describe(kinds: tuple[str, ...] | list[str]) -> str:
+    """``2 A100-80GB, 2 T4``: the GPUs of an inventory by kind, in their order."""
+    counts: dict[str, int] = {}
+    for kind in kinds:
+        counts[kind] = counts.get(kind, 0) + 1
+    return ", ".join(f"{n} {kind}" for kind, n in counts.items())

@@ -1,0 +1,156 @@
+"""Every GPU names its kind: read from NVML's model name, from a Ray node's accelerator type,
+or described for simulated GPUs (``simulated_gpus = "2xA100-80GB,2xT4"``), and shown by
+``GET gpus``, ``GET status`` and the CLI; a bad description is refused with the grammar."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+from servers import DaemonProcess, call, free_port
+from traitlets.config import Config
+
+from jupyter_elastic_gpu.scheduler.execution.gpukinds import (
+    MAX_SIMULATED,
+    describe,
+    kind_of,
+    memory_mb,
+    parse_simulated,
+)
+from jupyter_elastic_gpu.scheduler.execution.inventory import GpuInfo, SimulatedInventory, detect
+from jupyter_elastic_gpu.scheduler.execution.ray_cluster import accelerator_kind
+from jupyter_elastic_gpu.server.extension import ElasticGPUApp
+from jupyter_elastic_gpu.status_table import format_status
+
+
+@pytest.mark.parametrize(
+    ("name", "kind"),
+    [
+        ("NVIDIA A100-SXM4-80GB", "A100-SXM4-80GB"),
+        ("NVIDIA H200", "H200"),
+        ("Tesla T4", "T4"),
+        ("NVIDIA Tesla V100-SXM2-32GB", "V100-SXM2-32GB"),
+        ("NVIDIA GeForce RTX 4090", "GeForce-RTX-4090"),
+        (b"NVIDIA L4".decode(), "L4"),
+        ("Simulated GPU", "simulated"),
+        ("  ", "simulated"),
+        ("NVIDIA", "NVIDIA"),
+    ],
+)
+def test_the_kind_is_the_model_without_the_vendors_words(name, kind):
+    assert kind_of(name) == kind
+
+
+@pytest.mark.parametrize(
+    ("value", "kinds"),
+    [
+        (0, ()),
+        ("0", ()),
+        (3, ("simulated",) * 3),
+        (" 2 ", ("simulated",) * 2),
+        ("2xA100-80GB,2xT4", ("A100-80GB", "A100-80GB", "T4", "T4")),
+        ("T4", ("T4",)),
+        ("1 x H100, 3X L4", ("H100", "L4", "L4", "L4")),
+    ],
+)
+def test_a_description_gives_each_simulated_gpu_its_kind(value, kinds):
+    assert parse_simulated(value) == kinds
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        (-1, "'-1' asks for -1 GPUs"),
+        ("", "an empty description"),
+        ("2xA100,,T4", "an empty item"),
+        ("0xT4", "'0xT4' asks for 0 GPUs"),
+        ("2xA100[3g.40gb]", "'2xA100[3g.40gb]' is not one"),
+        ("2x A100 80GB", "is not one"),
+        ("2x-T4", "is not one"),
+        (f"{MAX_SIMULATED + 1}", f"at most {MAX_SIMULATED}"),
+        (f"{MAX_SIMULATED}xT4,T4", f"at most {MAX_SIMULATED}"),
+        (True, "got True"),
+    ],
+)
+def test_a_bad_description_says_what_is_expected(value, said):
+    with pytest.raises(ValueError, match=r"expected a count|at most") as e:
+        parse_simulated(value)
+    assert said in str(e.value)
+
+
+def test_simulated_gpus_have_their_kinds_names_and_memory():
+    inv = SimulatedInventory("2xA100-80GB,T4", node="box")
+    gpus = inv.snapshot()
+    assert [(g.id, g.kind, g.name) for g in gpus] == [
+        ("0", "A100-80GB", "Simulated A100-80GB"),
+        ("1", "A100-80GB", "Simulated A100-80GB"),
+        ("2", "T4", "Simulated T4"),
+    ]
+    assert [g.memory_total_mb for g in gpus] == [80 * 1024, 80 * 1024, None]
+    assert inv.reason == "3 simulated GPUs were asked for (2 A100-80GB, 1 T4)"
+    assert describe([g.kind for g in gpus]) == "2 A100-80GB, 1 T4"
+    assert (memory_mb("H100-94gb"), memory_mb("T4"), memory_mb("X-0GB")) == (94 * 1024, None, None)
+    plain = detect(2)[0].snapshot()
+    assert [g.kind for g in plain] == ["simulated", "simulated"]
+
+
+def test_a_gpu_from_a_lab_s_own_inventory_gets_its_kind_from_its_name():
+    info = GpuInfo("0", 0, "box", "NVIDIA L40S", None, None, None, None)
+    assert info.kind == "L40S" and info.to_dict()["kind"] == "L40S"
+
+
+def test_a_ray_node_names_its_kind_by_its_accelerator_type():
+    assert accelerator_kind({"GPU": 2, "accelerator_type:T4": 1.0}) == "T4"
+    assert accelerator_kind({"GPU": 2}) == ""
+    # two types on one node, or a name that is not a kind: nothing rather than a guess
+    assert accelerator_kind({"accelerator_type:T4": 1, "accelerator_type:A10G": 1}) == ""
+    assert accelerator_kind({"accelerator_type:bad name!": 1}) == ""
+
+
+def test_the_setting_takes_a_count_or_a_description_and_refuses_a_bad_one():
+    app = ElasticGPUApp(config=Config({"ElasticGPUApp": {"simulated_gpus": 8}}))
+    assert app._simulated() == ("simulated",) * 8
+    app = ElasticGPUApp()
+    app.parse_command_line(["--ElasticGPUApp.simulated_gpus=2xA100-80GB,2xT4"])
+    assert app._simulated() == ("A100-80GB",) * 2 + ("T4",) * 2
+    app = ElasticGPUApp(config=Config({"ElasticGPUApp": {"simulated_gpus": "2xA100[3g]"}}))
+    with pytest.raises(ValueError, match=r"^simulated_gpus: .*such as 2xA100-80GB,2xT4"):
+        app._simulated()
+
+
+@pytest.mark.slow
+def test_a_scheduler_on_a_mixed_inventory_shows_each_gpu_s_kind(tmp_path):
+    daemon = DaemonProcess(tmp_path, free_port(), extra=["--simulated-gpus", "2xA100-80GB,2xT4"])
+    token = daemon.add_user("ann")
+    daemon.start()
+    try:
+        code, gpus = call("GET", daemon.api_url + "gpus", token)
+        assert code == 200
+        assert [(g["id"], g["kind"]) for g in gpus["gpus"]] == [
+            ("0", "A100-80GB"),
+            ("1", "A100-80GB"),
+            ("2", "T4"),
+            ("3", "T4"),
+        ]
+        assert gpus["gpus"][0]["memory_total_mb"] == 80 * 1024
+        code, status = call("GET", daemon.api_url + "status", token)
+        assert code == 200
+        table = format_status(status).splitlines()
+        assert table[0].split() == ["GPU", "KIND", "HOLDER"]
+        assert table[1].split()[:2] == ["0", "A100-80GB"] and table[4].split()[:2] == ["3", "T4"]
+    finally:
+        daemon.stop()
+
+
+@pytest.mark.slow
+def test_a_scheduler_refuses_a_bad_description_in_one_line(tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "jupyter_elastic_gpu.cli", "scheduler", "--port",
+         str(free_port()), "--state-dir", str(tmp_path / "state"),
+         "--simulated-gpus", "2xA100[3g.40gb]"],
+        capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert out.returncode != 0
+    assert "cannot start: ValueError: simulated_gpus: expected a count (4) or counts" in out.stderr
+    assert "'2xA100[3g.40gb]' is not one" in out.stderr
