@@ -43,6 +43,8 @@ class Gpu:
     id: str
     node: str = "node0"
     healthy: bool = True
+    #: What kind of GPU it is (``A100-SXM4-80GB``); GPUs of one kind are interchangeable.
+    kind: str = ""
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,13 +5,50 @@ every policy: a job keeps the GPUs it has (a shrink keeps the ones on its fulles
 adds GPUs on the nodes it is already on, and a new job goes to the single node that fits it most
 tightly (best fit keeps whole nodes free for large jobs), spilling over the emptiest nodes only
 when no node can hold it.
+
+Where the GPUs are of several kinds, a "node" here is the GPUs of one kind on one node: a job
+stays on one kind as it stays on one node (data parallel across kinds runs at the slower
+kind's pace), and spills over kinds only when no group of one kind can hold it.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 
 from .model import Gpu
+
+
+def mixed(gpus: Iterable[Gpu]) -> bool:
+    """The GPUs are of more than one kind."""
+    return len({g.kind for g in gpus}) > 1
+
+
+def group_of(gpu: Gpu) -> str:
+    """The GPU's group where kinds are mixed: its kind on its node (a job keeps to one)."""
+    return f"{gpu.node}/{gpu.kind}"
+
+
+def widest_kind(gpus: Sequence[Gpu]) -> tuple[int, str] | None:
+    """Where kinds are mixed, the most GPUs of one kind on one node (no job can have more) and
+    the GPUs by kind (``2 A100-80GB, 2 T4``); None where they are all of one kind."""
+    if not mixed(gpus):
+        return None
+    sizes = Counter(groups(gpus).values())
+    return max(sizes.values()), describe_kinds(g.kind for g in gpus)
+
+
+def describe_kinds(kinds: Iterable[str]) -> str:
+    """``2 A100-80GB, 2 T4``: GPUs by kind, in the order the kinds come."""
+    return ", ".join(f"{n} {kind}" for kind, n in Counter(kinds).items())
+
+
+def groups(gpus: Sequence[Gpu]) -> dict[str, str]:
+    """{GPU id: the group a job keeps to}: its node, or its kind on its node where kinds are
+    mixed (anything with ``id``, ``node`` and ``kind``: the inventory's GPUs too)."""
+    if mixed(gpus):
+        return {g.id: group_of(g) for g in gpus}
+    return {g.id: g.node for g in gpus}
 
 
 class PlacementError(RuntimeError):
@@ -34,11 +71,12 @@ class _Layout:
         self.gpus = gpus
         usable = [g for g in gpus if g.healthy]
         self.usable = len(usable)
-        self.node_of = {g.id: g.node for g in usable}
+        group = groups(gpus)
+        self.node_of = {g.id: group[g.id] for g in usable}
         self.rank = {g.id: i for i, g in enumerate(usable)}
         self.node_rank: dict[str, int] = {}
         for g in usable:
-            self.node_rank.setdefault(g.node, len(self.node_rank))
+            self.node_rank.setdefault(group[g.id], len(self.node_rank))
 
 
 #: The last layout made: a driver asks about the same GPUs decision after decision.

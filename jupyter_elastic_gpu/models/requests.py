@@ -190,9 +190,13 @@ class SubmitRequest(Strict):
                 raise ValueError(f"input {name!r} is larger than 150 MB: save it to a file instead")
         return self
 
-    def fit_to(self, total: int, user_cap: int = 0) -> Settled:
+    def fit_to(
+        self, total: int, user_cap: int = 0, one_kind: tuple[int, str] | None = None
+    ) -> Settled:
         """The request settled on a server with ``total`` GPUs whose users may each hold at
-        most ``user_cap`` (0: no cap), with notes for the user.
+        most ``user_cap`` (0: no cap), with notes for the user; ``one_kind``, where the GPUs
+        are of several kinds: the most GPUs of one kind on one server (a job runs on one kind)
+        and the kinds there are, said as ``2 A100-80GB, 2 T4``.
 
         The one rule for counts above what can be had, wherever a job comes from: a
         ``min_gpus`` above it is refused (the job could never start); ``max_gpus`` and
@@ -204,6 +208,14 @@ class SubmitRequest(Strict):
         limit, where = total, f"the {total} GPUs of this server"
         if 0 < user_cap < total:
             limit, where = user_cap, f"the {user_cap} GPUs one user may hold (the per-user cap)"
+        if one_kind is not None and one_kind[0] < limit:
+            limit, where = (
+                one_kind[0],
+                (
+                    f"the {one_kind[0]} GPUs of one kind on one server (a job runs on one kind of "
+                    f"GPU; here: {one_kind[1]})"
+                ),
+            )
         if self.min_gpus > limit:
             raise BadRequest(
                 f"min_gpus ({self.min_gpus}) is more than {where}: the job could never start"

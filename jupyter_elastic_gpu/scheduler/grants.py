@@ -29,7 +29,8 @@ def holders(jobs: Iterable[JobRecord]) -> dict[str, str]:
 def on_one_node(
     target: list[str], current: Collection[str], node: dict[str, str], min_gpus: int
 ) -> list[str]:
-    """``target`` cut to one node: a sidecar and its trainer run on one server.
+    """``target`` cut to one node: a sidecar and its trainer run on one server (``node``:
+    each GPU's node, or its kind on its node where kinds are mixed: ``placement.groups``).
 
     The policy already keeps a job on one node when one can hold it; a grant that still spans
     nodes (no node had enough free GPUs) keeps its part on the job's current node, else its

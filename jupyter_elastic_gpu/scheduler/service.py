@@ -26,6 +26,7 @@ from typing import Any
 from elastic_gpu_sidecar.protocol import JobKind, JobState
 
 from ..core.model import Snapshot
+from ..core.placement import groups, widest_kind
 from ..core.policies import Policy
 from ..core.reasons import Told
 from ..core.schedule import decide, queue_positions
@@ -288,7 +289,8 @@ class SchedulerService(SchedulerSettings):
                 "own Jupyter server, which writes them into the job's directory, or save them "
                 "to a file the script reads"
             )
-        spec, notes, elastic = req.fit_to(len(self.gpu_infos()), self.user_gpu_cap)
+        infos = self.gpu_infos()
+        spec, notes, elastic = req.fit_to(len(infos), self.user_gpu_cap, widest_kind(infos))
         if spec.simulated is None:
             spec = spec.model_copy(update={"simulated": self.simulated})
         size = self.tally.check(who.user, spec)  # 429 / 507 past the user's budgets
@@ -390,7 +392,7 @@ class SchedulerService(SchedulerSettings):
             if not open_jobs:
                 return
             decision = decide(self.decider, self.core_snapshot(), now)
-            node = {g.id: g.node for g in self.gpu_infos()}
+            node = groups(self.gpu_infos())  # (of one kind where kinds are mixed)
             for job in open_jobs:
                 target = list(decision.allocations.get(job.id, ()))
                 target = grants.on_one_node(target, job.desired.gpus, node, job.min_gpus)

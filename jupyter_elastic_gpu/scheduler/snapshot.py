@@ -16,6 +16,7 @@ from typing import Any
 from elastic_gpu_sidecar.protocol import JobKind, JobState
 
 from ..core.model import Gpu, Job, Snapshot
+from ..core.placement import groups
 from ..core.reason_kinds import ReasonKind
 from ..core.reasons import Reason, Told
 from ..core.speed import SpeedModel
@@ -100,10 +101,12 @@ def build(
     until resumed) is not offered to the policy while it waits; while it still stops, it is,
     as every stopping job is (its grant kept until the checkpoint is written)."""
     gpus = tuple(
-        Gpu(g.id, g.node, healthy=not external.get(g.id) and g.id not in drained) for g in infos
+        Gpu(g.id, g.node, healthy=not external.get(g.id) and g.id not in drained, kind=g.kind)
+        for g in infos
     )
-    per_node = Counter(g.node for g in gpus)
-    widest = max(per_node.values(), default=0)  # a job runs on one node: no wider than one
+    # a job runs on one node, and on one kind of GPU where kinds are mixed: no wider than one
+    per_node = Counter(groups(gpus).values())
+    widest = max(per_node.values(), default=0)
     known = {g.id for g in gpus}
     usable = {g.id for g in gpus if g.healthy}
     records = [j for j in jobs if not j.final and not (j.held and j.state == JobState.QUEUED)]

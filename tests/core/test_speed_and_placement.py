@@ -79,6 +79,38 @@ def test_spans_nodes_only_when_no_node_fits():
     assert nodes_spanned(out["big"], gpus) == (4, 2)
 
 
+def _mixed_box():
+    """One server with two kinds of GPU, interleaved in its own order."""
+    kinds = ["A100", "T4", "A100", "T4", "A100", "T4"]
+    return [Gpu(f"g{i}", "box", kind=k) for i, k in enumerate(kinds)]
+
+
+def test_a_job_keeps_to_one_kind_of_gpu_as_it_keeps_to_one_node():
+    gpus = _mixed_box()
+    kind = {g.id: g.kind for g in gpus}
+    out = place(gpus, {}, {"x": 3, "y": 2})
+    assert {kind[g] for g in out["x"]} in ({"A100"}, {"T4"})
+    assert len({kind[g] for g in out["y"]}) == 1
+    # a grow stays on the kind it runs on, a shrink keeps it there
+    out = place(gpus, {"x": ("g1",)}, {"x": 3})
+    assert out["x"] == ("g1", "g3", "g5")
+    out = place(gpus, {"x": ("g0", "g2", "g4")}, {"x": 2, "y": 3})
+    assert out["x"] == ("g0", "g2") and out["y"] == ("g1", "g3", "g5")
+    # across kinds only when no kind has room (the live scheduler cuts such a grant to one)
+    assert sorted(len([g for g in place(gpus, {}, {"big": 4})["big"] if kind[g] == k])
+                  for k in ("A100", "T4")) == [1, 3]  # fmt: skip
+
+
+def test_gpus_of_one_kind_are_placed_as_before_kinds_were_known():
+    plain = _two_nodes()
+    named = [Gpu(g.id, g.node, kind="L4") for g in plain]
+    for current, counts in (
+        ({"x": ("a0", "a1", "a2")}, {"x": 3, "y": 1, "z": 3}),
+        ({}, {"big": 6}),
+    ):
+        assert place(named, current, counts) == place(plain, current, counts)
+
+
 def test_unhealthy_gpus_are_never_placed():
     gpus = [Gpu("a0", "a", healthy=False), Gpu("a1", "a")]
     assert place(gpus, {"x": ("a0",)}, {"x": 1})["x"] == ("a1",)

@@ -12,7 +12,6 @@ import getpass
 import json
 import urllib.error
 import urllib.request
-from types import SimpleNamespace
 
 import pytest
 from elastic_gpu_sidecar.protocol import Grant, GrantAction, JobState
@@ -25,12 +24,18 @@ from jupyter_elastic_gpu.core.reasons import Told
 from jupyter_elastic_gpu.core.schedule import decide
 from jupyter_elastic_gpu.models import SubmitRequest
 from jupyter_elastic_gpu.scheduler import snapshot
+from jupyter_elastic_gpu.scheduler.execution.inventory import GpuInfo
 from jupyter_elastic_gpu.scheduler.jobs import JobRecord
 from jupyter_elastic_gpu.server import admin_page
 
 GPUS = ["0", "1", "2", "3"]
 #: This test's user as the server's admin (``c.ElasticGPUApp.admin_users``).
 AS_ADMIN = [f"--ElasticGPUApp.admin_users={getpass.getuser()}"]
+
+
+def gpu(gpu_id: str, node: str) -> GpuInfo:
+    """A simulated GPU as the inventory reports it."""
+    return GpuInfo(gpu_id, 0, node, "Simulated GPU", None, None, None, None)
 
 
 def synthetic(name: str, min_gpus: int, max_gpus: int, work: float = 1e9) -> dict:
@@ -81,7 +86,7 @@ def test_a_hold_round_trips_through_the_store_format():
 
 def test_held_jobs_and_drained_gpus_are_not_offered_to_the_policy():
     free, held = record("j-free"), record("j-held", held_by="ann")
-    gpus = [SimpleNamespace(id=g, node="box") for g in GPUS]
+    gpus = [gpu(g, "box") for g in GPUS]
     snap = snapshot.build([free, held], gpus, {}, 1.0, drained={"2"})
     assert [j.id for j in snap.jobs] == ["j-free"]
     assert [g.id for g in snap.usable_gpus] == ["0", "1", "3"]
@@ -102,7 +107,7 @@ def test_held_jobs_and_drained_gpus_are_not_offered_to_the_policy():
 def test_a_grant_on_a_lost_node_does_not_push_a_job_off_the_gpus_left():
     """A job asked to stop on a node that then left the inventory still shows its grant
     until its sidecar is declared lost; the job running on the node left keeps its GPUs."""
-    left = [SimpleNamespace(id=f"b:{i}", node="b") for i in range(2)]  # node "a" is gone
+    left = [gpu(f"b:{i}", "b") for i in range(2)]  # node "a" is gone
     running, stopping = record("j-run"), record("j-stop")
     running.state, running.desired = JobState.RUNNING, Grant(1, ["b:0", "b:1"], GrantAction.RUN)
     stopping.state, stopping.desired = JobState.STOPPING, Grant(2, [], GrantAction.STOP)
@@ -118,7 +123,7 @@ def test_a_grant_on_a_lost_node_does_not_push_a_job_off_the_gpus_left():
 
     # a job stopping on a GPU that turned busy (another's process) is never moved: the usable
     # GPUs left are all a 2-GPU job needs
-    gpus = [SimpleNamespace(id=g, node="box") for g in ["0", "1", "2"]]
+    gpus = [gpu(g, "box") for g in ["0", "1", "2"]]
     stopping.reported = stopping.reported.model_copy(update={"gpus": ["0"]})
     new = JobRecord(
         id="j-new",
@@ -140,7 +145,7 @@ def test_gpus_a_stopping_job_leaves_to_a_starting_one_are_held_once():
     the policy saw 5 GPUs held of 4 and placed the starting one elsewhere, across nodes, on
     GPUs of a running job (the conformance test caught the two suspended jobs resuming where
     they were, for nothing)."""
-    gpus = [SimpleNamespace(id=f"{n}:{i}", node=n) for n in ("b", "c") for i in (0, 1)]
+    gpus = [gpu(f"{n}:{i}", n) for n in ("b", "c") for i in (0, 1)]
 
     def job(job_id: str, lo: int, state: JobState, desired: list[str]) -> JobRecord:
         r = JobRecord(

@@ -83,11 +83,3 @@ def _counted(n: int, kind: str, said: str, allow_zero: bool = True) -> tuple[str
     if n > MAX_SIMULATED:
         raise ValueError(f"at most {MAX_SIMULATED} simulated GPUs; {said!r} asks for {n}")
     return (kind,) * n
-
-
-def describe(kinds: tuple[str, ...] | list[str]) -> str:
-    """``2 A100-80GB, 2 T4``: the GPUs of an inventory by kind, in their order."""
-    counts: dict[str, int] = {}
-    for kind in kinds:
-        counts[kind] = counts.get(kind, 0) + 1
-    return ", ".join(f"{n} {kind}" for kind, n in counts.items())

@@ -21,7 +21,8 @@ from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
-from .gpukinds import SIMULATED, describe, kind_of, memory_mb, parse_simulated
+from ...core.placement import describe_kinds
+from .gpukinds import SIMULATED, kind_of, memory_mb, parse_simulated
 
 log = logging.getLogger(__name__)  # under the package logger, which the app adopts
 
@@ -177,7 +178,7 @@ class SimulatedInventory(Inventory):
         self.count = len(self.kinds)
         self.node = node or socket.gethostname()
         mixed = set(self.kinds) != {SIMULATED}
-        asked = f" ({describe(self.kinds)})" if mixed else ""
+        asked = f" ({describe_kinds(self.kinds)})" if mixed else ""
         self.reason = reason or f"{self.count} simulated GPUs were asked for{asked}"
 
     def snapshot(self) -> list[GpuInfo]:

@@ -1,0 +1,71 @@
+"""A real Jupyter server on a simulated mixed inventory (2 A100 and 2 T4): each job runs on one
+kind of GPU, two jobs run side by side on the two kinds, and a job that no single kind can hold
+is refused at submission with the kinds there are."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from apikit import api, until
+from tornado.httpclient import HTTPClientError
+
+pytestmark = pytest.mark.slow
+
+KINDS = "2xA100-80GB,2xT4"
+
+
+@pytest.fixture
+def jp_server_config(jp_server_config):
+    jp_server_config["ElasticGPUApp"]["simulated_gpus"] = KINDS
+    return jp_server_config
+
+
+def synthetic(name: str, lo: int, hi: int) -> dict:
+    return {
+        "name": name,
+        "kind": "synthetic",
+        "min_gpus": lo,
+        "max_gpus": hi,
+        "synthetic": {"work": 1e9, "throughput": {"1": 100, "2": 190, "4": 360}, "batch": 10},
+    }
+
+
+async def running(jp_fetch, *ids):
+    jobs = [await api(jp_fetch, f"jobs/{i}") for i in ids]
+    for job in jobs:
+        assert job["state"] not in ("failed", "cancelled", "done"), job["reason"]
+    return jobs if all(j["state"] == "running" and j["gpus"] for j in jobs) else None
+
+
+async def test_each_job_runs_on_one_kind_and_two_kinds_serve_two_jobs(jp_fetch):
+    kind = {g["id"]: g["kind"] for g in (await api(jp_fetch, "gpus"))["gpus"]}
+    assert sorted(kind.values()) == ["A100-80GB", "A100-80GB", "T4", "T4"]
+
+    with pytest.raises(HTTPClientError) as refused:
+        await api(jp_fetch, "jobs", "POST", synthetic("wide", 3, 4))
+    assert refused.value.code == 400
+    said = json.loads(refused.value.response.body)["message"]
+    assert "min_gpus (3) is more than the 2 GPUs of one kind on one server" in said
+    assert "here: 2 A100-80GB, 2 T4" in said
+    assert not (await api(jp_fetch, "jobs"))["jobs"]  # nothing was kept
+
+    a = await api(jp_fetch, "jobs", "POST", synthetic("A", 1, 4))
+    assert a["max_gpus"] == 2
+    assert any("max_gpus 4 lowered to the 2 GPUs of one kind" in n for n in a["notes"])
+    [a] = await until(lambda: running(jp_fetch, a["id"]), 120, "A running")
+    assert len(a["gpus"]) == 2 and len({kind[g] for g in a["gpus"]}) == 1
+
+    b = await api(jp_fetch, "jobs", "POST", synthetic("B", 2, 2))
+
+    async def side_by_side():
+        jobs = await running(jp_fetch, a["id"], b["id"])
+        if jobs and all(len(j["gpus"]) == 2 for j in jobs):
+            return jobs
+        return None
+
+    a, b = await until(side_by_side, 120, "A and B running side by side")
+    kinds = [{kind[g] for g in j["gpus"]} for j in (a, b)]
+    assert all(len(k) == 1 for k in kinds) and kinds[0] != kinds[1]
+    for job in (a, b):
+        await api(jp_fetch, f"jobs/{job['id']}/cancel", "POST", {})
