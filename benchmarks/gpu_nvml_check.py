@@ -1,6 +1,7 @@
 """The GPU inventory on a real NVIDIA machine: what NVML reports, and what a snapshot costs.
 
-Prints each GPU (index = the id the scheduler uses, UUID, memory, utilisation) with the
+Prints each GPU (index = the id the scheduler uses, UUID, memory, utilisation, its kind, MIG
+mode and MIG instances: read only, nothing is changed) with the
 compute processes on it (pid, owner, memory, command line), which of them the scheduler would
 count as "outside the scheduler" when it has started nothing, and the time of the first and of
 the following snapshots (the service takes one every few seconds, in a worker thread).
@@ -69,8 +70,15 @@ def main(argv: list[str] | None = None) -> int:
         print(
             f"GPU {g.id} (index {g.index}) {g.name}  {g.uuid}\n"
             f"    memory {fmt(g.memory_used_mb)} / {fmt(g.memory_total_mb)} MiB, "
-            f"utilisation {fmt(None if g.utilization is None else g.utilization * 100, '%')}"
+            f"utilisation {fmt(None if g.utilization is None else g.utilization * 100, '%')}\n"
+            f"    kind {g.kind}, MIG "
+            + ("off (or not supported)" if g.mig is None else f"on, {len(g.mig)} instance(s)")
         )
+        for s in g.mig or ():
+            print(
+                f"    MIG {s.profile:<10} {s.uuid}  memory {fmt(s.memory_used_mb)} / "
+                f"{fmt(s.memory_total_mb)} MiB"
+            )
         if not g.processes:
             print("    no compute processes")
         for p in g.processes:

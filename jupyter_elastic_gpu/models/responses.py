@@ -335,6 +335,13 @@ class GpuProcessView(Strict):
     command: str | None
 
 
+class MigSliceView(Strict):
+    uuid: str = Field(description="What CUDA_VISIBLE_DEVICES names it by (`MIG-...`).")
+    profile: str = Field(description="Its MIG profile, e.g. `1g.10gb`.")
+    memory_total_mb: float | None
+    memory_used_mb: float | None
+
+
 class GpuView(Strict):
     id: str
     index: int
@@ -364,6 +371,12 @@ class GpuView(Strict):
     drained: bool = Field(
         False,
         description="drained by an admin for maintenance: no job gets it, jobs on it move off",
+    )
+    mig: list[MigSliceView] | None = Field(
+        None,
+        description="Its MIG instances, where MIG mode is on (null: off, or not supported). "
+        "CUDA sees the instances, not one GPU, so no job is placed on a GPU in MIG mode; the "
+        "scheduler never changes a GPU's MIG layout.",
     )
 
 

@@ -96,12 +96,18 @@ def build(
 ) -> Snapshot:
     """The open jobs and every GPU, under the per-user cap.
 
-    A GPU busy with a process we did not start, or ``drained`` by an admin, is not usable:
-    jobs on it move off through the policy's usual resize. A job held by a person (suspended
+    A GPU busy with a process we did not start, ``drained`` by an admin, or in MIG mode (CUDA
+    sees its instances, not one GPU) is not usable: jobs on it move off through the policy's
+    usual resize. A job held by a person (suspended
     until resumed) is not offered to the policy while it waits; while it still stops, it is,
     as every stopping job is (its grant kept until the checkpoint is written)."""
     gpus = tuple(
-        Gpu(g.id, g.node, healthy=not external.get(g.id) and g.id not in drained, kind=g.kind)
+        Gpu(
+            g.id,
+            g.node,
+            healthy=not external.get(g.id) and g.id not in drained and g.mig is None,
+            kind=g.kind,
+        )
         for g in infos
     )
     # a job runs on one node, and on one kind of GPU where kinds are mixed: no wider than one

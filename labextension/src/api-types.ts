@@ -141,6 +141,12 @@ export interface GpuView {
   healthy: boolean;
   /** drained by an admin for maintenance: no job gets it, jobs on it move off */
   drained?: boolean;
+  /**
+   * Its MIG instances, where MIG mode is on (null: off, or not supported). CUDA sees the instances,
+   * not one GPU, so no job is placed on a GPU in MIG mode; the scheduler never changes a GPU's MIG
+   * layout.
+   */
+  mig?: MigSliceView[] | null;
 }
 
 export interface Gpus {
@@ -477,6 +483,15 @@ export interface Logs {
 
 /** How a running job changes GPUs. */
 export type Mechanism = 'sidecar' | 'termination';
+
+export interface MigSliceView {
+  /** What CUDA_VISIBLE_DEVICES names it by (`MIG-...`). */
+  uuid: string;
+  /** Its MIG profile, e.g. `1g.10gb`. */
+  profile: string;
+  memory_total_mb: number | null;
+  memory_used_mb: number | null;
+}
 
 /**
  * Every later message of `ws?view=panel`: only what changed since the previous one; none of `gpus`,

@@ -42,10 +42,40 @@ export function holderText(gpu: IGpu, me: IWhoami | null): string {
   return 'free';
 }
 
+/**
+ * A GPU in MIG mode, as its tile says it: "MIG: 3g.40gb, 2 x 1g.10gb" (its instances by
+ * profile, in their order); null for a GPU without MIG. No job runs on it whole.
+ */
+export function migText(gpu: IGpu): string | null {
+  if (!gpu.mig) {
+    return null;
+  }
+  if (!gpu.mig.length) {
+    return 'MIG: no instances';
+  }
+  const counts = new Map<string, number>();
+  for (const s of gpu.mig) {
+    counts.set(s.profile, (counts.get(s.profile) ?? 0) + 1);
+  }
+  const parts = [...counts].map(([profile, n]) => (n > 1 ? `${n} \u00d7 ${profile}` : profile));
+  return `MIG: ${parts.join(', ')}`;
+}
+
 /** What the tile calls a GPU: its kind (`A100-SXM4-80GB`), or its name for a simulated GPU
  * described by a count alone (`Simulated GPU`). */
 export function modelText(gpu: IGpu): string {
   return gpu.kind && gpu.kind !== 'simulated' ? gpu.kind : (gpu.name ?? '');
+}
+
+function migLine(gpu: IGpu): HTMLElement | string {
+  const text = migText(gpu);
+  if (!text) {
+    return '';
+  }
+  const title =
+    'MIG mode is on: CUDA sees these instances, not one GPU, so no job runs on this GPU whole ' +
+    '(the scheduler never changes a MIG layout)';
+  return h('div', { class: 'jp-ElasticGpu-gpuMig', title }, text);
 }
 
 export class GpuTile {
@@ -70,6 +100,11 @@ export class GpuTile {
     this.node.dataset.gpuState = state;
     this.node.dataset.gpuId = gpu.id;
     this.node.dataset.gpuKind = gpu.kind ?? '';
+    if (gpu.mig) {
+      this.node.dataset.gpuMig = String(gpu.mig.length);
+    } else {
+      delete this.node.dataset.gpuMig;
+    }
     const used = gpu.memory_used_mb;
     const total = gpu.memory_total_mb;
     const util = gpu.utilization;
@@ -116,7 +151,8 @@ export class GpuTile {
         // its kind, the word people tell their GPUs apart by (the full name is in the title)
         h('span', { class: 'jp-ElasticGpu-gpuModel' }, modelText(gpu)),
         ...stats
-      )
+      ),
+      migLine(gpu)
     );
   }
 

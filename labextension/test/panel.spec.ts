@@ -8,6 +8,7 @@ import { Widget } from '@lumino/widgets';
 import { ApiError } from '../src/api';
 import { lossChart, resizeMarks } from '../src/chart';
 import { JobCard } from '../src/jobcard';
+import { migText } from '../src/gpuview';
 import { ElasticGpuModel } from '../src/model';
 import { QueuePanel } from '../src/panel';
 import { JOB_MIME_TYPE, JobRenderer } from '../src/renderer';
@@ -125,6 +126,7 @@ describe('the panel', () => {
     expect(gpus[1].querySelector('.jp-ElasticGpu-gpuModel')?.textContent).toBe('A100-SXM4-80GB');
     expect(gpus[1].title).toContain('NVIDIA A100-SXM4-80GB');
     expect(gpus[0].querySelector('.jp-ElasticGpu-gpuModel')?.textContent).toBe('Simulated GPU');
+    expect(gpus.map(g => g.dataset.gpuMig ?? null)).toEqual([null, null, null]);
     expect(gpus[1].querySelector('svg.jp-ElasticGpu-sparkline polyline')).not.toBeNull();
     expect(gpus[2].textContent).toContain('bob');
     expect(root.querySelector('[data-badge="simulated"]')).not.toBeNull();
@@ -362,5 +364,21 @@ describe('the notebook job view', () => {
     expect(renderer.node.textContent).toContain('names no job');
     renderer.dispose();
     model.dispose();
+  });
+});
+
+describe('a GPU in MIG mode', () => {
+  const slice = (profile: string, uuid: string) => ({
+    uuid,
+    profile,
+    memory_total_mb: 9984,
+    memory_used_mb: 0
+  });
+
+  it('lists its instances by profile, and nothing for a GPU without MIG', () => {
+    const mig = [slice('3g.40gb', 'MIG-1'), slice('1g.10gb', 'MIG-2'), slice('1g.10gb', 'MIG-3')];
+    expect(migText(GPU(0, { mig }))).toBe('MIG: 3g.40gb, 2 \u00d7 1g.10gb');
+    expect(migText(GPU(0, { mig: [] }))).toBe('MIG: no instances');
+    expect(migText(GPU(0))).toBeNull();
   });
 });

@@ -85,18 +85,40 @@ class FakeNvml:
         self._check("handle", index)
         return index
 
+    # A MIG instance's handle is (GPU index, slot); its fields are in the GPU's "mig" list.
+    def _of(self, h) -> dict:
+        return self.gpus[h[0]]["mig"][h[1]] if isinstance(h, tuple) else self.gpus[h]
+
     def nvmlDeviceGetName(self, h):
         self._check("name", h)
-        return self.gpus[h]["name"]
+        return self._of(h)["name"]
 
     def nvmlDeviceGetUUID(self, h):
         self._check("uuid", h)
-        return self.gpus[h]["uuid"]
+        return self._of(h)["uuid"]
 
     def nvmlDeviceGetMemoryInfo(self, h):
         self._check("memory", h)
-        g = self.gpus[h]
+        g = self._of(h)
         return SimpleNamespace(total=g["total"] * MIB, used=g["used"] * MIB, free=0)
+
+    def nvmlDeviceGetMigMode(self, h):
+        self._check("mig_mode", h)
+        mode = self.gpus[h].get("mig_mode")
+        if mode is None:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_SUPPORTED)
+        return [mode, mode]
+
+    def nvmlDeviceGetMaxMigDeviceCount(self, h):
+        self._check("mig_count", h)
+        return 7
+
+    def nvmlDeviceGetMigDeviceHandleByIndex(self, h, slot):
+        self._check("mig_handle", h)
+        slices = self.gpus[h].get("mig") or []
+        if slot >= len(slices) or slices[slot] is None:  # an empty slot
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_NOT_FOUND)
+        return (h, slot)
 
     def nvmlDeviceGetUtilizationRates(self, h):
         self._check("utilization", h)
@@ -391,3 +413,50 @@ def test_in_a_container_our_trainer_seen_by_its_host_pid_keeps_its_gpu(process_t
         "1": [host_pid],
         "2": [other],
     }
+
+
+# -- MIG --------------------------------------------------------------------------------------
+
+
+def mig_gpus() -> list[dict]:
+    """An H100 in MIG mode with three instances in slots 0, 2 and 3, and one without MIG."""
+    a, b = two_gpus()
+    a["mig_mode"] = pynvml.NVML_DEVICE_MIG_ENABLE
+    a["procs"] = []
+    a["mig"] = [
+        {"name": "NVIDIA H100 MIG 3g.40gb", "uuid": "MIG-1", "total": 40192, "used": 100},
+        None,
+        {"name": "NVIDIA H100 MIG 1g.10gb", "uuid": "MIG-2", "total": 9984, "used": 0},
+        {"name": "NVIDIA H100 MIG 1g.10gb", "uuid": "MIG-3", "total": 9984, "used": 0},
+    ]
+    return [a, b]
+
+
+def test_a_gpu_in_mig_mode_lists_its_instances_and_is_never_placed_whole():
+    from jupyter_elastic_gpu.scheduler import snapshot
+
+    fake = FakeNvml(mig_gpus())
+    inv = NvmlInventory(node="box", nvml=fake)
+    first, second = inv.snapshot()
+    assert first.kind == "H100" and first.mig is not None
+    assert [(s.uuid, s.profile, s.memory_total_mb) for s in first.mig] == [
+        ("MIG-1", "3g.40gb", 40192.0),
+        ("MIG-2", "1g.10gb", 9984.0),
+        ("MIG-3", "1g.10gb", 9984.0),
+    ]
+    assert second.mig is None  # no MIG: asked once, not at every snapshot
+    inv.snapshot()
+    assert fake.calls.count("mig_mode") == 3  # the MIG GPU twice, the other once
+    snap = snapshot.build([], [first, second], {}, default_resize_cost_s=5.0)
+    assert [g.id for g in snap.usable_gpus] == ["1"]
+
+
+def test_a_mig_read_that_fails_keeps_the_last_good_layout(caplog):
+    fake = FakeNvml(mig_gpus())
+    inv = NvmlInventory(node="box", nvml=fake)
+    before = inv.snapshot()[0].mig
+    fake.fail[("mig_count", 0)] = pynvml.NVML_ERROR_UNKNOWN
+    with caplog.at_level(logging.WARNING):
+        after = inv.snapshot()[0].mig
+    assert after == before
+    assert "NVML MIG count failed on GPU 0" in caplog.text

@@ -44,6 +44,18 @@ class GpuProcess:
 
 
 @dataclass
+class MigSlice:
+    """One MIG instance of a GPU: its ``profile`` (``1g.10gb``), the UUID
+    ``CUDA_VISIBLE_DEVICES`` names it by (``MIG-...``), its memory in MiB (None where NVML
+    cannot tell)."""
+
+    uuid: str
+    profile: str
+    memory_total_mb: float | None
+    memory_used_mb: float | None
+
+
+@dataclass
 class GpuInfo:
     """One GPU at one moment. Memory in MiB; ``utilization`` 0..1; None where unknown."""
 
@@ -58,6 +70,9 @@ class GpuInfo:
     processes: list[GpuProcess] = field(default_factory=list)
     #: The GPU's kind (``gpukinds``): read from ``name`` when not given.
     kind: str = ""
+    #: Its MIG instances when MIG mode is on (then CUDA cannot use it as one GPU, so no job is
+    #: placed on it whole); None when MIG is off or not supported.
+    mig: list[MigSlice] | None = None
 
     def __post_init__(self) -> None:
         if not self.kind:
@@ -246,6 +261,7 @@ class NvmlInventory(Inventory):
         self._static: dict[int, tuple[str, str | None]] = {}
         self._last: dict[int, GpuInfo] = {}
         self._reported: set[tuple[int, str, str]] = set()
+        self._no_mig: set[int] = set()  # GPUs that said MIG is not supported
         self._list_processes = nvml.nvmlDeviceGetComputeRunningProcesses
 
     def snapshot(self) -> list[GpuInfo]:
@@ -319,11 +335,13 @@ class NvmlInventory(Inventory):
             memory_used_mb=last.memory_used_mb if last else None,
             utilization=last.utilization if last else None,
             processes=list(last.processes) if last else [],
+            mig=list(last.mig) if last and last.mig is not None else None,
         )
         handle = self._handle(index)
         if handle is None:
             return info
         info.name, info.uuid = self._names(index, handle, info)
+        info.kind = kind_of(info.name)
         ok, mem = self._call(index, "memory", self._nvml.nvmlDeviceGetMemoryInfo, handle)
         if ok:
             info.memory_total_mb = mem.total / MIB
@@ -336,7 +354,50 @@ class NvmlInventory(Inventory):
         procs = self._processes(index, handle)
         if procs is not None:
             info.processes = procs
+        info.mig = self._mig(index, handle, last.mig if last else None)
         return info
+
+    def _mig(self, index: int, handle: Any, last: list[MigSlice] | None) -> list[MigSlice] | None:
+        """The GPU's MIG instances when MIG mode is on (None when off, or not supported:
+        asked once). The scheduler never changes the layout: it reads the one it finds."""
+        nvml = self._nvml
+        if index in self._no_mig:
+            return None
+        try:
+            current, _pending = nvml.nvmlDeviceGetMigMode(handle)
+        except nvml.NVMLError as e:
+            if type(e).__name__ in ("NVMLError_NotSupported", "NVMLError_FunctionNotFound"):
+                self._no_mig.add(index)  # not a MIG GPU, or a driver without MIG
+                return None
+            self._report(index, "MIG mode", e)
+            return last
+        if current != getattr(nvml, "NVML_DEVICE_MIG_ENABLE", 1):
+            return None
+        ok, most = self._call(index, "MIG count", nvml.nvmlDeviceGetMaxMigDeviceCount, handle)
+        if not ok:
+            return last
+        slices = []
+        for i in range(int(most)):
+            try:
+                sub = nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, i)
+            except nvml.NVMLError as e:
+                if type(e).__name__ != "NVMLError_NotFound":  # NotFound: an empty slot
+                    self._report(index, "MIG handle", e)
+                continue
+            ok_uuid, uuid = self._call(index, "MIG uuid", nvml.nvmlDeviceGetUUID, sub)
+            if not ok_uuid:
+                continue
+            ok_name, name = self._call(index, "MIG name", nvml.nvmlDeviceGetName, sub)
+            ok_mem, mem = self._call(index, "MIG memory", nvml.nvmlDeviceGetMemoryInfo, sub)
+            slices.append(
+                MigSlice(
+                    uuid=_text(uuid),
+                    profile=mig_profile(_text(name)) if ok_name else "unknown",
+                    memory_total_mb=mem.total / MIB if ok_mem else None,
+                    memory_used_mb=mem.used / MIB if ok_mem else None,
+                )
+            )
+        return slices
 
     def _processes(self, index: int, handle: Any) -> list[GpuProcess] | None:
         """Compute processes on the GPU with owner and command line; None if NVML failed."""
@@ -364,6 +425,13 @@ class NvmlInventory(Inventory):
             GpuProcess(pid=pid, user=process_owner(pid), memory_mb=mb, command=process_command(pid))
             for pid, mb in memory.items()
         ]
+
+
+def mig_profile(name: str) -> str:
+    """A MIG instance's profile from its NVML name (``NVIDIA A100-SXM4-40GB MIG 1g.5gb``:
+    ``1g.5gb``)."""
+    _, sep, tail = name.rpartition(" MIG ")
+    return tail.strip() if sep and tail.strip() else name
 
 
 def _text(value: Any) -> str:

@@ -7,6 +7,7 @@ reason, code, logs or command lines.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from types import SimpleNamespace
 from typing import Any
@@ -24,6 +25,7 @@ from ...models import (
     JobList,
     JobProgress,
     JobView,
+    MigSliceView,
     PublicJob,
     Queue,
     QueueEntry,
@@ -364,6 +366,9 @@ def gpus(
                 external_processes=others,
                 healthy=not others,
                 drained=info.id in drained,
+                mig=None
+                if info.mig is None
+                else [MigSliceView(**dataclasses.asdict(s)) for s in info.mig],
             )
         )
     return Gpus(source=source, gpus=views, **_idle(forecast, who, jobs))
