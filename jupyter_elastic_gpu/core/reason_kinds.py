@@ -23,6 +23,10 @@ class ReasonKind(str, Enum):
     #: Gets no GPUs: needs more than are free (``needs``, ``free``, ``holders``); queued, or
     #: ``suspended`` when it ran before.
     WAITING = "waiting"
+    #: Gets no GPUs: ``free`` GPUs would do, but a job runs on one server (and on one kind of
+    #: GPU where kinds are mixed), and at most ``widest`` of them are together there
+    #: (``needs``; ``kinds``: the free GPUs by kind, where kinds are mixed).
+    SPREAD = "spread"
     #: At the size a fixed-size policy gives it (``gpus``).
     RUNNING = "running"
     #: At its maximum (``gpus``).
@@ -181,6 +185,8 @@ class ReasonFigures(TypedDict, total=False):
     release_in_s: float
     idle_s: float
     detail: str
+    widest: int
+    kinds: str
 
 
 __all__ = ["Ahead", "Because", "IdleCause", "JobRef", "ReasonFigures", "ReasonKind", "ShareFigures"]

@@ -188,6 +188,19 @@ def _unpaid(f: Mapping[str, Any]) -> str:
     return text
 
 
+def _together(f: Mapping[str, Any]) -> str:
+    """Where a job's GPUs must be: on one server, of one kind where kinds are mixed."""
+    return "of one kind on one server" if f.get("kinds") else "on one server"
+
+
+def _spread(f: Mapping[str, Any]) -> str:
+    kinds = f" ({f['kinds']})" if f.get("kinds") else ""
+    return (
+        f"needs {plural(f.get('needs', 0), 'GPU')} {_together(f)}: {f.get('free', 0)} free, "
+        f"at most {f.get('widest', 0)} together{kinds}"
+    )
+
+
 def _resized(f: Mapping[str, Any]) -> str:
     held, gpus = f.get("held", 0), f.get("gpus", 0)
     if gpus > held:
@@ -226,6 +239,8 @@ def _parts(kind: ReasonKind | str, f: Mapping[str, Any]) -> Parts:
     if kind == K.WAITING:
         detail = f"needs {plural(f.get('needs', 0), 'GPU')}, {f.get('free', 0)} free"
         return Parts(waits, waits, detail + _holders(f))
+    if kind == K.SPREAD:
+        return Parts(waits, waits, _spread(f))
     if kind == K.RUNNING:
         return Parts("running", on)
     if kind == K.AT_MAXIMUM:
@@ -329,6 +344,8 @@ def cause(
     kind = K(kind)
     if kind == K.WAITING:
         return f"{who} needs {f['needs']}" if f.get("needs", 0) > f.get("free", 0) else None
+    if kind == K.SPREAD:
+        return f"{who} needs {f.get('needs', 0)} {_together(f)}"
     if kind == K.KEPT:
         because = f.get("because", "in_progress")
         if public or because not in ("resized", "started"):  # (public: its cause alone)

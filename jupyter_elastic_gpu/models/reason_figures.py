@@ -107,6 +107,10 @@ class ReasonFigures(Strict):
     release_in_s: Seconds | None = Field(None, description="when a kernel's lease is released")
     idle_s: Seconds | None = Field(None, description="how long a kernel has run nothing")
     detail: Detail | None = None
+    widest: Count | None = Field(
+        None, description="the most free GPUs together (on one server, of one kind)"
+    )
+    kinds: Detail | None = Field(None, description="free GPUs by kind: `1 A100-80GB, 1 T4`")
 
 
 IdleCause.model_rebuild()  # its figures are a ReasonFigures, declared after it

@@ -26,7 +26,7 @@ from typing import Any
 from elastic_gpu_sidecar.protocol import JobKind, JobState
 
 from ..core.model import Snapshot
-from ..core.placement import groups, widest_kind
+from ..core.placement import groups, mixed, widest_kind
 from ..core.policies import Policy
 from ..core.reasons import Told
 from ..core.schedule import decide, queue_positions
@@ -392,16 +392,18 @@ class SchedulerService(SchedulerSettings):
             if not open_jobs:
                 return
             decision = decide(self.decider, self.core_snapshot(), now)
-            node = groups(self.gpu_infos())  # (of one kind where kinds are mixed)
+            infos = self.gpu_infos()
+            node = groups(infos)  # (of one kind where kinds are mixed)
+            kind = {g.id: g.kind for g in infos} if mixed(infos) else None
             for job in open_jobs:
-                target = list(decision.allocations.get(job.id, ()))
-                target = grants.on_one_node(target, job.desired.gpus, node, job.min_gpus)
+                wanted = list(decision.allocations.get(job.id, ()))
+                target = grants.on_one_node(wanted, job.desired.gpus, node, job.min_gpus)
                 why = WAITING_FOR_SERVER if self.waits_for_server(job) else None
+                why = why or self.interactive.reason(job)
+                if why is None and wanted and not target and job.state == JobState.QUEUED:
+                    why = grants.spread(wanted, node, kind, job)  # not together: it waits
                 why = (
-                    why
-                    or self.interactive.reason(job)
-                    or decision.reasons.get(job.id)
-                    or Told(job.reason_kind, job.reason_figures)
+                    why or decision.reasons.get(job.id) or Told(job.reason_kind, job.reason_figures)
                 )
                 name_of = names_for(self.jobs, job.user)
                 starts = job.state == JobState.QUEUED and bool(target)

@@ -707,12 +707,17 @@ export interface ReasonFigures {
   /** how long a kernel has run nothing */
   idle_s?: number | null;
   detail?: string | null;
+  /** the most free GPUs together (on one server, of one kind) */
+  widest?: number | null;
+  /** free GPUs by kind: `1 A100-80GB, 1 T4` */
+  kinds?: string | null;
 }
 
 /** Why a job has what it has (a job's `reason_kind`), or why GPUs sit idle. */
 export type ReasonKind =
   | 'new'
   | 'waiting'
+  | 'spread'
   | 'running'
   | 'at_maximum'
   | 'kept'

@@ -196,6 +196,19 @@ function unpaid(f: IReasonFigures): string {
   return text;
 }
 
+/** Where a job's GPUs must be: on one server, of one kind where kinds are mixed. */
+function together(f: IReasonFigures): string {
+  return f.kinds ? 'of one kind on one server' : 'on one server';
+}
+
+function spread(f: IReasonFigures): string {
+  const kinds = f.kinds ? ` (${f.kinds})` : '';
+  return (
+    `needs ${plural(f.needs ?? 0, 'GPU')} ${together(f)}: ${f.free ?? 0} free, ` +
+    `at most ${f.widest ?? 0} together${kinds}`
+  );
+}
+
 function resized(f: IReasonFigures): string {
   const held = f.held ?? 0;
   const gpus = f.gpus ?? 0;
@@ -232,6 +245,8 @@ function baseParts(kind: ReasonKind, f: IReasonFigures): IReasonParts {
         waits,
         `needs ${plural(f.needs ?? 0, 'GPU')}, ${f.free ?? 0} free` + holders(f)
       );
+    case 'spread':
+      return part(waits, waits, spread(f));
     case 'running':
       return part('running', on);
     case 'at_maximum':
@@ -360,6 +375,8 @@ export function cause(
   switch (kind) {
     case 'waiting':
       return (f.needs ?? 0) > (f.free ?? 0) ? `${who} needs ${f.needs}` : null;
+    case 'spread':
+      return `${who} needs ${f.needs ?? 0} ${together(f)}`;
     case 'kept': {
       const because = f.because ?? 'in_progress';
       if (isPublic || (because !== 'resized' && because !== 'started')) {

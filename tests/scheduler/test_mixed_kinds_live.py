@@ -69,3 +69,36 @@ async def test_each_job_runs_on_one_kind_and_two_kinds_serve_two_jobs(jp_fetch):
     assert all(len(k) == 1 for k in kinds) and kinds[0] != kinds[1]
     for job in (a, b):
         await api(jp_fetch, f"jobs/{job['id']}/cancel", "POST", {})
+
+
+async def test_a_job_whose_free_gpus_are_of_two_kinds_says_so_while_it_waits(jp_fetch):
+    """1 A100 and 1 T4 free: a 2-GPU job waits, and says why (the policy counts GPUs, not kinds
+    yet: the grant it gives is cut to one kind, below the job's minimum)."""
+    kind = {g["id"]: g["kind"] for g in (await api(jp_fetch, "gpus"))["gpus"]}
+    jobs = {}
+    for name in "ABCD":  # one at a time: A, B fill the A100s, C, D the T4s (tightest fit)
+        jobs[name] = await api(jp_fetch, "jobs", "POST", synthetic(name, 1, 1))
+        await until(lambda j=jobs[name]: running(jp_fetch, j["id"]), 120, f"{name} running")
+    for name in "BD":
+        await api(jp_fetch, f"jobs/{jobs[name]['id']}/cancel", "POST", {})
+
+    async def two_kinds_free():
+        gpus = (await api(jp_fetch, "gpus"))["gpus"]
+        free = sorted(kind[g["id"]] for g in gpus if not g["holder"])
+        return free if free == ["A100-80GB", "T4"] else None
+
+    await until(two_kinds_free, 120, "B and D cancelled, one GPU of each kind free")
+    e = await api(jp_fetch, "jobs", "POST", synthetic("E", 2, 2))
+
+    async def told():
+        job = await api(jp_fetch, f"jobs/{e['id']}")
+        return job if job["reason_kind"] == "spread" else None
+
+    job = await until(told, 60, "E's reason")
+    assert job["state"] == "queued"
+    assert job["reason"] == (
+        "queued: needs 2 GPUs of one kind on one server: 2 free, at most 1 together "
+        "(1 A100-80GB, 1 T4)"
+    )
+    for j in (jobs["A"], jobs["C"], e):
+        await api(jp_fetch, f"jobs/{j['id']}/cancel", "POST", {})
