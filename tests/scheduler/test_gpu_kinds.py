@@ -64,7 +64,11 @@ def test_a_description_gives_each_simulated_gpu_its_kind(value, kinds):
         ("", "an empty description"),
         ("2xA100,,T4", "an empty item"),
         ("0xT4", "'0xT4' asks for 0 GPUs"),
-        ("2xA100[3g.40gb]", "'2xA100[3g.40gb]' is not one"),
+        ("2xA100{3g.40gb}", "'2xA100{3g.40gb}' is not one"),
+        ("2xA100[3g]", "'3g' in '2xA100[3g]' is not a MIG profile such as 1g.10gb"),
+        ("H100[3g.40gb", "unbalanced brackets"),
+        ("H100[[1g.10gb]]", "unbalanced brackets"),
+        ("H100[8x1g.10gb]", "at most 7 MIG instances on a GPU"),
         ("2x A100 80GB", "is not one"),
         ("2x-T4", "is not one"),
         (f"{MAX_SIMULATED + 1}", f"at most {MAX_SIMULATED}"),
@@ -93,6 +97,21 @@ def test_simulated_gpus_have_their_kinds_names_and_memory():
     assert [g.kind for g in plain] == ["simulated", "simulated"]
 
 
+def test_a_simulated_gpu_in_mig_mode_lists_its_instances_and_is_never_placed_whole():
+    from jupyter_elastic_gpu.scheduler import snapshot
+
+    inv = SimulatedInventory("H100-80GB[3g.40gb,2x2g.20gb],T4,H100-80GB[]", node="box")
+    gpus = inv.snapshot()
+    assert [(s.uuid, s.profile, s.memory_total_mb) for s in gpus[0].mig] == [
+        ("MIG-simulated-0-0", "3g.40gb", 40 * 1024),
+        ("MIG-simulated-0-1", "2g.20gb", 20 * 1024),
+        ("MIG-simulated-0-2", "2g.20gb", 20 * 1024),
+    ]
+    assert gpus[1].mig is None and gpus[2].mig == []  # MIG mode with no instance
+    snap = snapshot.build([], gpus, {}, default_resize_cost_s=5.0)
+    assert [g.id for g in snap.usable_gpus] == ["1"]
+
+
 def test_a_gpu_from_a_lab_s_own_inventory_gets_its_kind_from_its_name():
     info = GpuInfo("0", 0, "box", "NVIDIA L40S", None, None, None, None)
     assert info.kind == "L40S" and info.to_dict()["kind"] == "L40S"
@@ -119,7 +138,8 @@ def test_the_setting_takes_a_count_or_a_description_and_refuses_a_bad_one():
 
 @pytest.mark.slow
 def test_a_scheduler_on_a_mixed_inventory_shows_each_gpu_s_kind(tmp_path):
-    daemon = DaemonProcess(tmp_path, free_port(), extra=["--simulated-gpus", "2xA100-80GB,2xT4"])
+    layout = "2xA100-80GB,2xT4,H100-80GB[3g.40gb,2x2g.20gb]"
+    daemon = DaemonProcess(tmp_path, free_port(), extra=["--simulated-gpus", layout])
     token = daemon.add_user("ann")
     daemon.start()
     try:
@@ -130,8 +150,11 @@ def test_a_scheduler_on_a_mixed_inventory_shows_each_gpu_s_kind(tmp_path):
             ("1", "A100-80GB"),
             ("2", "T4"),
             ("3", "T4"),
+            ("4", "H100-80GB"),
         ]
         assert gpus["gpus"][0]["memory_total_mb"] == 80 * 1024
+        assert [g["mig"] for g in gpus["gpus"][:4]] == [None] * 4
+        assert [s["profile"] for s in gpus["gpus"][4]["mig"]] == ["3g.40gb", "2g.20gb", "2g.20gb"]
         code, status = call("GET", daemon.api_url + "status", token)
         assert code == 200
         table = format_status(status).splitlines()
@@ -146,9 +169,9 @@ def test_a_scheduler_refuses_a_bad_description_in_one_line(tmp_path):
     out = subprocess.run(
         [sys.executable, "-m", "jupyter_elastic_gpu.cli", "scheduler", "--port",
          str(free_port()), "--state-dir", str(tmp_path / "state"),
-         "--simulated-gpus", "2xA100[3g.40gb]"],
+         "--simulated-gpus", "2xA100{3g.40gb}"],
         capture_output=True, text=True, timeout=120,
     )  # fmt: skip
     assert out.returncode != 0
     assert "cannot start: ValueError: simulated_gpus: expected a count (4) or counts" in out.stderr
-    assert "'2xA100[3g.40gb]' is not one" in out.stderr
+    assert "'2xA100{3g.40gb}' is not one" in out.stderr

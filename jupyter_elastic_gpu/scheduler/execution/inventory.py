@@ -22,7 +22,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from ...core.placement import describe_kinds
-from .gpukinds import SIMULATED, kind_of, memory_mb, parse_simulated
+from .gpukinds import SIMULATED, kind_of, memory_mb, mig_memory_mb, parse_layout, parse_simulated
 
 log = logging.getLogger(__name__)  # under the package logger, which the app adopts
 
@@ -187,7 +187,8 @@ class SimulatedInventory(Inventory):
     source = "simulated"
 
     def __init__(self, gpus: int | str, node: str | None = None, reason: str | None = None) -> None:
-        self.kinds = parse_simulated(gpus)
+        self.layout = parse_layout(gpus)
+        self.kinds = tuple(g.kind for g in self.layout)
         if not self.kinds:
             raise ValueError(f"simulated GPUs: need at least 1, got {gpus!r}")
         self.count = len(self.kinds)
@@ -202,15 +203,21 @@ class SimulatedInventory(Inventory):
                 id=str(i),
                 index=i,
                 node=self.node,
-                name="Simulated GPU" if kind == SIMULATED else f"Simulated {kind}",
+                name="Simulated GPU" if gpu.kind == SIMULATED else f"Simulated {gpu.kind}",
                 uuid=None,
-                memory_total_mb=memory_mb(kind),
+                memory_total_mb=memory_mb(gpu.kind),
                 memory_used_mb=None,
                 utilization=None,
                 processes=[],
-                kind=kind,
+                kind=gpu.kind,
+                mig=None
+                if gpu.mig is None
+                else [
+                    MigSlice(f"MIG-simulated-{i}-{slot}", profile, mig_memory_mb(profile), None)
+                    for slot, profile in enumerate(gpu.mig)
+                ],
             )
-            for i, kind in enumerate(self.kinds)
+            for i, gpu in enumerate(self.layout)
         ]
 
     def close(self) -> None:
