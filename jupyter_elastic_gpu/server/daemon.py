@@ -224,6 +224,16 @@ class SchedulerDaemonApp(ElasticGPUApp):
     #: Why the scheduler could not start, if it could not: ``main`` exits non-zero with it.
     failure: ClassVar[str] = ""
 
+    def _link_jupyter_server_extension(self, serverapp: Any) -> None:
+        """A refused setting stops the shared scheduler before it serves: Jupyter's loader
+        would go on with the defaults (another state folder and database than asked)."""
+        try:
+            super()._link_jupyter_server_extension(serverapp)
+        except Exception as e:
+            reason = f"{type(e).__name__}: {e}"
+            self.log.critical("jupyter-elastic-gpu scheduler cannot start: %s", reason)
+            raise SystemExit(f"jupyter-elastic-gpu scheduler: error: {reason}") from None
+
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
         """A shared scheduler that cannot start (its database damaged, held by another
         scheduler, not writable ...) stops with the reason rather than answer 503 to all."""

@@ -326,6 +326,19 @@ class ElasticGPUApp(ExtensionApp):
         base = url_path_join(self.sidecar_url, self.serverapp.base_url)
         return url_path_join(base, API_PREFIX) + "/"
 
+    #: A setting that was refused when the server linked this extension ("" if none).
+    config_error: str = ""
+
+    def _link_jupyter_server_extension(self, serverapp: Any) -> None:
+        """Jupyter's extension loader logs a refused setting and goes on with the defaults
+        (another database, policy or state folder than the one asked for): remember it, so
+        that the scheduler does not start and every route says what to fix instead."""
+        try:
+            super()._link_jupyter_server_extension(serverapp)
+        except Exception as e:
+            self.config_error = f"{type(e).__name__}: {e}"
+            raise
+
     async def _start_jupyter_server_extension(self, serverapp: Any) -> None:
         await self.backend.ensure_started()
 
@@ -335,6 +348,11 @@ class ElasticGPUApp(ExtensionApp):
         return {}
 
     async def _start_backend(self) -> None:
+        if self.config_error:
+            raise Unavailable(
+                f"a setting of the elastic-gpu scheduler was refused ({self.config_error}): "
+                "fix it in the Jupyter server's configuration and restart the server"
+            )
         if self.scheduler_url or self.hub_service_url:
             await self._use_shared_scheduler()
             return

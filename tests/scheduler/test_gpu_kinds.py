@@ -175,3 +175,22 @@ def test_a_scheduler_refuses_a_bad_description_in_one_line(tmp_path):
     assert out.returncode != 0
     assert "cannot start: ValueError: simulated_gpus: expected a count (4) or counts" in out.stderr
     assert "'2xA100{3g.40gb}' is not one" in out.stderr
+
+
+@pytest.mark.slow
+def test_a_refused_setting_stops_the_shared_scheduler_instead_of_running_on_defaults(tmp_path):
+    """Jupyter's extension loader logs a setting it refuses and goes on with the defaults:
+    another state folder and database than asked. The shared scheduler stops instead."""
+    state = tmp_path / "state"
+    out = subprocess.run(
+        [sys.executable, "-m", "jupyter_elastic_gpu.cli", "scheduler", "--port",
+         str(free_port()), "--state-dir", str(state),
+         "--ElasticGPUApp.cluster_backend=nonsense"],
+        capture_output=True, text=True, timeout=120, cwd=tmp_path,
+    )  # fmt: skip
+    assert out.returncode == 1
+    assert out.stderr.strip().endswith(
+        "jupyter-elastic-gpu scheduler: error: TraitError: The 'cluster_backend' trait of a "
+        "SchedulerDaemonApp instance expected any of ['local', 'ray'], not the str 'nonsense'."
+    )
+    assert not state.exists() and list(tmp_path.iterdir()) == []  # nothing written anywhere

@@ -8,10 +8,11 @@ does. Sigma is the per-sample gradient covariance, G the true gradient.
 It is measured on the gradient the optimizer applies (after the replicas' all-reduce, so on
 any replica count) with the differencing estimator: two consecutive minibatch gradients g1,
 g2 of batch B are independent estimates of nearly the same G, so E[g1 . g2] = |G|^2 and
-E[|g2 - g1|^2] / 2 = tr(Sigma) / B. Both are smoothed (an exponential average over about
-``1 / (1 - smoothing)`` steps, bias-corrected) and read once a progress report. The cost: one
-copy of the gradients (the size of the model's trainable weights) and three passes over them a
-step; it runs only for jobs that ask for it (``--batch-policy goodput``).
+E[|g2 - g1|^2] / 2 = tr(Sigma) / B. One pair of steps in ``EVERY`` is measured (the gradient
+is kept on the step before it); the pairs are smoothed (an exponential average over about
+``1 / (1 - smoothing)`` pairs, bias-corrected) and read once a progress report. The cost: one
+copy of the gradients (the size of the model's trainable weights) and passes over them on 2
+steps in ``EVERY``; it runs only for jobs that ask for it (``--measure-noise``).
 
 The hook is the optimizer's ``_all_reduce_sum_gradients`` (Keras 3 on TensorFlow), wrapped on
 the one optimizer instance: the user's code and Keras are not modified. Where it is missing
@@ -33,14 +34,6 @@ SMOOTHING = 0.98
 _HOOK = "_all_reduce_sum_gradients"
 
 
-def efficiency(noise_scale: float | None, batch: float, reference: float) -> float | None:
-    """Progress per sample at global batch ``batch`` relative to ``reference`` (Pollux's
-    statistical efficiency); None when the noise scale is unknown."""
-    if noise_scale is None or batch <= 0 or reference <= 0:
-        return None
-    return (noise_scale + reference) / (noise_scale + batch)
-
-
 class GradientNoise:
     """Measures the noise scale of one model's training; ``install`` before the first step is
     traced, ``read`` at any time after."""
@@ -54,14 +47,20 @@ class GradientNoise:
     def install(self) -> str | None:
         """Hook the model's optimizer; the reason it cannot be measured, or None."""
         if keras.backend.backend() != "tensorflow":
-            return f"the gradient noise scale is measured on TensorFlow only (not {keras.backend.backend()})"
+            return (
+                "the gradient noise scale is measured on TensorFlow only "
+                f"(not {keras.backend.backend()})"
+            )
         opt = getattr(self.model, "optimizer", None)
         opt = getattr(opt, "inner_optimizer", opt)  # a LossScaleOptimizer applies its inner one's
         if opt is None or not callable(getattr(opt, _HOOK, None)):
-            return "the gradient noise scale is not measured: this optimizer has no gradient all-reduce to read"
+            return (
+                "the gradient noise scale is not measured: this optimizer has no gradient "
+                "all-reduce to read"
+            )
         if getattr(opt, "gradient_accumulation_steps", None):
             return "the gradient noise scale is not measured with gradient accumulation"
-        weights = [v for v in self.model.trainable_variables]
+        weights = list(self.model.trainable_variables)
         if not weights:
             return "the gradient noise scale is not measured: the model has no trainable weights"
         strategy = getattr(self.model, "distribute_strategy", None) or tf.distribute.get_strategy()
