@@ -194,3 +194,12 @@ def test_a_refused_setting_stops_the_shared_scheduler_instead_of_running_on_defa
         "SchedulerDaemonApp instance expected any of ['local', 'ray'], not the str 'nonsense'."
     )
     assert not state.exists() and list(tmp_path.iterdir()) == []  # nothing written anywhere
+
+
+def test_a_ray_node_s_probe_sends_kinds_and_mig_instances_that_come_back_whole():
+    from jupyter_elastic_gpu.scheduler.execution.ray_cluster import _from_row
+
+    sent = SimulatedInventory("H100-80GB[1g.10gb,2g.20gb],T4").snapshot()
+    back = [_from_row(g.to_dict(), f"n1:{g.index}") for g in sent]
+    assert [(g.id, g.kind) for g in back] == [("n1:0", "H100-80GB"), ("n1:1", "T4")]
+    assert back[0].mig == sent[0].mig and back[1].mig is None

@@ -30,7 +30,7 @@ from elastic_gpu_sidecar import protocol as P
 
 from ...models import LaunchRequest
 from .gpukinds import KIND, SIMULATED, memory_mb
-from .inventory import GpuInfo, Inventory, NvmlInventory, NvmlUnavailable
+from .inventory import GpuInfo, Inventory, MigSlice, NvmlInventory, NvmlUnavailable
 from .launcher import (
     PlaceGone,
     ProcessLauncher,
@@ -245,10 +245,22 @@ class RayInventory(Inventory):
                 continue
             if rows is not None:
                 out[node.name] = [
-                    GpuInfo(**{**row, "id": gpu_id(node.name, row["index"]), "processes": []})
-                    for row in rows[: node.gpus]
+                    _from_row(row, gpu_id(node.name, row["index"])) for row in rows[: node.gpus]
                 ]
         return out
+
+
+def _from_row(row: dict, gpu: str) -> GpuInfo:
+    """A GPU as a node's probe sent it (``GpuInfo.to_dict``), under its cluster-wide id."""
+    mig = row.get("mig")
+    return GpuInfo(
+        **{
+            **row,
+            "id": gpu,
+            "processes": [],
+            "mig": None if mig is None else [MigSlice(**m) for m in mig],
+        }
+    )
 
 
 def accelerator_kind(resources: dict) -> str:
