@@ -191,12 +191,17 @@ class SubmitRequest(Strict):
         return self
 
     def fit_to(
-        self, total: int, user_cap: int = 0, one_kind: tuple[int, str] | None = None
+        self,
+        total: int,
+        user_cap: int = 0,
+        one_kind: tuple[int, str] | None = None,
+        in_mig: int = 0,
     ) -> Settled:
         """The request settled on a server with ``total`` GPUs whose users may each hold at
         most ``user_cap`` (0: no cap), with notes for the user; ``one_kind``, where the GPUs
         are of several kinds: the most GPUs of one kind on one server (a job runs on one kind)
-        and the kinds there are, said as ``2 A100-80GB, 2 T4``.
+        and the kinds there are, said as ``2 A100-80GB, 2 T4``; ``in_mig``: GPUs besides
+        ``total`` that are in MIG mode (no job runs on one whole).
 
         The one rule for counts above what can be had, wherever a job comes from: a
         ``min_gpus`` above it is refused (the job could never start); ``max_gpus`` and
@@ -206,6 +211,8 @@ class SubmitRequest(Strict):
         (``min_gpus`` = ``max_gpus``), so no policy ever resizes it, and a note says why.
         """
         limit, where = total, f"the {total} GPUs of this server"
+        if in_mig:
+            where += f" not in MIG mode ({in_mig} more are: no job runs on one whole)"
         if 0 < user_cap < total:
             limit, where = user_cap, f"the {user_cap} GPUs one user may hold (the per-user cap)"
         if one_kind is not None and one_kind[0] < limit:

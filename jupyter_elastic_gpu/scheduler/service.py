@@ -290,7 +290,10 @@ class SchedulerService(SchedulerSettings):
                 "to a file the script reads"
             )
         infos = self.gpu_infos()
-        spec, notes, elastic = req.fit_to(len(infos), self.user_gpu_cap, widest_kind(infos))
+        whole = [g for g in infos if g.mig is None]  # a GPU in MIG mode serves its instances
+        spec, notes, elastic = req.fit_to(
+            len(whole), self.user_gpu_cap, widest_kind(whole), len(infos) - len(whole)
+        )
         if spec.simulated is None:
             spec = spec.model_copy(update={"simulated": self.simulated})
         size = self.tally.check(who.user, spec)  # 429 / 507 past the user's budgets
