@@ -84,6 +84,7 @@ FAST_TIER = (
     "tests/scheduler/test_backend_seam.py",
     "tests/scheduler/test_estimates.py",
     "tests/scheduler/test_generated.py",
+    "tests/scheduler/test_gpu_kinds.py",
     "tests/scheduler/test_job_framework.py",
     "tests/scheduler/test_job_history.py",
     "tests/scheduler/test_panel.py",
