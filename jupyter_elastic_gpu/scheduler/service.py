@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import time
 import uuid
 from collections.abc import Callable
@@ -394,20 +395,39 @@ class SchedulerService(SchedulerSettings):
             open_jobs = [j for j in self.jobs.values() if not j.final]
             if not open_jobs:
                 return
-            decision = decide(self.decider, self.core_snapshot(), now)
+            snap = self.core_snapshot()
+            decision = decide(self.decider, snap, now)
             infos = self.gpu_infos()
             node = groups(infos)  # (of one kind where kinds are mixed)
             kind = {g.id: g.kind for g in infos} if mixed(infos) else None
+            # A queued job given GPUs that are not together (on two servers, of two kinds)
+            # cannot start on them: it waits, and the others decide again without it, so
+            # that those GPUs go to a job that can use them rather than stay idle.
+            apart = {
+                job.id: list(decision.allocations[job.id])
+                for job in open_jobs
+                if job.state == JobState.QUEUED
+                and decision.allocations.get(job.id)
+                and not grants.on_one_node(
+                    list(decision.allocations[job.id]), (), node, job.min_gpus
+                )
+            }
+            final = decision
+            if apart:
+                rest = tuple(j for j in snap.jobs if j.id not in apart)
+                final = decide(self.decider, dataclasses.replace(snap, jobs=rest), now)
             for job in open_jobs:
-                wanted = list(decision.allocations.get(job.id, ()))
-                target = grants.on_one_node(wanted, job.desired.gpus, node, job.min_gpus)
+                wanted = apart.get(job.id) or list(final.allocations.get(job.id, ()))
+                target = (
+                    []
+                    if job.id in apart
+                    else grants.on_one_node(wanted, job.desired.gpus, node, job.min_gpus)
+                )
                 why = WAITING_FOR_SERVER if self.waits_for_server(job) else None
                 why = why or self.interactive.reason(job)
                 if why is None and wanted and not target and job.state == JobState.QUEUED:
                     why = grants.spread(wanted, node, kind, job)  # not together: it waits
-                why = (
-                    why or decision.reasons.get(job.id) or Told(job.reason_kind, job.reason_figures)
-                )
+                why = why or final.reasons.get(job.id) or Told(job.reason_kind, job.reason_figures)
                 name_of = names_for(self.jobs, job.user)
                 starts = job.state == JobState.QUEUED and bool(target)
                 moves = job.state in (JobState.STARTING, JobState.RUNNING, JobState.RESIZING)

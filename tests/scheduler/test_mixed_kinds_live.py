@@ -100,5 +100,12 @@ async def test_a_job_whose_free_gpus_are_of_two_kinds_says_so_while_it_waits(jp_
         "queued: needs 2 GPUs of one kind on one server: 2 free, at most 1 together "
         "(1 A100-80GB, 1 T4)"
     )
-    for j in (jobs["A"], jobs["C"], e):
+    # a job after E in the queue (longer: the policy serves E first) is not kept off the GPUs
+    # E cannot use: the policy decides again without E, and F starts on one of them
+    body = synthetic("F", 1, 1)
+    body["synthetic"]["work"] = 1e11
+    f = await api(jp_fetch, "jobs", "POST", body)
+    [f] = await until(lambda: running(jp_fetch, f["id"]), 120, "F running beside A and C")
+    assert (await api(jp_fetch, f"jobs/{e['id']}"))["state"] == "queued"
+    for j in (jobs["A"], jobs["C"], e, f):
         await api(jp_fetch, f"jobs/{j['id']}/cancel", "POST", {})
