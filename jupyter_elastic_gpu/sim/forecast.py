@@ -32,6 +32,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from ..core.model import Job, Snapshot, trusted_job
+from ..core.placement import mixed
 from ..core.policies import Policy
 from ..core.reasons import EstimateLimit
 from ..core.schedule import decide
@@ -166,8 +167,9 @@ def forecast(
     # job frees wait for the next decision, as long as ``gap`` at most).
     gap, tick = 0.0, tick_s
     open_ = dict(runs)
+    kind = {g.id: g.kind for g in snapshot.gpus} if mixed(snapshot.gpus) else None
     t = last = now
-    _decide(policy, snapshot, open_, t)
+    _decide(policy, snapshot, open_, t, kind)
     decisions, pending = 1, False  # pending: a job finished since the last decision
     usable = max(len(snapshot.usable_gpus), 1)
     while open_ and decisions < max_decisions:
@@ -194,7 +196,7 @@ def forecast(
         t = due
         pending = _take_finished(open_, t) or pending
         if open_ and (t >= last + gap or not pending) and (pending or t >= last + tick):
-            _decide(policy, snapshot, open_, t)
+            _decide(policy, snapshot, open_, t, kind)
             decisions, last, pending = decisions + 1, t, False
     if open_ and decisions >= max_decisions:
         limits.append("decisions")
@@ -261,10 +263,27 @@ def _quiet(policy: Policy, open_: dict[str, _Run]) -> bool:
     return True
 
 
-def _decide(policy: Policy, snapshot: Snapshot, open_: dict[str, _Run], t: float) -> None:
-    """One decision at ``t`` on the open jobs as they stand, carried out."""
+def _decide(
+    policy: Policy,
+    snapshot: Snapshot,
+    open_: dict[str, _Run],
+    t: float,
+    kind: Mapping[str, str] | None = None,
+) -> None:
+    """One decision at ``t`` on the open jobs as they stand, carried out. Where the GPUs are of
+    several kinds (``kind``), a waiting job given GPUs of two kinds does not start on them,
+    and the others are decided again without it, as the live scheduler does."""
     jobs = tuple(r.as_job(t) for r in open_.values())
     decision = decide(policy, replace(snapshot, jobs=jobs), t)
+    if kind is not None:
+        apart = {
+            job_id
+            for job_id, gpus in decision.allocations.items()
+            if gpus and not open_[job_id].gpus and len({kind.get(g) for g in gpus}) > 1
+        }
+        if apart:
+            rest = tuple(j for j in jobs if j.id not in apart)
+            decision = decide(policy, replace(snapshot, jobs=rest), t)
     for job_id, gpus in decision.allocations.items():
         r = open_[job_id]
         if set(gpus) != set(r.gpus):

@@ -144,3 +144,17 @@ def test_the_head_of_a_long_queue_is_estimated_as_an_unbounded_run_would():
     head = sorted(queued, key=lambda i: exact.estimates[i].start)[:10]
     for job_id in head:
         assert bounded.estimates[job_id].start == pytest.approx(exact.estimates[job_id].start)
+
+
+def test_with_two_kinds_free_a_job_needing_both_waits_and_the_one_behind_it_starts():
+    """One A100 and one T4 free: the 2-GPU job cannot start on them (a job runs on one kind),
+    as live; the 1-GPU job behind it starts now, on GPUs the first could not use."""
+    gpus = tuple(Gpu(f"g{i}", "box", kind=k) for i, k in enumerate(["A100", "A100", "T4", "T4"]))
+    a = job("a", 10_000.0, gpus=["g0"], last_change=NOW - 3600, min_gpus=1, max_gpus=1)
+    c = job("c", 20_000.0, gpus=["g2"], last_change=NOW - 3600, min_gpus=1, max_gpus=1)
+    e = job("e", 1e6, min_gpus=2, max_gpus=2, requested_gpus=2)  # served before f
+    f = job("f", 2e6, min_gpus=1, max_gpus=1)
+    ahead = forecast(make_policy("adaptive"), Snapshot(gpus, (a, c, e, f)), NOW)
+    assert ahead.estimates["f"].start == pytest.approx(NOW)
+    # e starts once two GPUs of one kind are free: not before a (1,000 s) or c (2,000 s) ends
+    assert ahead.estimates["e"].start >= NOW + 1000.0
