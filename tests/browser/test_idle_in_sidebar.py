@@ -58,11 +58,14 @@ def test_idle_gpus_and_a_queued_start_are_explained_once(open_lab, tmp_path):
     line = idle.bounding_box()
     assert grid and line and line["y"] >= grid["y"] + grid["height"], (grid, line)
 
-    # The queued job says when it starts once: the clock time, and whose end it waits for (by
-    # the name its owner gave it).
+    # The queued job says when it starts once: the clock time (with the date when that is
+    # tomorrow: a run a few minutes before midnight), and whose end it waits for (by the name
+    # its owner gave it).
     start = card.locator(".jp-ElasticGpu-start")
     expect(start).to_have_text(
-        re.compile(r"^Starts about \d\d?:\d\d.*\(in \d+ min\), when one-gpu finishes\.")
+        re.compile(
+            r"^Starts about (?:\w+ \d\d? )?\d\d?:\d\d.*\(in \d+ min\), when one-gpu finishes\."
+        )
     )
     reason = card.locator(".jp-ElasticGpu-reason")
     expect(reason).to_have_text(re.compile(r"^needs 4 GPUs, 3 free"))
