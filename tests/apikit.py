@@ -35,3 +35,19 @@ async def until(check, timeout: float, what: str):
             return last
         await asyncio.sleep(0.2)
     raise AssertionError(f"timed out after {timeout} s waiting for {what}; last: {last!r}")
+
+
+def synthetic_job(name: str, lo: int, hi: int, work: float = 1e9) -> dict:
+    """A synthetic job's submit body: ``lo``..``hi`` GPUs, ``work`` samples at a sub-linear
+    speed (long enough by default to run until the test cancels it)."""
+    return {
+        "name": name,
+        "kind": "synthetic",
+        "min_gpus": lo,
+        "max_gpus": hi,
+        "synthetic": {
+            "work": work,
+            "throughput": {"1": 100, "2": 190, "3": 270, "4": 360},
+            "batch": 10,
+        },
+    }

@@ -8,6 +8,7 @@ import json
 
 import pytest
 from apikit import api, until
+from apikit import synthetic_job as synthetic
 from tornado.httpclient import HTTPClientError
 
 pytestmark = pytest.mark.slow
@@ -17,16 +18,6 @@ pytestmark = pytest.mark.slow
 def jp_server_config(jp_server_config):
     jp_server_config["ElasticGPUApp"]["simulated_gpus"] = "H100-80GB[3g.40gb,2x2g.20gb],2xT4"
     return jp_server_config
-
-
-def synthetic(name: str, lo: int, hi: int) -> dict:
-    return {
-        "name": name,
-        "kind": "synthetic",
-        "min_gpus": lo,
-        "max_gpus": hi,
-        "synthetic": {"work": 1e9, "throughput": {"1": 100, "2": 190, "3": 270}, "batch": 10},
-    }
 
 
 async def test_a_gpu_in_mig_mode_is_listed_and_no_job_gets_it_whole(jp_fetch):

@@ -8,6 +8,7 @@ import json
 
 import pytest
 from apikit import api, until
+from apikit import synthetic_job as synthetic
 from tornado.httpclient import HTTPClientError
 
 pytestmark = pytest.mark.slow
@@ -19,16 +20,6 @@ KINDS = "2xA100-80GB,2xT4"
 def jp_server_config(jp_server_config):
     jp_server_config["ElasticGPUApp"]["simulated_gpus"] = KINDS
     return jp_server_config
-
-
-def synthetic(name: str, lo: int, hi: int) -> dict:
-    return {
-        "name": name,
-        "kind": "synthetic",
-        "min_gpus": lo,
-        "max_gpus": hi,
-        "synthetic": {"work": 1e9, "throughput": {"1": 100, "2": 190, "4": 360}, "batch": 10},
-    }
 
 
 async def running(jp_fetch, *ids):
@@ -102,9 +93,7 @@ async def test_a_job_whose_free_gpus_are_of_two_kinds_says_so_while_it_waits(jp_
     )
     # a job after E in the queue (longer: the policy serves E first) is not kept off the GPUs
     # E cannot use: the policy decides again without E, and F starts on one of them
-    body = synthetic("F", 1, 1)
-    body["synthetic"]["work"] = 1e11
-    f = await api(jp_fetch, "jobs", "POST", body)
+    f = await api(jp_fetch, "jobs", "POST", synthetic("F", 1, 1, work=1e11))
     [f] = await until(lambda: running(jp_fetch, f["id"]), 120, "F running beside A and C")
     assert (await api(jp_fetch, f"jobs/{e['id']}"))["state"] == "queued"
     for j in (jobs["A"], jobs["C"], e, f):
