@@ -47,6 +47,14 @@ JOB_OPTIONS: list[tuple[tuple[str, ...], dict[str, Any]]] = [
         },
     ),
     (
+        ("--mig",),
+        {
+            "metavar": "PROFILE",
+            "help": "run on one MIG slice of this profile (1g.10gb) instead of whole GPUs: one "
+            "device, never resized (where a GPU is in MIG mode)",
+        },
+    ),
+    (
         ("--epochs",),
         {"type": int, "metavar": "E", "help": "override the epochs of every fit() call"},
     ),

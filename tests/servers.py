@@ -67,9 +67,12 @@ def run_cli(url: str, token: str, *argv: str, timeout: float = 120) -> subproces
     )
 
 
-def leased_kernel_env(data: Path, gpu_counts: tuple[int, ...] = (1, 2)) -> dict[str, str]:
+def leased_kernel_env(
+    data: Path, gpu_counts: tuple[int, ...] = (1, 2), migs: tuple[str, ...] = ("1g.10gb",)
+) -> dict[str, str]:
     """Environment for a server whose kernels go through the provisioner: kernel specs
-    "Python 3 (N GPUs)" for each N in a data folder ``data`` of their own (ahead of the
+    "Python 3 (N GPUs)" for each N, and "Python 3 (P MIG slice)" for each MIG profile P of
+    ``migs``, in a data folder ``data`` of their own (ahead of the
     JUPYTER_PATH already set, where the lab extension may be), and this checkout on the
     kernels' import path. The provisioner is found through the installed package's entry
     point."""
@@ -86,6 +89,11 @@ def leased_kernel_env(data: Path, gpu_counts: tuple[int, ...] = (1, 2)) -> dict[
         folder = data / "kernels" / spec_name(gpus)
         folder.mkdir(parents=True)
         spec = kernel_json(gpus, python=sys.executable, admission_timeout=20)
+        (folder / "kernel.json").write_text(json.dumps(spec))
+    for mig in migs:
+        folder = data / "kernels" / spec_name(1, mig)
+        folder.mkdir(parents=True)
+        spec = kernel_json(1, python=sys.executable, admission_timeout=20, mig=mig)
         (folder / "kernel.json").write_text(json.dumps(spec))
     repo = Path(__file__).resolve().parents[1]
     paths = [str(data), os.environ.get("JUPYTER_PATH", "")]

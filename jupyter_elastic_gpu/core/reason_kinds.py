@@ -27,6 +27,9 @@ class ReasonKind(str, Enum):
     #: GPU where kinds are mixed), and at most ``widest`` of them are together there
     #: (``needs``; ``kinds``: the free GPUs by kind, where kinds are mixed).
     SPREAD = "spread"
+    #: Gets no MIG instance of ``profile`` (``core/slices.py``): all ``slices`` of them are
+    #: held (none: no GPU has one now), and ``before`` more wait before it.
+    MIG_SLICE = "mig_slice"
     #: At the size a fixed-size policy gives it (``gpus``).
     RUNNING = "running"
     #: At its maximum (``gpus``).
@@ -187,6 +190,9 @@ class ReasonFigures(TypedDict, total=False):
     detail: str
     widest: int
     kinds: str
+    profile: str
+    slices: int
+    before: int
 
 
 __all__ = ["Ahead", "Because", "IdleCause", "JobRef", "ReasonFigures", "ReasonKind", "ShareFigures"]

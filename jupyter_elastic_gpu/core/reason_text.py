@@ -201,6 +201,18 @@ def _spread(f: Mapping[str, Any]) -> str:
     )
 
 
+def _slice(f: Mapping[str, Any]) -> str:
+    n, before = f.get("slices", 0), f.get("before", 0)
+    if not n:
+        return (
+            f"needs a {f.get('profile', '')} MIG slice: none here now (a GPU's MIG layout changed)"
+        )
+    text = f"needs a {f.get('profile', '')} MIG slice: {n} here, {'held' if n == 1 else 'all held'}"
+    if before:
+        text += f"; {before} more wait{'s' if before == 1 else ''} before it"
+    return text
+
+
 def _resized(f: Mapping[str, Any]) -> str:
     held, gpus = f.get("held", 0), f.get("gpus", 0)
     if gpus > held:
@@ -231,7 +243,9 @@ def parts(kind: ReasonKind | str, figures: Mapping[str, Any] | None = None) -> P
 def _parts(kind: ReasonKind | str, f: Mapping[str, Any]) -> Parts:
     kind = K(kind)
     gpus = f.get("gpus", 0)
-    on = f"running on {plural(gpus, 'GPU')}"
+    # what a job runs on: its GPUs, or its MIG slice (``core/slices.py``)
+    held = f"a {f['profile']} MIG slice" if f.get("profile") else plural(gpus, "GPU")
+    on = f"running on {held}"
     elastic = f"running on {gpus} of up to {f.get('top', 0)} GPUs"
     waits = "suspended" if f.get("suspended") else "queued"
     if kind == K.NEW:
@@ -241,8 +255,12 @@ def _parts(kind: ReasonKind | str, f: Mapping[str, Any]) -> Parts:
         return Parts(waits, waits, detail + _holders(f))
     if kind == K.SPREAD:
         return Parts(waits, waits, _spread(f))
+    if kind == K.MIG_SLICE:
+        return Parts(waits, waits, _slice(f))
     if kind == K.RUNNING:
-        return Parts("running", on)
+        return Parts(
+            "running", f"running on a {f['profile']} MIG slice" if f.get("profile") else on
+        )
     if kind == K.AT_MAXIMUM:
         return Parts("running", f"{on} (its maximum)")
     if kind == K.KEPT:
@@ -270,9 +288,9 @@ def _parts(kind: ReasonKind | str, f: Mapping[str, Any]) -> Parts:
         )
         return Parts(None, "waiting for your server", detail)
     if kind == K.STARTING:
-        return Parts("starting", f"starting on {plural(gpus, 'GPU')}")
+        return Parts("starting", f"starting on {held}")
     if kind == K.RESUMING:
-        return Parts("resuming", f"resuming on {plural(gpus, 'GPU')} from its checkpoint")
+        return Parts("resuming", f"resuming on {held} from its checkpoint")
     if kind == K.RESIZING:
         head = f"resizing to {plural(gpus, 'GPU')}"
         return Parts("resizing", head, "checkpoint, then restart on them")
@@ -317,7 +335,7 @@ def _parts(kind: ReasonKind | str, f: Mapping[str, Any]) -> Parts:
             return Parts("queued", "queued again", detail)
         return Parts("queued", "queued again", f.get("detail", ""))
     if kind == K.KERNEL:
-        return Parts(None, f"holds {plural(gpus, 'GPU')} for its notebook kernel")
+        return Parts(None, f"holds {held} for its notebook kernel")
     if kind in (K.IDLE_WARNING, K.RELEASED):
         return Parts(None, f.get("detail", ""))
     if kind == K.KERNEL_ENDED:

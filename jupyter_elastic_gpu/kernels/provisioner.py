@@ -6,7 +6,8 @@ manager), nbclient, papermill, Voila. Without a lease (``gpus`` 0, the default) 
 ``CUDA_VISIBLE_DEVICES=-1``: CUDA enumerates no device, and TensorFlow maps and reserves no GPU.
 
 With ``gpus`` N (a kernel spec "Python 3 (N GPUs)", or ``%gpu_lease N``) it asks the scheduler
-for a lease of N GPUs before the kernel starts, waits at most ``admission_timeout`` for them
+for a lease of N GPUs (with ``mig``, one MIG instance of that profile: ``%gpu_lease 1g.10gb``)
+before the kernel starts, waits at most ``admission_timeout`` for them
 (the kernel does not start, with the lease's reason and estimated start, when they do not
 come), and starts the kernel with exactly those GPUs visible and TensorFlow's memory growth on.
 While the kernel lives it heartbeats on the kernel's behalf: its idleness (from the server's
@@ -26,7 +27,7 @@ from typing import Any
 
 from elastic_gpu_sidecar.protocol import ENV_GPUS, GrantAction, SidecarState, device_index
 from jupyter_client.provisioning import LocalProvisioner
-from traitlets import Float, Int
+from traitlets import Float, Int, Unicode
 
 from ..errors import ElasticGPUError
 from . import (
@@ -63,6 +64,12 @@ class ElasticGPUProvisioner(LocalProvisioner):
         help="GPUs this kernel leases from the elastic-gpu scheduler (0: none, and no GPU is "
         "visible to it). Kernel specs set it in metadata.kernel_provisioner.config.",
     )
+    mig = Unicode(
+        "",
+        config=True,
+        help="A MIG profile (1g.10gb): the kernel leases one MIG instance of it instead of "
+        "whole GPUs (gpus is then 1). Kernel specs set it in metadata.kernel_provisioner.config.",
+    )
     admission_timeout = Float(
         120.0,
         min=0.0,
@@ -93,12 +100,16 @@ class ElasticGPUProvisioner(LocalProvisioner):
     def lease_id(self) -> str | None:
         return self.lease["job"]["id"] if self.lease else None
 
-    async def acquire(self, gpus: int) -> dict:
-        """Lease ``gpus`` GPUs and wait for them (at most ``admission_timeout``); the lease
-        held before, if any, is let go at the next start. Raises LeaseNotGranted saying why."""
+    async def acquire(self, gpus: int, mig: str | None = None) -> dict:
+        """Lease ``gpus`` GPUs (or one MIG instance of profile ``mig``) and wait for them (at
+        most ``admission_timeout``); the lease held before, if any, is let go at the next
+        start. Raises LeaseNotGranted saying why."""
         ch = self._scheduler()
         name = f"kernel-{str(self.kernel_id)[:8]}"
-        lease = await ch.open({"gpus": gpus, "name": name})
+        asked: dict[str, Any] = {"gpus": gpus, "name": name}
+        if mig:
+            asked["mig"] = mig
+        lease = await ch.open(asked)
         deadline = time.monotonic() + self.admission_timeout
         pause = min(float(lease.get("heartbeat_interval") or 2.0), 1.0)
         while True:
@@ -110,8 +121,9 @@ class ElasticGPUProvisioner(LocalProvisioner):
             if time.monotonic() >= deadline:
                 why = await self._why_waiting(ch, lease["job"]["id"])
                 await self._end(lease, SidecarState.CANCELLED)
+                what = f"{mig} MIG slice" if mig else f"{gpus} GPU(s)"
                 raise LeaseNotGranted(
-                    f"no {gpus} GPU(s) within {self.admission_timeout:g} s: {why}. Pick a "
+                    f"no {what} within {self.admission_timeout:g} s: {why}. Pick a "
                     "kernel without GPUs, or try again later (the lease was withdrawn)."
                 )
             await asyncio.sleep(pause)
@@ -120,6 +132,14 @@ class ElasticGPUProvisioner(LocalProvisioner):
         self.lease, self.lease_gpus = lease, list(view["gpus"])
         self.generation = int(view.get("generation") or 0)
         return lease
+
+    def _lease_fits(self) -> bool:
+        """Whether the lease held is what the kernel is set to have (its GPUs, its slice)."""
+        if self.lease is None:
+            return False
+        if self.mig:
+            return (self.lease["job"].get("mig") or "") == self.mig.lower()
+        return not self.lease["job"].get("mig") and len(self.lease_gpus) == self.gpus
 
     async def _why_waiting(self, ch: Channel, job_id: str) -> str:
         with contextlib.suppress(Exception):
@@ -150,8 +170,8 @@ class ElasticGPUProvisioner(LocalProvisioner):
             await self._end(self.lease, SidecarState.DONE)
             self.lease, self.lease_gpus = None, []
             self.release_next = False
-        elif self.lease is None or len(self.lease_gpus) != self.gpus:
-            await self.acquire(self.gpus)
+        elif not self._lease_fits():
+            await self.acquire(self.gpus, self.mig or None)
         kwargs = await super().pre_launch(**kwargs)
         env = kwargs["env"]
         env.setdefault(ENV_DEFAULT_PROVISIONER, PROVISIONER_NAME)

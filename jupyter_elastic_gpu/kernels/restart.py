@@ -4,7 +4,8 @@ The lease is asked for and waited on *before* the kernel is touched: when it can
 (the admission timeout passes, the size is refused) the answer says why and the kernel keeps
 running as it is. Once the GPUs are held the kernel is restarted through the server's kernel
 manager (its variables are lost, its notebook keeps its outputs) and comes back with exactly
-those GPUs visible. ``gpus`` 0 gives the lease back the same way.
+those GPUs visible (or its MIG slice, with ``mig``). ``gpus`` 0 gives the lease back the same
+way.
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ async def _restart_when_idle(mkm: Any, kernel_id: str) -> None:
 
 
 async def restart_with_lease(serverapp: Any, kernel_id: str, body: object) -> KernelLease:
-    gpus = parse(KernelLeaseRequest, body, "kernel lease").gpus
+    request = parse(KernelLeaseRequest, body, "kernel lease")
+    gpus, mig = request.gpus, request.mig
     mkm = serverapp.kernel_manager
     if kernel_id not in mkm:
         raise NotFound(f"no kernel {kernel_id!r} runs in this Jupyter server")
@@ -48,8 +50,9 @@ async def restart_with_lease(serverapp: Any, kernel_id: str, body: object) -> Ke
             "install), or ask your admin to leave c.ElasticGPUApp.kernel_gpus at 'leased'"
         )
     if gpus:
-        await provisioner.acquire(gpus)  # LeaseNotGranted (409) leaves the kernel as it is
-    provisioner.gpus = gpus
+        await provisioner.acquire(gpus, mig)  # LeaseNotGranted (409) leaves the kernel as is
+    provisioner.gpus, provisioner.mig = gpus, mig or ""
+    what = f"a {mig} MIG slice" if mig else f"{gpus} GPU(s)"
     task = asyncio.ensure_future(_restart_when_idle(mkm, kernel_id))
     _restarts.add(task)
     task.add_done_callback(_restarts.discard)
@@ -57,7 +60,7 @@ async def restart_with_lease(serverapp: Any, kernel_id: str, body: object) -> Ke
         kernel_id=kernel_id,
         lease=provisioner.lease_id if gpus else None,
         gpus=list(provisioner.lease_gpus) if gpus else [],
-        message=f"restarting the kernel with {gpus} GPU(s)"
+        message=f"restarting the kernel with {what}"
         if gpus
         else "restarting the kernel without GPUs",
     )

@@ -4,7 +4,8 @@
 spec whose ``metadata.kernel_provisioner`` names ``elastic-gpu-provisioner`` with ``gpus`` N,
 so every jupyter_client user (JupyterLab's launcher, nbclient, papermill, Voila) offers it and
 honours it. ``--gpus 0 --name python3`` replaces the default Python kernel by one that sees no
-GPU, which covers the tools that never read the server's settings.
+GPU, which covers the tools that never read the server's settings; ``--mig 1g.10gb`` writes
+"Python 3 (1g.10gb MIG slice)", whose kernels lease one MIG instance of that profile.
 """
 
 from __future__ import annotations
@@ -17,34 +18,43 @@ import sys
 import tempfile
 from typing import Any
 
+from ..core.slices import check_profile
 from . import PROVISIONER_NAME
 
 
-def spec_name(gpus: int) -> str:
+def spec_name(gpus: int, mig: str | None = None) -> str:
+    if mig:
+        return f"python3-mig-{mig.replace('+', '-')}"
     return f"python3-gpu{gpus}" if gpus else "python3-nogpu"
 
 
-def display_name(gpus: int) -> str:
+def display_name(gpus: int, mig: str | None = None) -> str:
+    if mig:
+        return f"Python 3 ({mig} MIG slice)"
     if not gpus:
         return "Python 3 (no GPU)"
     return f"Python 3 ({gpus} GPU{'' if gpus == 1 else 's'})"
 
 
 def kernel_json(
-    gpus: int, python: str = sys.executable, admission_timeout: float | None = None
+    gpus: int,
+    python: str = sys.executable,
+    admission_timeout: float | None = None,
+    mig: str | None = None,
 ) -> dict:
-    """The kernel.json of a Python kernel with ``gpus`` leased GPUs (0: none visible)."""
-    config: dict[str, Any] = {"gpus": gpus}
+    """The kernel.json of a Python kernel with ``gpus`` leased GPUs (0: none visible), or
+    with one MIG slice of profile ``mig``."""
+    config: dict[str, Any] = {"gpus": 1, "mig": mig} if mig else {"gpus": gpus}
     if admission_timeout is not None:
         config["admission_timeout"] = admission_timeout
     return {
         "argv": [python, "-m", "ipykernel_launcher", "-f", "{connection_file}"],
-        "display_name": display_name(gpus),
+        "display_name": display_name(gpus, mig),
         "language": "python",
         "metadata": {
             "debugger": True,
             "kernel_provisioner": {"provisioner_name": PROVISIONER_NAME, "config": config},
-            "elastic_gpu": {"gpus": gpus},
+            "elastic_gpu": {"gpus": config["gpus"]} | ({"mig": mig} if mig else {}),
         },
     }
 
@@ -55,6 +65,7 @@ def install(
     user: bool = False,
     prefix: str | None = None,
     admission_timeout: float | None = None,
+    mig: str | None = None,
 ) -> str:
     """Install the spec; returns the folder it went to. Default: this environment's prefix
     (``sys.prefix``), where this Python's kernels belong."""
@@ -62,12 +73,14 @@ def install(
 
     if gpus < 0:
         raise ValueError("--gpus must be 0 or more")
-    name = name or spec_name(gpus)
+    if mig:
+        mig = check_profile(mig)
+    name = name or spec_name(gpus, mig)
     with tempfile.TemporaryDirectory() as tmp:
         folder = os.path.join(tmp, name)
         os.makedirs(folder)
         with open(os.path.join(folder, "kernel.json"), "w") as f:
-            json.dump(kernel_json(gpus, admission_timeout=admission_timeout), f, indent=1)
+            json.dump(kernel_json(gpus, admission_timeout=admission_timeout, mig=mig), f, indent=1)
         _copy_logos(folder)
         if prefix is None and not user:
             prefix = sys.prefix
@@ -96,7 +109,14 @@ def add_kernelspec(sub: Any) -> None:
     )
     p.add_argument("action", choices=["install"])
     p.add_argument("--gpus", type=int, default=1, help="GPUs its kernels lease (0: none visible)")
-    p.add_argument("--name", help="spec name (default python3-gpuN, or python3-nogpu)")
+    p.add_argument(
+        "--mig",
+        metavar="PROFILE",
+        help="its kernels lease one MIG slice of this profile (1g.10gb) instead of GPUs",
+    )
+    p.add_argument(
+        "--name", help="spec name (default python3-gpuN, python3-nogpu or python3-mig-PROFILE)"
+    )
     where = p.add_mutually_exclusive_group()
     where.add_argument("--user", action="store_true", help="install for this user only")
     where.add_argument("--prefix", help="install under this prefix (default: this environment)")
@@ -105,8 +125,16 @@ def add_kernelspec(sub: Any) -> None:
     )
 
     def run(args: argparse.Namespace) -> int:
-        path = install(args.gpus, args.name, args.user, args.prefix, args.admission_timeout)
-        print(f"installed {display_name(args.gpus)!r} in {path}")
+        try:
+            path = install(
+                args.gpus, args.name, args.user, args.prefix, args.admission_timeout, args.mig
+            )
+        except ValueError as e:
+            print(f"jupyter elastic-gpu kernelspec: {e}", file=sys.stderr)
+            return 2
+        print(
+            f"installed {display_name(args.gpus, args.mig and check_profile(args.mig))!r} in {path}"
+        )
         return 0
 
     p.set_defaults(func=run)

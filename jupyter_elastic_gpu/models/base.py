@@ -12,6 +12,7 @@ from typing import Annotated, Any
 from elastic_gpu_sidecar.protocol import MAX_GPU_ID_CHARS, check_gpu_id
 from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
 
+from ..core.slices import MAX_PROFILE_CHARS, check_profile
 from ..errors import BadRequest
 
 NAME = re.compile(r"^(?=.*\S)[\w.\- ]{1,80}$")
@@ -41,6 +42,10 @@ def at_most(limit: int) -> BeforeValidator:
 GpuId = Annotated[str, Field(max_length=MAX_GPU_ID_CHARS), AfterValidator(check_gpu_id)]
 GpuIds = Annotated[list[GpuId], Field(max_length=MAX_GPUS)]
 GpuCount = Annotated[int, Field(ge=1, le=MAX_GPUS)]
+#: A MIG profile (``1g.10gb``), lower-cased as NVML names it.
+MigProfile = Annotated[
+    str, Field(max_length=MAX_PROFILE_CHARS, strict=True), AfterValidator(check_profile)
+]
 Seconds = Annotated[float, Field(ge=0, le=1e12, allow_inf_nan=False)]
 Count = Annotated[int, Field(ge=0, le=2**53)]
 #: A grant generation a sidecar reports: the scheduler answers one above it, still a Count.

@@ -111,6 +111,9 @@ class ReasonFigures(Strict):
         None, description="the most free GPUs together (on one server, of one kind)"
     )
     kinds: Detail | None = Field(None, description="free GPUs by kind: `1 A100-80GB, 1 T4`")
+    profile: Detail | None = Field(None, description="the MIG profile a lease asks for or holds")
+    slices: Count | None = Field(None, description="the MIG instances of that profile there are")
+    before: Count | None = Field(None, description="leases waiting for one before this one")
 
 
 IdleCause.model_rebuild()  # its figures are a ReasonFigures, declared after it

@@ -4,10 +4,10 @@ start a sidecar (a sidecar's heartbeat is ``heartbeat.py``)."""
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
-from typing import Annotated, NamedTuple
+from collections.abc import Callable, Mapping
+from typing import Annotated, Any, NamedTuple
 
-from elastic_gpu_sidecar.frameworks import detect
+from elastic_gpu_sidecar.frameworks import Detected, detect
 from elastic_gpu_sidecar.protocol import (
     BatchPolicy,
     Framework,
@@ -30,6 +30,7 @@ from .base import (
     Count,
     GpuCount,
     GpuIds,
+    MigProfile,
     Priority,
     Seconds,
     Speeds,
@@ -102,6 +103,12 @@ class SubmitRequest(Strict):
         None, description="Folder relative paths of the script resolve from."
     )
     min_gpus: GpuCount = DEFAULT_MIN_GPUS
+    mig: MigProfile | None = Field(
+        None,
+        description="A MIG profile (`1g.10gb`): the job runs on one MIG instance of that "
+        "profile instead of whole GPUs (one device: its sizes are 1), from the pool of MIG "
+        "instances (docs/interactive-gpus.md). Refused where no GPU has one.",
+    )
     max_gpus: GpuCount | None = Field(
         None,
         description="Default: every GPU of the server. Above the server's GPUs: lowered to them "
@@ -177,6 +184,11 @@ class SubmitRequest(Strict):
                 raise ValueError("an interactive lease has one size: min_gpus = max_gpus")
         elif self.synthetic is None:
             raise ValueError("a synthetic job needs 'synthetic': {work, throughput}")
+        if self.mig is not None and (self.min_gpus != 1 or (top or 1) != 1 or (want or 1) != 1):
+            raise ValueError(
+                f"a job on a MIG slice ({self.mig}) runs on one device: min_gpus, max_gpus and "
+                "requested_gpus are 1 (or left out)"
+            )
         if self.kind != JobKind.SCRIPT and self.framework != Framework.AUTO:
             raise ValueError(f"'framework' only goes with kind 'script', not {self.kind.value!r}")
         if self.kind != JobKind.SCRIPT and self.measure_noise:
@@ -196,12 +208,14 @@ class SubmitRequest(Strict):
         user_cap: int = 0,
         one_kind: tuple[int, str] | None = None,
         in_mig: int = 0,
+        slices: Mapping[str, int] | None = None,
     ) -> Settled:
         """The request settled on a server with ``total`` GPUs whose users may each hold at
         most ``user_cap`` (0: no cap), with notes for the user; ``one_kind``, where the GPUs
         are of several kinds: the most GPUs of one kind on one server (a job runs on one kind)
         and the kinds there are, said as ``2 A100-80GB, 2 T4``; ``in_mig``: GPUs besides
-        ``total`` that are in MIG mode (no job runs on one whole).
+        ``total`` that are in MIG mode (no job runs on one whole); ``slices``: how many MIG
+        instances of each profile there are (a job on one asks for a profile there is).
 
         The one rule for counts above what can be had, wherever a job comes from: a
         ``min_gpus`` above it is refused (the job could never start); ``max_gpus`` and
@@ -210,6 +224,8 @@ class SubmitRequest(Strict):
         script its framework cannot resize keeps its requested count for its whole run
         (``min_gpus`` = ``max_gpus``), so no policy ever resizes it, and a note says why.
         """
+        if self.mig is not None:
+            return self._fit_to_slice(slices or {})
         limit, where = total, f"the {total} GPUs of this server"
         if in_mig:
             where += f" not in MIG mode ({in_mig} more are: no job runs on one whole)"
@@ -237,13 +253,8 @@ class SubmitRequest(Strict):
         update = {"max_gpus": top, "requested_gpus": want, "inputs": {}}
         elastic = None
         if self.kind == JobKind.SCRIPT:
-            found = detect(self.script or "", self.framework)
+            found = self._framework()
             update["framework"], elastic = found.framework, found.elastic
-            if self.measure_noise and found.framework != Framework.KERAS:
-                raise BadRequest(
-                    "measure_noise: the gradient noise scale is measured in Keras scripts "
-                    f"only, and this is a {found.framework.value} script: submit it without it"
-                )
             if not found.elastic:
                 if found.one_device:
                     want = 1
@@ -253,6 +264,35 @@ class SubmitRequest(Strict):
                     f"{plural(want, 'GPU')} for its whole run (min_gpus = max_gpus = {want}): "
                     f"{found.why}"
                 )
+        return Settled(self.model_copy(update=update), notes, elastic)
+
+    def _framework(self) -> Detected:
+        found = detect(self.script or "", self.framework)
+        if self.measure_noise and found.framework != Framework.KERAS:
+            raise BadRequest(
+                "measure_noise: the gradient noise scale is measured in Keras scripts "
+                f"only, and this is a {found.framework.value} script: submit it without it"
+            )
+        return found
+
+    def _fit_to_slice(self, slices: Mapping[str, int]) -> Settled:
+        """A job on one MIG instance: of a profile there is; one device, never resized."""
+        if not slices:
+            raise BadRequest(
+                f"no GPU of this server is in MIG mode, so there is no {self.mig} MIG slice: "
+                "ask for whole GPUs instead (leave out the MIG profile)"
+            )
+        if self.mig not in slices:
+            there = ", ".join(f"{n} {p}" for p, n in slices.items())
+            raise BadRequest(
+                f"no {self.mig} MIG slice on this server; its MIG slices are: {there}. Ask "
+                "for one of those profiles"
+            )
+        update: dict[str, Any] = {"min_gpus": 1, "max_gpus": 1, "requested_gpus": 1, "inputs": {}}
+        notes, elastic = [], None
+        if self.kind == JobKind.SCRIPT:
+            update["framework"], elastic = self._framework().framework, False
+            notes.append(f"runs on one {self.mig} MIG slice for its whole run (never resized)")
         return Settled(self.model_copy(update=update), notes, elastic)
 
 
@@ -289,7 +329,12 @@ class LeaseRequest(Strict):
     non-elastic job of that size, never resized or checkpointed, held while its kernel lives.
     """
 
-    gpus: GpuCount = Field(description="The GPUs the kernel gets.")
+    gpus: GpuCount = Field(1, description="The GPUs the kernel gets (1 with `mig`).")
+    mig: MigProfile | None = Field(
+        None,
+        description="A MIG profile (`1g.10gb`): the kernel gets one MIG instance of it instead "
+        "of whole GPUs.",
+    )
     name: str | None = Field(None, description="1-80 letters, digits, spaces, '.', '_' or '-'.")
     notebook: Annotated[str | None, Field(max_length=MAX_NOTEBOOK_CHARS)] = Field(
         None, description="The notebook the kernel runs"
@@ -307,11 +352,18 @@ class LeaseRequest(Strict):
             raise ValueError("name must be 1-80 letters, digits, spaces, '.', '_' or '-'")
         return name
 
+    @model_validator(mode="after")
+    def _one_slice(self) -> LeaseRequest:
+        if self.mig is not None and self.gpus != 1:
+            raise ValueError(f"a lease of a MIG slice ({self.mig}) is of one slice: gpus is 1")
+        return self
+
     def submit_request(self, simulated: bool | None = None) -> SubmitRequest:
         """The job this lease is, as the scheduler keeps it."""
         return SubmitRequest(
             name=self.name,
             kind=JobKind.INTERACTIVE,
+            mig=self.mig,
             min_gpus=self.gpus,
             max_gpus=self.gpus,
             requested_gpus=self.gpus,
@@ -327,6 +379,15 @@ class KernelLeaseRequest(Strict):
     gpus: Annotated[int, Field(ge=0, le=MAX_GPUS, strict=True)] = Field(
         description="GPUs the kernel should have (0: give its lease back)."
     )
+    mig: MigProfile | None = Field(
+        None, description="A MIG profile (`1g.10gb`): one MIG instance of it instead (gpus 1)."
+    )
+
+    @model_validator(mode="after")
+    def _one_slice(self) -> KernelLeaseRequest:
+        if self.mig is not None and self.gpus != 1:
+            raise ValueError(f"a lease of a MIG slice ({self.mig}) is of one slice: gpus is 1")
+        return self
 
 
 class GroupWeightRequest(Strict):

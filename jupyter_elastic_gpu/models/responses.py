@@ -164,6 +164,9 @@ class JobView(Strict):
     epochs: int | None
     batch_policy: BatchPolicy
     measure_noise: bool = Field(False, description="the job measures its gradient noise scale")
+    mig: str | None = Field(
+        None, description="the MIG profile it runs on one instance of (null: whole GPUs)"
+    )
     framework: Framework | None = Field(
         None,
         description="the framework adapter that runs the script, as settled at submission "
@@ -340,6 +343,11 @@ class MigSliceView(Strict):
     profile: str = Field(description="Its MIG profile, e.g. `1g.10gb`.")
     memory_total_mb: float | None
     memory_used_mb: float | None
+    holder: str | None = Field(None, description="Id of the lease or job holding the slice.")
+    holder_user: str | None = None
+    holder_name: str | None = Field(
+        None, description="Name of the holding lease or job; null when it is another user's."
+    )
 
 
 class GpuView(Strict):

@@ -164,10 +164,13 @@ class SchedulerClient:
         """GPUs for a kernel (``models.LeaseRequest``): the lease and its heartbeat secret."""
         return self._call("open_lease", body)
 
-    def lease_kernel(self, kernel_id: str, gpus: int, timeout: float) -> dict:
-        """Restart this server's kernel ``kernel_id`` with a lease of ``gpus`` GPUs, once
-        held (waiting up to ``timeout`` seconds for it)."""
-        return self._call("lease_kernel", {"gpus": gpus}, timeout=timeout, kernel_id=kernel_id)
+    def lease_kernel(
+        self, kernel_id: str, gpus: int, timeout: float, mig: str | None = None
+    ) -> dict:
+        """Restart this server's kernel ``kernel_id`` with a lease of ``gpus`` GPUs (or one
+        MIG slice of profile ``mig``), once held (waiting up to ``timeout`` seconds for it)."""
+        body: dict = {"gpus": gpus} | ({"mig": mig} if mig else {})
+        return self._call("lease_kernel", body, timeout=timeout, kernel_id=kernel_id)
 
     def set_priority(self, job_id: str, priority: float) -> dict:
         return self._call("set_priority", {"priority": priority}, job_id=job_id)

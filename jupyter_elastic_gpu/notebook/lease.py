@@ -1,4 +1,5 @@
-"""``%gpu_lease N``: give this running kernel N GPUs (or none) by restarting it with a lease.
+"""``%gpu_lease N``: give this running kernel N GPUs (or none, or one MIG slice:
+``%gpu_lease 1g.10gb``) by restarting it with a lease.
 
 A kernel cannot change which GPUs CUDA shows it once it has started, so the lease comes with a
 restart: the magic asks first (the kernel's variables are lost; its notebook keeps its
@@ -34,14 +35,18 @@ def gpu_lease(
     client: SchedulerClient,
     gpus: int,
     yes: bool = False,
+    mig: str | None = None,
     ask: Callable[[str], str] = input,
     kernel_id: str | None = None,
 ) -> str:
-    """Ask, then ask the server; returns what to tell the user (SchedulerError when refused)."""
+    """Ask, then ask the server; returns what to tell the user (SchedulerError when refused).
+    ``mig``: a MIG profile, for one slice of it instead of ``gpus`` GPUs."""
     kernel_id = kernel_id or this_kernel_id()
     if kernel_id is None:
         raise SchedulerError("%gpu_lease works in a kernel that a Jupyter server started")
     what = f"{gpus} GPU{'' if gpus == 1 else 's'}" if gpus else "no GPU"
+    if mig:
+        what = f"a {mig} MIG slice"
     if not yes:
         answer = ask(
             f"Restart this kernel with {what}? Its variables are lost; the notebook keeps its "
@@ -49,6 +54,6 @@ def gpu_lease(
         )
         if answer.strip().lower() not in ("y", "yes"):
             return "nothing changed"
-    doc = client.lease_kernel(kernel_id, gpus, timeout=600)
+    doc = client.lease_kernel(kernel_id, gpus, timeout=600, mig=mig)
     gpu_list = ",".join(doc.get("gpus") or [])
     return f"{doc.get('message', 'restarting')}" + (f" ({gpu_list})" if gpu_list else "")

@@ -191,20 +191,32 @@ class ElasticMagics(Magics):
     # -- interactive GPU leases (docs/interactive-gpus.md) -------------------------------------
     @magic_arguments()
     @argument(
-        "gpus", type=int, metavar="N", help="GPUs this kernel should have (0: give them back)"
+        "what",
+        metavar="N|PROFILE",
+        help="GPUs this kernel should have (0: give them back), or a MIG profile such as "
+        "1g.10gb: one MIG slice of it",
     )
     @argument("-y", "--yes", action="store_true", help="do not ask before restarting")
     @line_magic
     def gpu_lease(self, line: str) -> None:
-        """%gpu_lease N: restart this kernel with a lease of N GPUs (asks first)."""
+        """%gpu_lease N | PROFILE: restart this kernel with a lease of N GPUs, or of one MIG
+        slice of PROFILE (asks first)."""
+        from ..core.slices import check_profile
         from .lease import gpu_lease
 
         args = parsed(self.gpu_lease, line, GPU_LEASE)
-        if args.gpus < 0:
-            raise UsageError(
-                f"{GPU_LEASE}: N must be at least 0, got {args.gpus}; usage: {GPU_LEASE} N"
-            )
-        print(self._call(gpu_lease, self.client, args.gpus, args.yes))
+        usage = f"usage: {GPU_LEASE} N (GPUs, 0 to give them back) or {GPU_LEASE} 1g.10gb"
+        gpus, mig = 1, None
+        if args.what.lstrip("-").isdigit():
+            gpus = int(args.what)
+            if gpus < 0:
+                raise UsageError(f"{GPU_LEASE}: N must be at least 0, got {gpus}; {usage}")
+        else:
+            try:
+                mig = check_profile(args.what)
+            except ValueError as e:
+                raise UsageError(f"{GPU_LEASE}: {e}; {usage}") from None
+        print(self._call(gpu_lease, self.client, gpus, args.yes, mig))
 
     # -- end of interactive GPU leases ----------------------------------------------------------
 

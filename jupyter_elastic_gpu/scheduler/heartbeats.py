@@ -18,6 +18,7 @@ from ..core.reasons import Told
 from ..errors import Unauthorized
 from ..models import EventKind, GrantView, Heartbeat, parse
 from . import grants, snapshot
+from .execution.inventory import device_ids
 from .interactive import is_lease
 from .jobs import JobRecord, secret_matches
 from .lifecycle import Lifecycle
@@ -70,7 +71,7 @@ class SidecarHeartbeats:
         # All or nothing: when a write fails the job is left as it was (but alive), and the
         async with atomically(self.store, job):  # sidecar sends it again, backlog included
             await self.store.add_progress(job.id, beat.records())
-            changed = grants.absorb(job, beat, fresh, {g.id for g in self.gpu_infos()})
+            changed = grants.absorb(job, beat, fresh, device_ids(self.gpu_infos()))
             if beat.state in (SidecarState.DONE, SidecarState.FAILED, SidecarState.CANCELLED):
                 await self.lifecycle.finish(job, JobState(beat.state.value), beat, now)
                 changed = True

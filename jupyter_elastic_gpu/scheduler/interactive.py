@@ -48,6 +48,7 @@ from ..models import (
     parse,
 )
 from . import grants
+from .execution.inventory import device_ids, mig_slices
 from .execution.launcher import BaseLauncher
 from .jobs import JobRecord, new_secret
 from .lifecycle import Lifecycle
@@ -69,6 +70,14 @@ BUSY_UTILIZATION = 0.05
 
 def is_lease(job: JobRecord) -> bool:
     return job.kind == JobKind.INTERACTIVE
+
+
+def kernel_holds(job: JobRecord, gpus: int) -> Told:
+    """What a lease whose kernel holds ``gpus`` GPUs (or its MIG slice) says."""
+    figures: dict[str, Any] = {"gpus": gpus}
+    if job.spec.mig is not None:
+        figures["profile"] = job.spec.mig
+    return Told(ReasonKind.KERNEL, figures)
 
 
 class InteractiveLeases(LoggingConfigurable):
@@ -171,12 +180,14 @@ class InteractiveLeases(LoggingConfigurable):
     async def open(self, who: Principal, body: object) -> LeaseGrant:
         """``POST leases``: a queued lease and the secret its provisioner heartbeats with."""
         request = parse(LeaseRequest, body, "lease")
-        cap = self.gpu_cap()
+        if request.mig is not None:
+            self._check_slice_cap(who)
+        cap = self.gpu_cap() if request.mig is None else 0
         if cap:
             held = sum(
                 j.min_gpus
                 for j in self.jobs.values()
-                if is_lease(j) and j.user == who.user and not j.final
+                if is_lease(j) and j.user == who.user and not j.final and j.spec.mig is None
             )
             if held + request.gpus > cap:
                 raise Conflict(
@@ -204,6 +215,27 @@ class InteractiveLeases(LoggingConfigurable):
             heartbeat_interval=self.settings.heartbeat_interval,
         )
 
+    def _check_slice_cap(self, who: Principal) -> None:
+        """One user's kernels hold or wait for at most ``user_gpu_cap`` MIG slices, by default
+        half of them on a shared scheduler: the same rule as for GPUs, over the slices."""
+        if self.user_gpu_cap >= 0:
+            cap = self.user_gpu_cap
+        elif self.launcher.starts_processes:
+            cap = 0
+        else:
+            cap = max(1, (len(mig_slices(self.gpu_infos())) + 1) // 2)
+        held = sum(
+            1
+            for j in self.jobs.values()
+            if is_lease(j) and j.user == who.user and not j.final and j.spec.mig is not None
+        )
+        if cap and held + 1 > cap:
+            raise Conflict(
+                f"{who.user}'s kernels hold or wait for {plural(held, 'MIG slice')}: one more "
+                f"would pass the most one user's kernels may have, {cap} "
+                "(c.InteractiveLeases.user_gpu_cap); shut down a kernel with a slice first"
+            )
+
     def reason(self, job: JobRecord) -> Told | None:
         """What a running lease shows instead of the policy's reason (which sees it only as
         a job it may not resize): its idle warning, else what it holds."""
@@ -212,7 +244,7 @@ class InteractiveLeases(LoggingConfigurable):
         notice = self.notices.get(job.id)
         if notice:
             return Told(ReasonKind.IDLE_WARNING, notice)
-        return Told(ReasonKind.KERNEL, {"gpus": len(job.held_gpus)})
+        return kernel_holds(job, len(job.held_gpus))
 
     # -- the provisioner's heartbeat -------------------------------------------------------
     async def heartbeat(self, job: JobRecord, beat: Heartbeat) -> GrantView:
@@ -228,7 +260,7 @@ class InteractiveLeases(LoggingConfigurable):
             return GrantView(generation=job.desired.generation, gpus=[], action=GrantAction.RUN)
         changed = False
         async with atomically(self.store, job):
-            grants.absorb(job, beat, False, {g.id for g in self.gpu_infos()})
+            grants.absorb(job, beat, False, device_ids(self.gpu_infos()))
             if ended:
                 said = Told(job.reason_kind, job.reason_figures)
                 stopping = job.state == JobState.STOPPING
@@ -244,7 +276,7 @@ class InteractiveLeases(LoggingConfigurable):
                 and beat.generation == job.desired.generation
             ):
                 await self.lifecycle.confirm_running(job, now)
-                job.tell(Told(ReasonKind.KERNEL, {"gpus": len(job.desired.gpus)}))
+                job.tell(kernel_holds(job, len(job.desired.gpus)))
                 changed = True
             answer = grants.published(job, self.jobs.values())
             if job.state == JobState.STARTING and answer.gpus and job.launched_at is None:
@@ -281,9 +313,13 @@ class InteractiveLeases(LoggingConfigurable):
             self.notices.pop(job.id, None)
             await self.changed()
 
-    def _waiting_gpus(self) -> int:
+    def _waiting(self, lease: JobRecord) -> int:
+        """What waits for what ``lease`` holds: GPUs for whole GPUs, leases and jobs of its
+        profile for a MIG slice."""
         return sum(
-            j.min_gpus for j in self.jobs.values() if j.state == JobState.QUEUED and not j.held
+            j.min_gpus
+            for j in self.jobs.values()
+            if j.state == JobState.QUEUED and not j.held and j.spec.mig == lease.spec.mig
         )
 
     def _gpus_busy(self, job: JobRecord) -> bool:
@@ -309,7 +345,7 @@ class InteractiveLeases(LoggingConfigurable):
         ent = entitlement(self.decider, snap, snap.fair_share)
         leased: dict[str, int] = {}
         for j in self.jobs.values():
-            if is_lease(j) and j.state == JobState.RUNNING:
+            if is_lease(j) and j.state == JobState.RUNNING and j.spec.mig is None:
                 leased[j.user] = leased.get(j.user, 0) + len(j.held_gpus)
         over = {u for u, n in leased.items() if n > ent.gpus.get(u, 0)}
         holding: dict[str, int] = {}
@@ -329,21 +365,25 @@ class InteractiveLeases(LoggingConfigurable):
 
     async def _reclaim(self, now: float) -> None:
         rule = self.rule
-        waiting = self._waiting_gpus()
         leases_now = [j for j in self.jobs.values() if is_lease(j) and j.state == JobState.RUNNING]
-        over, below = self._shares(now) if leases_now and waiting else (set(), 0)
+        whole = [j for j in leases_now if j.spec.mig is None]
+        # fair share is over whole GPUs: a MIG slice is reclaimed for idleness and hold time
+        over, below = self._shares(now) if whole and self._waiting(whole[0]) else (set(), 0)
         for job in leases_now:
+            waiting = self._waiting(job)
             verdict = lease_verdict(
                 rule,
                 self._idle_s(job),
                 self._gpus_busy(job),
                 waiting,
                 now - (job.started_at or now),
-                now - self._over_since[job.user] if job.user in over else None,
-                below,
+                now - self._over_since[job.user]
+                if job.user in over and job.spec.mig is None
+                else None,
+                below if job.spec.mig is None else 0,
             )
             if verdict.action == IdleAction.RELEASE:
-                await self._release(job, verdict.reason, now)
+                await self.release(job, verdict.reason, now)
                 continue
             notice = None
             if verdict.action == IdleAction.WARN:
@@ -355,7 +395,7 @@ class InteractiveLeases(LoggingConfigurable):
                 continue
             if notice is None:
                 self.notices.pop(job.id, None)
-                said = Told(ReasonKind.KERNEL, {"gpus": len(job.desired.gpus)})
+                said = kernel_holds(job, len(job.desired.gpus))
             else:
                 self.notices[job.id] = notice
                 said = Told(ReasonKind.IDLE_WARNING, notice)
@@ -364,7 +404,7 @@ class InteractiveLeases(LoggingConfigurable):
                 await self.lifecycle.save(job)
             await self.changed()
 
-    async def _release(self, job: JobRecord, reason: str, now: float) -> None:
+    async def release(self, job: JobRecord, reason: str, now: float) -> None:
         """Ask the kernel to give its GPUs back (restart without them); the lease holds them
         until its provisioner says it has."""
         async with atomically(self.store, job):

@@ -19,6 +19,7 @@ from ..core.reason_kinds import ReasonKind
 from ..core.reasons import Told
 from ..models import EventKind
 from . import snapshot
+from .execution.inventory import device_ids
 from .execution.launcher import BaseLauncher
 from .interactive import is_lease
 from .jobs import JobRecord
@@ -55,7 +56,7 @@ class LostSidecars:
 
     async def step(self, now: float) -> None:
         timeout = self.settings.heartbeat_timeout
-        known = {g.id for g in self.gpu_infos()}
+        known = device_ids(self.gpu_infos())
         for job in list(self.jobs.values()):
             if not job.state.active or job.launched_at is None or is_lease(job):
                 continue

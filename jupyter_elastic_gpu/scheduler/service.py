@@ -21,6 +21,7 @@ import contextlib
 import dataclasses
 import time
 import uuid
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -45,7 +46,7 @@ from . import grants, policies, releases, snapshot
 from .admin import AdminActions
 from .budgets import UserTally
 from .estimates import Estimates
-from .execution.inventory import external_processes
+from .execution.inventory import external_processes, mig_slices
 from .execution.launcher import BaseLauncher
 from .heartbeats import SidecarHeartbeats
 from .interactive import InteractiveLeases
@@ -58,6 +59,7 @@ from .releases import ReleaseDeadlines
 from .servers import WAITING_FOR_SERVER, UserServers
 from .settings import SchedulerSettings
 from .shares import ShareLedger, check_group
+from .slice_pool import SlicePool, on_slice
 from .storage import jobdirs
 from .storage.atomic import atomically
 from .storage.dbfile import FaultLog
@@ -138,6 +140,15 @@ class SchedulerService(SchedulerSettings):
             changed=self._changed_now,
             poke=self.poke,
             parent=self,  # its settings are read from the service's config
+        )
+        self.slice_pool = SlicePool(  # MIG instances, for the leases and jobs that ask for one
+            jobs=self.jobs,
+            store=store,
+            lifecycle=self.lifecycle,
+            interactive=self.interactive,
+            gpu_infos=self.gpu_infos,
+            waits_for_server=self.waits_for_server,
+            changed=self._changed_now,
         )
         self.releases = ReleaseDeadlines(  # no holder keeps GPUs past a deadline
             jobs=self.jobs,
@@ -276,6 +287,7 @@ class SchedulerService(SchedulerSettings):
             decide = True  # jobs change
         if decide:
             await self._decide(now)
+            await self.slice_pool.step(now)  # MIG instances: not the policy's
         await self.releases.step(now)  # after the decision: its asks start their clocks now
         await self._launch_ready(now)
         await self.retention.step(now)
@@ -293,7 +305,11 @@ class SchedulerService(SchedulerSettings):
         infos = self.gpu_infos()
         whole = [g for g in infos if g.mig is None]  # a GPU in MIG mode serves its instances
         spec, notes, elastic = req.fit_to(
-            len(whole), self.user_gpu_cap, widest_kind(whole), len(infos) - len(whole)
+            len(whole),
+            self.user_gpu_cap,
+            widest_kind(whole),
+            len(infos) - len(whole),
+            Counter(s.profile for s in mig_slices(infos)),
         )
         if spec.simulated is None:
             spec = spec.model_copy(update={"simulated": self.simulated})
@@ -392,7 +408,8 @@ class SchedulerService(SchedulerSettings):
     async def _decide(self, now: float) -> None:
         changed: set[str] = set()
         async with atomically(self.store) as undo:  # on no half-done change; written whole
-            open_jobs = [j for j in self.jobs.values() if not j.final]
+            # (jobs on MIG instances are the slice pool's: ``slice_pool.py``)
+            open_jobs = [j for j in self.jobs.values() if not j.final and not on_slice(j)]
             if not open_jobs:
                 return
             snap = self.core_snapshot()

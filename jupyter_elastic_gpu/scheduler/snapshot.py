@@ -115,7 +115,13 @@ def build(
     widest = max(per_node.values(), default=0)
     known = {g.id for g in gpus}
     usable = {g.id for g in gpus if g.healthy}
-    records = [j for j in jobs if not j.final and not (j.held and j.state == JobState.QUEUED)]
+    records = [
+        j
+        for j in jobs
+        if not j.final
+        and j.spec.mig is None  # a job on a MIG instance is the slice pool's
+        and not (j.held and j.state == JobState.QUEUED)
+    ]
     promised = {
         g
         for j in records
@@ -182,7 +188,9 @@ def shown_reason(job: JobRecord, why: Reason) -> Reason | None:
     """
     if job.held and job.state == JobState.QUEUED:
         return held_reason(job)
-    n = {"gpus": len(job.desired.gpus)}
+    n: dict[str, Any] = {"gpus": len(job.desired.gpus)}
+    if job.spec.mig is not None:
+        n["profile"] = job.spec.mig
     if job.state == JobState.STARTING:
         if job.started_at is not None:
             return Told(ReasonKind.RESUMING, n)

@@ -351,6 +351,8 @@ export interface JobView {
   batch_policy: BatchPolicy;
   /** the job measures its gradient noise scale */
   measure_noise?: boolean;
+  /** the MIG profile it runs on one instance of (null: whole GPUs) */
+  mig?: string | null;
   /**
    * the framework adapter that runs the script, as settled at submission (never `auto`); null for a
    * synthetic job or a kernel's lease
@@ -413,6 +415,8 @@ export interface KernelLease {
 export interface KernelLeaseRequest {
   /** GPUs the kernel should have (0: give its lease back). */
   gpus: number;
+  /** A MIG profile (`1g.10gb`): one MIG instance of it instead (gpus 1). */
+  mig?: string | null;
 }
 
 /** Everything needed to start one sidecar; a user's server gets it in shared mode. */
@@ -468,8 +472,10 @@ export interface LeaseGrant {
  * never resized or checkpointed, held while its kernel lives.
  */
 export interface LeaseRequest {
-  /** The GPUs the kernel gets. */
-  gpus: number;
+  /** The GPUs the kernel gets (1 with `mig`). */
+  gpus?: number;
+  /** A MIG profile (`1g.10gb`): the kernel gets one MIG instance of it instead of whole GPUs. */
+  mig?: string | null;
   /** 1-80 letters, digits, spaces, '.', '_' or '-'. */
   name?: string | null;
   /** The notebook the kernel runs */
@@ -491,6 +497,11 @@ export interface MigSliceView {
   profile: string;
   memory_total_mb: number | null;
   memory_used_mb: number | null;
+  /** Id of the lease or job holding the slice. */
+  holder?: string | null;
+  holder_user?: string | null;
+  /** Name of the holding lease or job; null when it is another user's. */
+  holder_name?: string | null;
 }
 
 /**
@@ -711,6 +722,12 @@ export interface ReasonFigures {
   widest?: number | null;
   /** free GPUs by kind: `1 A100-80GB, 1 T4` */
   kinds?: string | null;
+  /** the MIG profile a lease asks for or holds */
+  profile?: string | null;
+  /** the MIG instances of that profile there are */
+  slices?: number | null;
+  /** leases waiting for one before this one */
+  before?: number | null;
 }
 
 /** Why a job has what it has (a job's `reason_kind`), or why GPUs sit idle. */
@@ -718,6 +735,7 @@ export type ReasonKind =
   | 'new'
   | 'waiting'
   | 'spread'
+  | 'mig_slice'
   | 'running'
   | 'at_maximum'
   | 'kept'
@@ -914,6 +932,12 @@ export interface SubmitRequest {
   /** Folder relative paths of the script resolve from. */
   cwd?: string | null;
   min_gpus?: number;
+  /**
+   * A MIG profile (`1g.10gb`): the job runs on one MIG instance of that profile instead of whole
+   * GPUs (one device: its sizes are 1), from the pool of MIG instances (docs/interactive-gpus.md).
+   * Refused where no GPU has one.
+   */
+  mig?: string | null;
   /**
    * Default: every GPU of the server. Above the server's GPUs: lowered to them (see the job's
    * `notes`).

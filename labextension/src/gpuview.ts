@@ -6,7 +6,7 @@ import { sparkline } from './chart';
 import { h } from './dom';
 import { memory, percent } from './format';
 import { IUtilSample } from './model';
-import { IGpu, IWhoami } from './types';
+import { IGpu, IMigSlice, IWhoami } from './types';
 
 /** `data-gpu-state` values (docs/sidebar.md). */
 export type GpuState = 'free' | 'held' | 'busy';
@@ -59,6 +59,43 @@ export function migText(gpu: IGpu): string | null {
   }
   const parts = [...counts].map(([profile, n]) => (n > 1 ? `${n} \u00d7 ${profile}` : profile));
   return `MIG: ${parts.join(', ')}`;
+}
+
+/** Who holds a MIG slice, as its row says it: "free", "kernel-1a2b (you)", "held by bob". */
+export function sliceHolderText(slice: IMigSlice, me: IWhoami | null): string {
+  if (!slice.holder) {
+    return 'free';
+  }
+  const mine = me !== null && slice.holder_user === me.user;
+  if (slice.holder_name) {
+    return `${slice.holder_name} (${mine ? 'you' : (slice.holder_user ?? 'another user')})`;
+  }
+  return mine ? `yours (${slice.holder})` : `held by ${slice.holder_user ?? 'another user'}`;
+}
+
+/** Each MIG slice of a GPU under its tile: its profile and who holds it. */
+function sliceList(gpu: IGpu, me: IWhoami | null): HTMLElement | string {
+  if (!gpu.mig?.length) {
+    return '';
+  }
+  return h(
+    'ul',
+    { class: 'jp-ElasticGpu-gpuSlices' },
+    ...gpu.mig.map(slice =>
+      h(
+        'li',
+        {
+          class: 'jp-ElasticGpu-gpuSlice',
+          title: slice.uuid,
+          'data-slice-uuid': slice.uuid,
+          'data-slice-profile': slice.profile,
+          'data-slice-state': slice.holder ? 'held' : 'free'
+        },
+        h('span', { class: 'jp-ElasticGpu-sliceProfile' }, slice.profile),
+        h('span', { class: 'jp-ElasticGpu-sliceHolder' }, sliceHolderText(slice, me))
+      )
+    )
+  );
 }
 
 /** What the tile calls a GPU: its kind (`A100-SXM4-80GB`), or its name for a simulated GPU
@@ -125,6 +162,19 @@ export class GpuTile {
         );
       }
     }
+    if (typeof util !== 'number' && gpu.mig) {
+      // NVML reports no utilisation for a GPU in MIG mode, nor for its instances
+      stats.push(
+        h(
+          'span',
+          {
+            class: 'jp-ElasticGpu-gpuUtil',
+            title: 'NVML reports no utilisation for a GPU in MIG mode or its instances'
+          },
+          'utilisation not reported (MIG)'
+        )
+      );
+    }
     if (typeof used === 'number' && typeof total === 'number' && total > 0) {
       stats.push(
         h(
@@ -152,7 +202,8 @@ export class GpuTile {
         h('span', { class: 'jp-ElasticGpu-gpuModel' }, modelText(gpu)),
         ...stats
       ),
-      migLine(gpu)
+      migLine(gpu),
+      sliceList(gpu, me)
     );
   }
 

@@ -209,6 +209,19 @@ function spread(f: IReasonFigures): string {
   );
 }
 
+function migSlice(f: IReasonFigures): string {
+  const n = f.slices ?? 0;
+  const before = f.before ?? 0;
+  if (!n) {
+    return `needs a ${f.profile ?? ''} MIG slice: none here now (a GPU's MIG layout changed)`;
+  }
+  let text = `needs a ${f.profile ?? ''} MIG slice: ${n} here, ${n === 1 ? 'held' : 'all held'}`;
+  if (before) {
+    text += `; ${before} more wait${before === 1 ? 's' : ''} before it`;
+  }
+  return text;
+}
+
 function resized(f: IReasonFigures): string {
   const held = f.held ?? 0;
   const gpus = f.gpus ?? 0;
@@ -232,7 +245,9 @@ function part(lead: string | null, head: string, detail = ''): IReasonParts {
 
 function baseParts(kind: ReasonKind, f: IReasonFigures): IReasonParts {
   const gpus = f.gpus ?? 0;
-  const on = `running on ${plural(gpus, 'GPU')}`;
+  // what a job runs on: its GPUs, or its MIG slice
+  const held = f.profile ? `a ${f.profile} MIG slice` : plural(gpus, 'GPU');
+  const on = `running on ${held}`;
   const elastic = `running on ${gpus} of up to ${f.top ?? 0} GPUs`;
   const waits = f.suspended ? 'suspended' : 'queued';
   const by = f.by ?? '?';
@@ -247,6 +262,8 @@ function baseParts(kind: ReasonKind, f: IReasonFigures): IReasonParts {
       );
     case 'spread':
       return part(waits, waits, spread(f));
+    case 'mig_slice':
+      return part(waits, waits, migSlice(f));
     case 'running':
       return part('running', on);
     case 'at_maximum':
@@ -281,9 +298,9 @@ function baseParts(kind: ReasonKind, f: IReasonFigures): IReasonParts {
           '(on JupyterHub: Start My Server) and this job is scheduled'
       );
     case 'starting':
-      return part('starting', `starting on ${plural(gpus, 'GPU')}`);
+      return part('starting', `starting on ${held}`);
     case 'resuming':
-      return part('resuming', `resuming on ${plural(gpus, 'GPU')} from its checkpoint`);
+      return part('resuming', `resuming on ${held} from its checkpoint`);
     case 'resizing':
       return part(
         'resizing',
@@ -341,7 +358,7 @@ function baseParts(kind: ReasonKind, f: IReasonFigures): IReasonParts {
       }
       return part('queued', 'queued again', f.detail ?? '');
     case 'kernel':
-      return part(null, `holds ${plural(gpus, 'GPU')} for its notebook kernel`);
+      return part(null, `holds ${held} for its notebook kernel`);
     case 'idle_warning':
     case 'released':
       return part(null, f.detail ?? '');

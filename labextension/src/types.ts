@@ -7,6 +7,7 @@ import {
   GpuProcessView,
   Gpus,
   GpuView,
+  MigSliceView,
   IdleCause,
   JobProgress,
   JobRef,
@@ -37,6 +38,7 @@ export function isFinal(state: string): boolean {
 export type IWhoami = Whoami;
 export type IGpuProcess = GpuProcessView;
 export type IGpu = GpuView;
+export type IMigSlice = MigSliceView;
 export type GpuSource = Gpus['source'];
 export type IGpuInventory = Gpus;
 export type IJobProgress = JobProgress;

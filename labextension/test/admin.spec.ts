@@ -144,6 +144,32 @@ describe('the admin page draws', () => {
     expect(button(row('#gpus tr[data-gpu-id="3"]'), 'undrain')).not.toBeNull();
   });
 
+  it('a GPU in MIG mode with each instance and who holds it', () => {
+    const slice = (uuid: string, profile: string, holder?: [string, string, string | null]) => ({
+      uuid,
+      profile,
+      memory_total_mb: 9984,
+      memory_used_mb: null,
+      holder: holder?.[0] ?? null,
+      holder_user: holder?.[1] ?? null,
+      holder_name: holder?.[2] ?? null
+    });
+    const mig = [
+      slice('MIG-a', '1g.10gb', ['j-1', 'ann', 'kernel-1a2b']),
+      slice('MIG-b', '1g.10gb', ['j-2', 'bob', null]),
+      slice('MIG-c', '3g.40gb')
+    ];
+    const steer = {} as IAdminSteering;
+    const tr = gpuRow({ ...GPUS[1], name: 'NVIDIA H100 80GB HBM3', mig }, steer);
+    const lines = [...tr.querySelectorAll<HTMLElement>('[data-slice-uuid]')];
+    expect(lines.map(l => l.textContent)).toEqual([
+      '1g.10gb: ann: kernel-1a2b',
+      '1g.10gb: bob: j-2',
+      '3g.40gb: free'
+    ]);
+    expect(cells(tr)[3]).toBe('not reported (MIG)');
+  });
+
   it('open jobs first, oldest first, then the finished ones, latest first', async () => {
     const { page } = setUp();
     await page.refresh();

@@ -8,7 +8,7 @@ import { Widget } from '@lumino/widgets';
 import { ApiError } from '../src/api';
 import { lossChart, resizeMarks } from '../src/chart';
 import { JobCard } from '../src/jobcard';
-import { migText } from '../src/gpuview';
+import { GpuTile, migText, sliceHolderText } from '../src/gpuview';
 import { ElasticGpuModel } from '../src/model';
 import { QueuePanel } from '../src/panel';
 import { JOB_MIME_TYPE, JobRenderer } from '../src/renderer';
@@ -380,5 +380,37 @@ describe('a GPU in MIG mode', () => {
     expect(migText(GPU(0, { mig }))).toBe('MIG: 3g.40gb, 2 \u00d7 1g.10gb');
     expect(migText(GPU(0, { mig: [] }))).toBe('MIG: no instances');
     expect(migText(GPU(0))).toBeNull();
+  });
+
+  it('shows each slice under its GPU with who holds it, and says utilisation is not reported', () => {
+    const me = { user: 'alice', admin: false } as any;
+    const mine = { ...slice('1g.10gb', 'MIG-a'), holder: 'j-1', holder_user: 'alice' };
+    const named = { ...mine, holder_name: 'kernel-1a2b' };
+    const theirs = { ...slice('1g.10gb', 'MIG-b'), holder: 'j-2', holder_user: 'bob' };
+    const free = slice('3g.40gb', 'MIG-c');
+    expect(sliceHolderText(named, me)).toBe('kernel-1a2b (you)');
+    expect(sliceHolderText(mine, me)).toBe('yours (j-1)');
+    expect(sliceHolderText(theirs, me)).toBe('held by bob');
+    expect(sliceHolderText(free, me)).toBe('free');
+
+    const tile = new GpuTile();
+    tile.update(GPU(0, { mig: [named, theirs, free], utilization: null }), [], 60000, 0, me);
+    const rows = [...tile.node.querySelectorAll<HTMLElement>('[data-slice-uuid]')];
+    expect(rows.map(r => [r.dataset.sliceProfile, r.dataset.sliceState])).toEqual([
+      ['1g.10gb', 'held'],
+      ['1g.10gb', 'held'],
+      ['3g.40gb', 'free']
+    ]);
+    expect(rows.map(r => r.querySelector('.jp-ElasticGpu-sliceHolder')?.textContent)).toEqual([
+      'kernel-1a2b (you)',
+      'held by bob',
+      'free'
+    ]);
+    expect(tile.node.querySelector('.jp-ElasticGpu-gpuUtil')?.textContent).toBe(
+      'utilisation not reported (MIG)'
+    );
+    tile.update(GPU(1, { utilization: null }), [], 60000, 0, me);
+    expect(tile.node.querySelector('[data-slice-uuid]')).toBeNull();
+    expect(tile.node.querySelector('.jp-ElasticGpu-gpuUtil')).toBeNull();
   });
 });

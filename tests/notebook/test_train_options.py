@@ -47,3 +47,21 @@ def test_a_framework_that_does_not_exist_is_a_usage_error_naming_the_magic(shell
 def test_the_magic_help_lists_the_frameworks():
     doc = ElasticMagics.elastic_train.__doc__
     assert "--framework {auto,keras,lightning,transformers,torchrun}" in doc
+
+
+def test_a_mig_profile_goes_into_the_request_as_nvml_writes_it():
+    args = parsed(ElasticMagics.elastic_train, "--mig 3G.40GB", TRAIN)
+    assert job_request(args, kind="script", script="import keras").mig == "3g.40gb"
+
+
+@pytest.mark.parametrize(
+    ("line", "said"),
+    [
+        ("--mig big", "--mig: 'big' is not a MIG profile: expected one such as 1g.10gb"),
+        ("--mig 1g.10gb --max-gpus 2", "runs on one device: --min-gpus, --max-gpus and"),
+    ],
+)
+def test_a_mig_request_that_cannot_be_is_a_usage_error_naming_the_magic(shell, line, said):
+    with pytest.raises(UsageError) as info:
+        shell.run_cell_magic("elastic_train", line, "import keras\n")
+    assert str(info.value).startswith(TRAIN) and said in str(info.value), str(info.value)

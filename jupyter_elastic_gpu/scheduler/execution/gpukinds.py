@@ -16,6 +16,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ...core.slices import MIG_PROFILE
+
 #: The kind of a simulated GPU described by a count alone.
 SIMULATED = "simulated"
 #: The most simulated GPUs one description may make.
@@ -30,8 +32,6 @@ _GRAMMAR = (
     "expected a count (4) or counts of kinds, such as 2xA100-80GB,2xT4 (a kind: letters, "
     "digits, '.', '_' or '-'; a GPU in MIG mode lists its instances: H100-80GB[3g.40gb,2x2g.20gb])"
 )
-#: A MIG profile's name: ``1g.10gb``, ``3g.40gb``, ``1g.10gb+me``, ``1c.3g.40gb``.
-MIG_PROFILE = re.compile(r"(?:\d+c\.)?\d+g\.\d+gb(?:\+\w+)?", re.IGNORECASE)
 #: The most MIG instances one GPU has (A100, H100: 7).
 MAX_MIG = 7
 
@@ -132,7 +132,7 @@ def _slices(inside: str, item: str) -> tuple[str, ...]:
             raise ValueError(
                 f"{_GRAMMAR}; {part!r} in {item!r} is not a MIG profile such as 1g.10gb"
             )
-        profiles.extend([profile] * (int(count) if count else 1))
+        profiles.extend([profile.lower()] * (int(count) if count else 1))
     if len(profiles) > MAX_MIG:
         raise ValueError(f"at most {MAX_MIG} MIG instances on a GPU; {item!r} asks for more")
     return tuple(profiles)

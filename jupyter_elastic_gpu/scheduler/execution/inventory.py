@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from ...core.placement import describe_kinds
+from ...core.slices import Slice
 from .gpukinds import SIMULATED, kind_of, memory_mb, mig_memory_mb, parse_layout, parse_simulated
 
 log = logging.getLogger(__name__)  # under the package logger, which the app adopts
@@ -80,6 +81,17 @@ class GpuInfo:
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+def mig_slices(infos: Iterable[GpuInfo]) -> list[Slice]:
+    """Every MIG instance of the GPUs, named by the UUID CUDA knows it by (its grant id)."""
+    return [Slice(s.uuid, g.id, s.profile) for g in infos for s in g.mig or ()]
+
+
+def device_ids(infos: Iterable[GpuInfo]) -> set[str]:
+    """Every id a grant may name: each GPU's, and each of their MIG instances'."""
+    infos = list(infos)
+    return {g.id for g in infos} | {s.id for s in mig_slices(infos)}
 
 
 class Inventory:
@@ -438,7 +450,7 @@ def mig_profile(name: str) -> str:
     """A MIG instance's profile from its NVML name (``NVIDIA A100-SXM4-40GB MIG 1g.5gb``:
     ``1g.5gb``)."""
     _, sep, tail = name.rpartition(" MIG ")
-    return tail.strip() if sep and tail.strip() else name
+    return tail.strip().lower() if sep and tail.strip() else name
 
 
 def _text(value: Any) -> str:

@@ -104,6 +104,7 @@ def job_view(job: JobRecord) -> JobView:
         epochs=job.spec.epochs,
         batch_policy=job.spec.batch_policy,
         measure_noise=job.spec.measure_noise,
+        mig=job.spec.mig,
         framework=job.framework,
         elastic=job.elastic,
         priority=job.spec.priority,
@@ -323,6 +324,19 @@ def status(
     )
 
 
+def _slice_view(
+    mig: Any, jobs: Mapping[str, JobRecord], holders: Mapping[str, str], who: Principal
+) -> MigSliceView:
+    holder = holders.get(mig.uuid)
+    job = jobs.get(holder) if holder else None
+    return MigSliceView(
+        **dataclasses.asdict(mig),
+        holder=holder,
+        holder_user=job.user if job else None,
+        holder_name=job.name if job and who.may_see(job) else None,
+    )
+
+
 def gpus(
     infos: Sequence[Any],
     jobs: Mapping[str, JobRecord],
@@ -368,7 +382,7 @@ def gpus(
                 drained=info.id in drained,
                 mig=None
                 if info.mig is None
-                else [MigSliceView(**dataclasses.asdict(s)) for s in info.mig],
+                else [_slice_view(s, jobs, holders, who) for s in info.mig],
             )
         )
     return Gpus(source=source, gpus=views, **_idle(forecast, who, jobs))

@@ -75,6 +75,20 @@ function td(attrs: Record<string, string | number>, ...children: Child[]) {
   return h('td', attrs, ...children);
 }
 
+/** A GPU in MIG mode: one line per instance, its profile and who holds it. */
+function sliceLines(gpu: IGpu): Child[] {
+  if (!gpu.mig?.length) {
+    return ['MIG: no instances'];
+  }
+  return gpu.mig.map(s =>
+    h(
+      'div',
+      { class: 'slice', 'data-slice-uuid': s.uuid, title: s.uuid },
+      `${s.profile}: ${s.holder ? `${s.holder_user}: ${s.holder_name || s.holder}` : 'free'}`
+    )
+  );
+}
+
 export function gpuRow(gpu: IGpu, steer: IAdminSteering): HTMLTableRowElement {
   const states: Child[] = [];
   if (gpu.drained) {
@@ -89,7 +103,14 @@ export function gpuRow(gpu: IGpu, steer: IAdminSteering): HTMLTableRowElement {
   if (!states.length) {
     states.push(gpu.holder ? 'in use' : 'free');
   }
-  const holder = gpu.holder ? `${gpu.holder_user}: ${gpu.holder_name || gpu.holder}` : NONE;
+  const holder: Child[] = gpu.mig
+    ? sliceLines(gpu)
+    : [gpu.holder ? `${gpu.holder_user}: ${gpu.holder_name || gpu.holder}` : NONE];
+  // NVML reports no utilisation for a GPU in MIG mode, nor for its instances
+  const util =
+    gpu.mig && typeof gpu.utilization !== 'number'
+      ? 'not reported (MIG)'
+      : maybe(gpu.utilization, percent);
   const total = gpu.memory_total_mb;
   const used = total ? `${memory(gpu.memory_used_mb ?? 0)} / ${memory(total)}` : NONE;
   const drain = gpu.drained
@@ -100,8 +121,8 @@ export function gpuRow(gpu: IGpu, steer: IAdminSteering): HTMLTableRowElement {
     { 'data-gpu-id': gpu.id },
     td({}, gpu.id),
     td({}, gpu.name ?? NONE),
-    td({}, holder),
-    td({}, maybe(gpu.utilization, percent)),
+    td({}, ...holder),
+    td({}, util),
     td({}, used),
     td({ class: 'state' }, ...states),
     td({}, drain)
