@@ -161,12 +161,15 @@ class Snapshot:
     ``user_gpu_cap`` is the most GPUs one user's jobs may hold at a time (0: no cap);
     ``fair_share`` the weights and usage that share the GPUs between users (None: off).
     Policies read neither: ``core.schedule.decide`` applies both around any policy.
+    ``kind_speed``: where the GPUs are of several kinds, each job's speed on each kind
+    (``core/kinds.py``), which placement weighs (the fast kind to the job that gains most).
     """
 
     gpus: tuple[Gpu, ...]
     jobs: tuple[Job, ...]
     user_gpu_cap: int = 0
     fair_share: FairShare | None = None
+    kind_speed: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         cap = self.user_gpu_cap

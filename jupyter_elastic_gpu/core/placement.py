@@ -8,14 +8,16 @@ when no node can hold it.
 
 Where the GPUs are of several kinds, a "node" here is the GPUs of one kind on one node: a job
 stays on one kind as it stays on one node (data parallel across kinds runs at the slower
-kind's pace), and spills over kinds only when no group of one kind can hold it.
+kind's pace), and spills over kinds only when no group of one kind can hold it. Which kind a
+new job gets is weighed by value where its speed on each kind is known (``kinds.py``).
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
+from .kinds import gain
 from .model import Gpu
 
 
@@ -65,13 +67,15 @@ def _by_node(gpu_ids: Iterable[str], node_of: Mapping[str, str]) -> dict[str, li
 class _Layout:
     """What placement reads of a GPU list: the usable GPUs' order, nodes and nodes' order."""
 
-    __slots__ = ("gpus", "node_of", "node_rank", "rank", "usable")
+    __slots__ = ("gpus", "kind_of", "mixed", "node_of", "node_rank", "rank", "usable")
 
     def __init__(self, gpus: tuple[Gpu, ...]) -> None:
         self.gpus = gpus
         usable = [g for g in gpus if g.healthy]
         self.usable = len(usable)
         group = groups(gpus)
+        self.mixed = mixed(gpus)
+        self.kind_of = {group[g.id]: g.kind for g in usable}  # each group's kind
         self.node_of = {g.id: group[g.id] for g in usable}
         self.rank = {g.id: i for i, g in enumerate(usable)}
         self.node_rank: dict[str, int] = {}
@@ -124,11 +128,16 @@ def place(
     current: Mapping[str, Sequence[str]],
     counts: Mapping[str, int],
     order: Sequence[str] | None = None,
+    value: Mapping[str, Mapping[str, float]] | None = None,
 ) -> dict[str, tuple[str, ...]]:
     """GPU ids for every job in ``counts``.
 
     ``current`` is each job's present grant; ``order`` breaks ties between new jobs (earlier
     first). Only healthy GPUs are handed out; a job keeps a GPU it holds only while it is healthy.
+    ``value``: where kinds are mixed, each job's speed on each kind (``kinds.py``): the jobs
+    that gain most from their fastest kind are placed first, each on the fastest kind that
+    holds it (placement by value: the fast GPUs go to the jobs that gain most from them); a
+    job without one is placed by fit alone.
     """
     layout = _layout(gpus)
     node_of, rank, node_rank = layout.node_of, layout.rank, layout.node_rank
@@ -162,10 +171,12 @@ def place(
 
     # 2. Grow jobs that already run, then start new jobs, largest first (packs better).
     position = {job_id: i for i, job_id in enumerate(order or ())}
+    worth = _worth(layout, value)
 
     def priority(job_id: str) -> tuple:
         growing = bool(result[job_id])
-        return (not growing, -counts[job_id], position.get(job_id, len(position)), job_id)
+        gains = 0.0 if growing else -worth(job_id, None)
+        return (not growing, gains, -counts[job_id], position.get(job_id, len(position)), job_id)
 
     for job_id in sorted((j for j in counts if counts[j] > len(result[j])), key=priority):
         need = counts[job_id] - len(result[job_id])
@@ -183,7 +194,10 @@ def place(
         if remaining > 0:
             fits = [n for n, ids in free_by_node.items() if len(ids) >= remaining]
             if fits:
-                node = min(fits, key=lambda n: (len(free_by_node[n]), node_rank[n]))
+                node = min(
+                    fits,
+                    key=lambda n: (-worth(job_id, n), len(free_by_node[n]), node_rank[n]),
+                )
                 chosen.extend(free_by_node[node][:remaining])
             else:
                 for node in sorted(
@@ -201,6 +215,27 @@ def place(
         job_id: tuple(sorted(ids, key=rank.__getitem__)) if ids else ()
         for job_id, ids in result.items()
     }
+
+
+def _worth(
+    layout: _Layout, value: Mapping[str, Mapping[str, float]] | None
+) -> Callable[[str, str | None], float]:
+    """``worth(job, group)``: the job's speed on that group's kind; ``worth(job, None)``: how
+    much it gains from its fastest kind here over its slowest. 1.0 for every job where
+    kinds are not mixed or nothing is known of it."""
+    if not value or not layout.mixed:
+        return lambda job_id, group: 1.0
+    kinds = set(layout.kind_of.values())
+
+    def worth(job_id: str, group: str | None) -> float:
+        speeds = value.get(job_id)
+        if not speeds:
+            return 1.0
+        if group is None:
+            return gain({k: speeds.get(k, 1.0) for k in kinds})
+        return speeds.get(layout.kind_of[group], 1.0)
+
+    return worth
 
 
 def nodes_spanned(gpu_ids: Iterable[str], gpus: Sequence[Gpu]) -> tuple[int, ...]:

@@ -358,7 +358,7 @@ def _backfill(
         counts = {i: len(grant) for i, grant in allocations.items()}
         counts[job_id] = size
         try:
-            placed = place(snapshot.gpus, allocations, counts, order)
+            placed = place(snapshot.gpus, allocations, counts, order, snapshot.kind_speed)
         except PlacementError:
             continue
         if any(placed[i] != grant for i, grant in allocations.items() if grant):

@@ -58,6 +58,10 @@ def check_notebook_path(path: str) -> str:
     return path
 
 
+#: A speed relative to another (a kind's over the others').
+SpeedFactor = Annotated[float, Field(gt=0, le=1e6, allow_inf_nan=False)]
+
+
 class SyntheticSpec(Strict):
     """A job without TensorFlow: its steps take the time its speed profile says."""
 
@@ -73,6 +77,16 @@ class SyntheticSpec(Strict):
         0.0,
         description="seconds each checkpoint takes to write, as saving a real model does: a "
         "stop or a resize waits for it",
+    )
+    kind_speed: Annotated[
+        dict[Annotated[str, Field(min_length=1, max_length=40)], SpeedFactor],
+        Field(max_length=64),
+        at_most(64),
+    ] = Field(
+        default_factory=dict,
+        description="how fast the job goes on each kind of GPU, relative to the others "
+        '(`{"A100-80GB": 3, "T4": 1}`): the scheduler\'s prior where kinds are mixed, until the '
+        "job measures itself there (simulated GPUs run it at its profile's speed on any kind)",
     )
 
     @model_validator(mode="after")

@@ -153,6 +153,11 @@ class JobView(Strict):
     throughput: dict[str, float] = Field(
         description="Measured samples/s per GPU count (keys are counts as strings)."
     )
+    throughput_by_kind: dict[str, dict[str, float]] = Field(
+        default_factory=dict,
+        description='The same per kind of GPU where kinds are mixed (`{"T4": {"2": 180.0}}`): '
+        "what placement weighs (the fast kind to the job that gains most from it).",
+    )
     resize_cost_s: float | None = Field(description="Mean measured resize pause.")
     resizes: int
     history: list[GrantChange] = Field(description="The last 50 grant changes.")

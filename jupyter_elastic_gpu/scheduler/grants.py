@@ -109,11 +109,18 @@ def published(job: JobRecord, jobs: Iterable[JobRecord]) -> GrantView:
     return GrantView(generation=desired.generation, gpus=desired.gpus, action=desired.action)
 
 
-def absorb(job: JobRecord, beat: Heartbeat, fresh: bool, known: Collection[str]) -> bool:
+def absorb(
+    job: JobRecord,
+    beat: Heartbeat,
+    fresh: bool,
+    known: Collection[str],
+    kind_of: Mapping[str, str] | None = None,
+) -> bool:
     """Take the measurements of a validated heartbeat, whose progress record is new when
     ``fresh``; True when a decision may change. The GPUs it reports are clipped to the grant
     of the generation it reports and to the ``known`` GPU ids; reporting a granted
-    generation confirms it, and drops the older grants."""
+    generation confirms it, and drops the older grants. ``kind_of``: each GPU's kind where
+    kinds are mixed, so that the speed a record reports is kept for the kind it ran on."""
     material = False
     granted = job.granted.get(beat.generation) if beat.generation is not None else None
     allowed = set(granted or ()) & set(known)
@@ -122,10 +129,10 @@ def absorb(job: JobRecord, beat: Heartbeat, fresh: bool, known: Collection[str])
         for older in [g for g in job.granted if g < beat.generation]:
             del job.granted[older]
     job.reported = beat.model_copy(update={"progress": None, "throughput": {}, "gpus": gpus})
-    for gpus, speed in beat.throughput.items():
-        if gpus not in job.throughput:
+    for count, speed in beat.throughput.items():
+        if count not in job.throughput:
             material = True
-        job.throughput[gpus] = speed
+        job.throughput[count] = speed
     if beat.resize_cost_s is not None:
         job.resize_cost_s = beat.resize_cost_s
     job.restarts = beat.restarts
@@ -133,6 +140,13 @@ def absorb(job: JobRecord, beat: Heartbeat, fresh: bool, known: Collection[str])
     if fresh and record is not None:
         material = material or job.progress is None
         job.progress = record
+        if kind_of and record.samples_per_s and gpus and len(gpus) == (record.replicas or 0):
+            kinds = {kind_of.get(g) for g in gpus}
+            if len(kinds) == 1 and None not in kinds:
+                (kind,) = kinds
+                speeds = job.kind_throughput.setdefault(str(kind), {})
+                material = material or len(gpus) not in speeds
+                speeds[len(gpus)] = record.samples_per_s
         job.work_done = record.samples or 0.0
         if job.kind == JobKind.SCRIPT:
             total = record.total_samples()

@@ -13,6 +13,7 @@ from typing import Any
 
 from elastic_gpu_sidecar.protocol import GrantAction, JobState, SidecarState
 
+from ..core.placement import mixed
 from ..core.reason_kinds import ReasonKind
 from ..core.reasons import Told
 from ..errors import Unauthorized
@@ -71,7 +72,9 @@ class SidecarHeartbeats:
         # All or nothing: when a write fails the job is left as it was (but alive), and the
         async with atomically(self.store, job):  # sidecar sends it again, backlog included
             await self.store.add_progress(job.id, beat.records())
-            changed = grants.absorb(job, beat, fresh, device_ids(self.gpu_infos()))
+            infos = self.gpu_infos()
+            kind_of = {g.id: g.kind for g in infos} if mixed(infos) else None
+            changed = grants.absorb(job, beat, fresh, device_ids(infos), kind_of)
             if beat.state in (SidecarState.DONE, SidecarState.FAILED, SidecarState.CANCELLED):
                 await self.lifecycle.finish(job, JobState(beat.state.value), beat, now)
                 changed = True

@@ -94,6 +94,8 @@ class JobRecord:
     reported: Heartbeat = field(default_factory=Heartbeat)  # without progress: kept below
     progress: ProgressRecord | None = None
     throughput: dict[int, float] = field(default_factory=dict)  # measured samples/s per count
+    # The same per kind of GPU, where kinds are mixed: {kind: {count: samples/s}} (``grants.py``)
+    kind_throughput: dict[str, dict[int, float]] = field(default_factory=dict)
     # The ends its recent progress records predicted (``core/eta.py``: when one is trusted).
     end_guesses: list[tuple[float, float]] = field(default_factory=list)
     resize_cost_s: float | None = None
@@ -250,6 +252,10 @@ class JobRecord:
             progress=None if self.progress is None else self.progress.model_dump(exclude_none=True),
             error=None if self.error is None else self.error.model_dump(mode="json"),
             throughput={str(k): v for k, v in self.throughput.items()},
+            kind_throughput={
+                kind: {str(k): v for k, v in speeds.items()}
+                for kind, speeds in self.kind_throughput.items()
+            },
             granted={str(k): list(v) for k, v in self.granted.items()},
             reason_kind=self.reason_kind.value,
         )
@@ -277,6 +283,10 @@ class JobRecord:
         if data.get("error") is not None:
             data["error"] = ErrorInfo.model_validate(data["error"])
         data["throughput"] = {int(k): float(v) for k, v in (data.get("throughput") or {}).items()}
+        data["kind_throughput"] = {
+            str(kind): {int(k): float(v) for k, v in speeds.items()}
+            for kind, speeds in (data.get("kind_throughput") or {}).items()
+        }
         if "reason_kind" not in data:  # saved before reasons had kinds: its state's, if final
             final = {s.value: s.value for s in (JobState.DONE, JobState.FAILED, JobState.CANCELLED)}
             data["reason_kind"] = final.get(data["state"].value, ReasonKind.NEW)

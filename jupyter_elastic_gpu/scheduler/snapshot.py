@@ -15,8 +15,9 @@ from typing import Any
 
 from elastic_gpu_sidecar.protocol import JobKind, JobState
 
+from ..core.kinds import fleet_ratios, relative_speeds
 from ..core.model import Gpu, Job, Snapshot
-from ..core.placement import groups
+from ..core.placement import groups, mixed
 from ..core.reason_kinds import ReasonKind
 from ..core.reasons import Reason, Told
 from ..core.speed import SpeedModel
@@ -115,9 +116,10 @@ def build(
     widest = max(per_node.values(), default=0)
     known = {g.id for g in gpus}
     usable = {g.id for g in gpus if g.healthy}
+    everyone = list(jobs)
     records = [
         j
-        for j in jobs
+        for j in everyone
         if not j.final
         and j.spec.mig is None  # a job on a MIG instance is the slice pool's
         and not (j.held and j.state == JobState.QUEUED)
@@ -138,7 +140,26 @@ def build(
         )
         for j in records
     )
-    return Snapshot(gpus, jobs, user_gpu_cap)
+    return Snapshot(gpus, jobs, user_gpu_cap, kind_speed=kind_speeds(everyone, records, gpus))
+
+
+def kind_speeds(
+    everyone: Sequence[JobRecord], records: Sequence[JobRecord], gpus: Sequence[Gpu]
+) -> dict[str, dict[str, float]]:
+    """Where the GPUs are of several kinds, each open job's speed on each kind
+    (``core/kinds.py``): what it measured there, its prior (a synthetic job's
+    ``kind_speed``), else what every job that ran on two kinds says of them."""
+    if not mixed(gpus):
+        return {}
+    kinds = {g.kind for g in gpus}
+    fleet = fleet_ratios(j.kind_throughput for j in everyone)
+    out = {}
+    for job in records:
+        syn = job.spec.synthetic
+        prior = syn.kind_speed if syn is not None else None
+        if job.kind_throughput or prior or fleet:
+            out[job.id] = relative_speeds(kinds, job.kind_throughput, prior, fleet)
+    return out
 
 
 def _holding(job: Job, counted: Collection[str]) -> Job:

@@ -337,6 +337,11 @@ export interface JobView {
   estimating?: boolean;
   /** Measured samples/s per GPU count (keys are counts as strings). */
   throughput: Record<string, number>;
+  /**
+   * The same per kind of GPU where kinds are mixed (`{"T4": {"2": 180.0}}`): what placement weighs
+   * (the fast kind to the job that gains most from it).
+   */
+  throughput_by_kind?: Record<string, Record<string, number>>;
   /** Mean measured resize pause. */
   resize_cost_s: number | null;
   resizes: number;
@@ -988,6 +993,12 @@ export interface SyntheticSpec {
    * for it
    */
   save_s?: number;
+  /**
+   * how fast the job goes on each kind of GPU, relative to the others (`{"A100-80GB": 3, "T4":
+   * 1}`): the scheduler's prior where kinds are mixed, until the job measures itself there
+   * (simulated GPUs run it at its profile's speed on any kind)
+   */
+  kind_speed?: Record<string, number>;
 }
 
 /**

@@ -98,3 +98,35 @@ async def test_a_job_whose_free_gpus_are_of_two_kinds_says_so_while_it_waits(jp_
     assert (await api(jp_fetch, f"jobs/{e['id']}"))["state"] == "queued"
     for j in (jobs["A"], jobs["C"], e, f):
         await api(jp_fetch, f"jobs/{j['id']}/cancel", "POST", {})
+
+
+async def test_the_kind_a_job_goes_faster_on_is_the_one_it_gets(jp_fetch):
+    """Placement by value: with one A100 and two T4s free, a job said to go three times faster
+    on a T4 gets a T4 (fit alone would give it the lone A100), and one said to go four times
+    faster on an A100 gets the A100; each measures its speed on the kind it runs on."""
+    kind = {g["id"]: g["kind"] for g in (await api(jp_fetch, "gpus"))["gpus"]}
+    a = await api(jp_fetch, "jobs", "POST", synthetic("A", 1, 1))
+    [a] = await until(lambda: running(jp_fetch, a["id"]), 120, "A running")
+    assert kind[a["gpus"][0]] == "A100-80GB"  # the tightest fit: both kinds have 2 free
+
+    def said(name, speeds):
+        body = synthetic(name, 1, 1)
+        body["synthetic"]["kind_speed"] = speeds
+        return body
+
+    t = await api(jp_fetch, "jobs", "POST", said("T", {"T4": 3, "A100-80GB": 1}))
+    [t] = await until(lambda: running(jp_fetch, t["id"]), 120, "T running")
+    assert kind[t["gpus"][0]] == "T4"
+    f = await api(jp_fetch, "jobs", "POST", said("F", {"A100-80GB": 4, "T4": 1}))
+    [f] = await until(lambda: running(jp_fetch, f["id"]), 120, "F running")
+    assert kind[f["gpus"][0]] == "A100-80GB"
+
+    async def measured():
+        job = await api(jp_fetch, f"jobs/{f['id']}")
+        return job if job["throughput_by_kind"] else None
+
+    job = await until(measured, 120, "F's speed on the A100")
+    assert set(job["throughput_by_kind"]) == {"A100-80GB"}
+    assert job["throughput_by_kind"]["A100-80GB"]["1"] > 0
+    for j in (a, t, f):
+        await api(jp_fetch, f"jobs/{j['id']}/cancel", "POST", {})

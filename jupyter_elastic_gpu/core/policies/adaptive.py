@@ -338,6 +338,7 @@ class AdaptivePolicy:
             {p.job.id: p.job.gpus for p in plans},
             {p.job.id: p.count for p in plans},
             order,
+            snapshot.kind_speed,
         )
         reasons = _Reasons(self, plans, free)
 

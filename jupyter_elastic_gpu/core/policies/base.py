@@ -92,7 +92,11 @@ def fixed_size_decision(
         else:
             counts[job.id] = 0
     allocations = place(
-        snapshot.gpus, {j.id: j.gpus for j in snapshot.jobs}, counts, [j.id for j in ordered]
+        snapshot.gpus,
+        {j.id: j.gpus for j in snapshot.jobs},
+        counts,
+        [j.id for j in ordered],
+        snapshot.kind_speed,
     )
     reasons: dict[str, Reason] = {}
     for job in ordered:

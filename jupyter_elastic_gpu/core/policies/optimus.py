@@ -53,7 +53,11 @@ class OptimusPolicy:
             if counts[job.id] < job.max_gpus:
                 heapq.heappush(heap, (-gain(job, counts[job.id]), i, job))
         allocations = place(
-            snapshot.gpus, {j.id: j.gpus for j in snapshot.jobs}, counts, [j.id for j in order]
+            snapshot.gpus,
+            {j.id: j.gpus for j in snapshot.jobs},
+            counts,
+            [j.id for j in order],
+            snapshot.kind_speed,
         )
         reasons = {
             j.id: (

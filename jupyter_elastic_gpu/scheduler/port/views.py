@@ -93,6 +93,10 @@ def job_view(job: JobRecord) -> JobView:
         eta_s=job.eta_s(),
         estimating=job.estimating,
         throughput={str(k): v for k, v in sorted(job.throughput.items())},
+        throughput_by_kind={
+            kind: {str(k): v for k, v in sorted(speeds.items())}
+            for kind, speeds in sorted(job.kind_throughput.items())
+        },
         resize_cost_s=job.resize_cost_s,
         resizes=job.resizes,
         history=job.history[-HISTORY_SHOWN:],
