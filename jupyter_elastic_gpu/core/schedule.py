@@ -54,6 +54,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import replace
+from typing import NamedTuple
 
 from .fairshare import Entitlement, FairShare, entitlements, share_reason
 from .model import Decision, Job, Snapshot
@@ -87,6 +88,53 @@ def decide(policy: Policy, snapshot: Snapshot, now: float) -> Decision:
     return _within_caps(
         policy, snapshot, now, decision, caps, lambda job, n, top: cap_reason(job, cap, n, top)
     )
+
+
+class Together(NamedTuple):
+    """``decide_together``'s answer."""
+
+    #: The decision to carry out.
+    decision: Decision
+    #: Each job given GPUs it could not start on, with what it was given.
+    apart: dict[str, tuple[str, ...]]
+    #: The first decision, every job in it (those apart too): the order to rank the queue by.
+    ranked: Decision
+
+
+def decide_together(
+    policy: Policy, snapshot: Snapshot, now: float, group: Mapping[str, str]
+) -> Together:
+    """``decide``, where a job runs on one group of GPUs (``group``: each GPU's node, or its
+    kind on its node where kinds are mixed: ``placement.groups``).
+
+    The policies count GPUs; a job not running yet that they give GPUs of which no group holds
+    its minimum cannot start on them. It gets none, and the others are decided again without
+    it, so that those GPUs go to a job that can use them rather than stay idle. Returns the
+    decision and each such job with what it was given (its reason says why it waits: the
+    driver's ``spread``). Where every GPU is in one group nothing changes.
+    """
+    decision = decide(policy, snapshot, now)
+    if len(set(group.values())) <= 1:
+        return Together(decision, {}, decision)
+    apart = {
+        job.id: tuple(decision.allocations[job.id])
+        for job in snapshot.jobs
+        if not job.gpus
+        and decision.allocations.get(job.id)
+        and not together(decision.allocations[job.id], group, job.min_gpus)
+    }
+    if not apart:
+        return Together(decision, {}, decision)
+    rest = tuple(j for j in snapshot.jobs if j.id not in apart)
+    return Together(decide(policy, replace(snapshot, jobs=rest), now), apart, decision)
+
+
+def together(gpus: Collection[str], group: Mapping[str, str], least: int) -> bool:
+    """Whether ``least`` of ``gpus`` are in one group (the rest of a grant is cut off)."""
+    sizes: dict[str, int] = {}
+    for g in gpus:
+        sizes[group.get(g, "")] = sizes.get(group.get(g, ""), 0) + 1
+    return max(sizes.values(), default=0) >= least
 
 
 #: Lending rounds at most: GPUs the shares leave idle go to users who can use them, and the

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import dataclasses
 import time
 import uuid
 from collections import Counter
@@ -31,7 +30,7 @@ from ..core.model import Snapshot
 from ..core.placement import groups, mixed, widest_kind
 from ..core.policies import Policy
 from ..core.reasons import Told
-from ..core.schedule import decide, queue_positions
+from ..core.schedule import decide_together, queue_positions
 from ..errors import BadRequest, Forbidden, NotFound, StorageUnavailable
 from ..models import (
     CancelRequest,
@@ -413,28 +412,13 @@ class SchedulerService(SchedulerSettings):
             if not open_jobs:
                 return
             snap = self.core_snapshot()
-            decision = decide(self.decider, snap, now)
             infos = self.gpu_infos()
             node = groups(infos)  # (of one kind where kinds are mixed)
             kind = {g.id: g.kind for g in infos} if mixed(infos) else None
-            # A queued job given GPUs that are not together (on two servers, of two kinds)
-            # cannot start on them: it waits, and the others decide again without it, so
-            # that those GPUs go to a job that can use them rather than stay idle.
-            apart = {
-                job.id: list(decision.allocations[job.id])
-                for job in open_jobs
-                if job.state == JobState.QUEUED
-                and decision.allocations.get(job.id)
-                and not grants.on_one_node(
-                    list(decision.allocations[job.id]), (), node, job.min_gpus
-                )
-            }
-            final = decision
-            if apart:
-                rest = tuple(j for j in snap.jobs if j.id not in apart)
-                final = decide(self.decider, dataclasses.replace(snap, jobs=rest), now)
+            # a queued job given GPUs that are not together waits (``decide_together``)
+            final, apart, decision = decide_together(self.decider, snap, now, node)
             for job in open_jobs:
-                wanted = apart.get(job.id) or list(final.allocations.get(job.id, ()))
+                wanted = list(apart.get(job.id) or final.allocations.get(job.id, ()))
                 target = (
                     []
                     if job.id in apart

@@ -32,10 +32,10 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from ..core.model import Job, Snapshot, trusted_job
-from ..core.placement import mixed
+from ..core.placement import groups
 from ..core.policies import Policy
 from ..core.reasons import EstimateLimit
-from ..core.schedule import decide
+from ..core.schedule import decide_together
 
 #: Seconds between two decisions of the forward run while someone waits (at least).
 TICK_S = 60.0
@@ -167,9 +167,9 @@ def forecast(
     # job frees wait for the next decision, as long as ``gap`` at most).
     gap, tick = 0.0, tick_s
     open_ = dict(runs)
-    kind = {g.id: g.kind for g in snapshot.gpus} if mixed(snapshot.gpus) else None
+    group = groups(snapshot.gpus)  # a job runs on one node, of one kind where kinds mix
     t = last = now
-    _decide(policy, snapshot, open_, t, kind)
+    _decide(policy, snapshot, open_, t, group)
     decisions, pending = 1, False  # pending: a job finished since the last decision
     usable = max(len(snapshot.usable_gpus), 1)
     while open_ and decisions < max_decisions:
@@ -196,7 +196,7 @@ def forecast(
         t = due
         pending = _take_finished(open_, t) or pending
         if open_ and (t >= last + gap or not pending) and (pending or t >= last + tick):
-            _decide(policy, snapshot, open_, t, kind)
+            _decide(policy, snapshot, open_, t, group)
             decisions, last, pending = decisions + 1, t, False
     if open_ and decisions >= max_decisions:
         limits.append("decisions")
@@ -268,22 +268,13 @@ def _decide(
     snapshot: Snapshot,
     open_: dict[str, _Run],
     t: float,
-    kind: Mapping[str, str] | None = None,
+    group: Mapping[str, str],
 ) -> None:
-    """One decision at ``t`` on the open jobs as they stand, carried out. Where the GPUs are of
-    several kinds (``kind``), a waiting job given GPUs of two kinds does not start on them,
-    and the others are decided again without it, as the live scheduler does."""
+    """One decision at ``t`` on the open jobs as they stand, carried out: a waiting job given
+    GPUs it cannot start on (not together, ``group``) gets none and the others are decided
+    again without it, as the live scheduler does (``decide_together``)."""
     jobs = tuple(r.as_job(t) for r in open_.values())
-    decision = decide(policy, replace(snapshot, jobs=jobs), t)
-    if kind is not None:
-        apart = {
-            job_id
-            for job_id, gpus in decision.allocations.items()
-            if gpus and not open_[job_id].gpus and len({kind.get(g) for g in gpus}) > 1
-        }
-        if apart:
-            rest = tuple(j for j in jobs if j.id not in apart)
-            decision = decide(policy, replace(snapshot, jobs=rest), t)
+    decision = decide_together(policy, replace(snapshot, jobs=jobs), t, group).decision
     for job_id, gpus in decision.allocations.items():
         r = open_[job_id]
         if set(gpus) != set(r.gpus):

@@ -85,3 +85,28 @@ def test_speeds_change_nothing_where_the_gpus_are_of_one_kind():
     assert place(same, {}, {"x": 2, "y": 2}, ["x", "y"], value) == place(
         same, {}, {"x": 2, "y": 2}, ["x", "y"]
     )
+
+
+def test_a_waiting_job_given_gpus_it_cannot_start_on_gets_none_and_the_others_decide_again():
+    from jupyter_elastic_gpu.core.model import Job, Snapshot
+    from jupyter_elastic_gpu.core.placement import groups
+    from jupyter_elastic_gpu.core.policies import make_policy
+    from jupyter_elastic_gpu.core.schedule import decide_together, together
+    from jupyter_elastic_gpu.core.speed import SpeedModel
+
+    gpus = MIXED
+    group = groups(gpus)
+    assert together(("a0", "a1"), group, 2) and not together(("a0", "t0"), group, 2)
+    # a0 and t0 are held: one GPU of each kind is free
+    holders = [
+        Job(f"h{g}", 0.0, 1e9, 1, 1, gpus=(g,), started=True, speed=SpeedModel({1: 1.0}))
+        for g in ("a0", "t0")
+    ]
+    wide = Job("wide", 1.0, 10.0, 2, 2, speed=SpeedModel({1: 1.0, 2: 2.0}))
+    narrow = Job("narrow", 2.0, 1e6, 1, 1, speed=SpeedModel({1: 1.0}))
+    snap = Snapshot(gpus, (*holders, wide, narrow))
+    out = decide_together(make_policy("adaptive"), snap, 10.0, group)
+    assert set(out.apart) == {"wide"} and len(out.apart["wide"]) == 2
+    assert not out.decision.allocations.get("wide")
+    assert len(out.decision.allocations["narrow"]) == 1  # on one of the GPUs wide could not use
+    assert "wide" in out.ranked.order
