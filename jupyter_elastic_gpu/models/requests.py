@@ -343,7 +343,9 @@ class LeaseRequest(Strict):
     non-elastic job of that size, never resized or checkpointed, held while its kernel lives.
     """
 
-    gpus: GpuCount = Field(1, description="The GPUs the kernel gets (1 with `mig`).")
+    gpus: GpuCount | None = Field(
+        None, description="The GPUs the kernel gets (required, but for `mig`: 1)."
+    )
     mig: MigProfile | None = Field(
         None,
         description="A MIG profile (`1g.10gb`): the kernel gets one MIG instance of it instead "
@@ -368,9 +370,16 @@ class LeaseRequest(Strict):
 
     @model_validator(mode="after")
     def _one_slice(self) -> LeaseRequest:
-        if self.mig is not None and self.gpus != 1:
+        if self.mig is None and self.gpus is None:
+            raise ValueError("gpus: the GPUs the kernel gets is required (or mig: a MIG profile)")
+        if self.mig is not None and self.gpus not in (None, 1):
             raise ValueError(f"a lease of a MIG slice ({self.mig}) is of one slice: gpus is 1")
         return self
+
+    @property
+    def size(self) -> int:
+        """The GPUs it holds (a MIG slice counts as one device)."""
+        return self.gpus or 1
 
     def submit_request(self, simulated: bool | None = None) -> SubmitRequest:
         """The job this lease is, as the scheduler keeps it."""
@@ -378,9 +387,9 @@ class LeaseRequest(Strict):
             name=self.name,
             kind=JobKind.INTERACTIVE,
             mig=self.mig,
-            min_gpus=self.gpus,
-            max_gpus=self.gpus,
-            requested_gpus=self.gpus,
+            min_gpus=self.size,
+            max_gpus=self.size,
+            requested_gpus=self.size,
             notebook=self.notebook,
             simulated=simulated,
         )

@@ -189,10 +189,10 @@ class InteractiveLeases(LoggingConfigurable):
                 for j in self.jobs.values()
                 if is_lease(j) and j.user == who.user and not j.final and j.spec.mig is None
             )
-            if held + request.gpus > cap:
+            if held + request.size > cap:
                 raise Conflict(
                     f"{who.user}'s kernels hold or wait for {plural(held, 'GPU')}: with "
-                    f"{plural(request.gpus, 'more GPU')} they would pass the most one user's "
+                    f"{plural(request.size, 'more GPU')} they would pass the most one user's "
                     f"kernels may have, {cap} (c.InteractiveLeases.user_gpu_cap); shut down a "
                     "kernel with GPUs first, or train with %%elastic_train, which has no cap"
                 )

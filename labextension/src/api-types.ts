@@ -477,8 +477,8 @@ export interface LeaseGrant {
  * never resized or checkpointed, held while its kernel lives.
  */
 export interface LeaseRequest {
-  /** The GPUs the kernel gets (1 with `mig`). */
-  gpus?: number;
+  /** The GPUs the kernel gets (required, but for `mig`: 1). */
+  gpus?: number | null;
   /** A MIG profile (`1g.10gb`): the kernel gets one MIG instance of it instead of whole GPUs. */
   mig?: string | null;
   /** 1-80 letters, digits, spaces, '.', '_' or '-'. */

@@ -166,8 +166,8 @@ and `since` choose otherwise (the CLI's `status` and `%elastic_jobs` send them).
         "open_lease", "POST", "leases", 201, "The lease, and its secret (shown this once).",
         "jobs",
         "Lease GPUs for a notebook kernel (docs/interactive-gpus.md): a job of kind "
-        "`interactive` of exactly `gpus` GPUs.",
-        WRITE,
+        "`interactive` of exactly `gpus` GPUs, or of one MIG instance (`mig`).",
+        (*WRITE, 409),
         description="""\
 Asked by a kernel's provisioner as the kernel's user. The lease is admitted like a
 non-elastic job of its size (queued with its reason and estimated start, under the
@@ -177,6 +177,11 @@ the answer has no GPUs while it waits, its GPUs once they are free, and `cancel`
 is over (cancelled, released from an idle kernel). A provisioner silent past the
 heartbeat timeout ends it.
 """,
+        notes={
+            409: "Past the most GPUs (or MIG slices) one user's kernels may hold or wait for "
+            "(`c.InteractiveLeases.user_gpu_cap`), or a scheduler over several servers, which "
+            "leases no GPUs to kernels yet.",
+        },
     ),
     Route(
         "lease_kernel", "POST", "kernels/{kernel_id}/lease", 202,
