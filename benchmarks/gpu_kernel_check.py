@@ -1,12 +1,15 @@
 """Notebook kernels on a real NVIDIA machine: a plain kernel allocates nothing on any GPU, a
-leased one only on its own.
+leased one only on its own; where a GPU is in MIG mode, a kernel leasing one of its instances
+sees that instance only.
 
 Starts a Jupyter server with the extension (GPUs from NVML) and two kernels through its REST
 API, as JupyterLab does: a plain "Python 3" and a "Python 3 (1 GPU)". Each imports TensorFlow
 and computes something small; then NVML's compute processes say on which GPUs each kernel
 holds memory. Checks: the plain kernel lists no GPU in TensorFlow and appears on no GPU; the
-leased kernel lists exactly one and appears only on the GPU of its lease. Prints each check and
-exits 1 when one fails.
+leased kernel lists exactly one and appears only on the GPU of its lease; a "Python 3 (PROFILE
+MIG slice)" kernel (for a profile the first GPU in MIG mode has) gets CUDA_VISIBLE_DEVICES=
+MIG-<uuid> of its lease and lists one GPU. Read only: it never changes a GPU's settings or MIG
+layout. Prints each check and exits 1 when one fails.
 
 On a machine without an NVIDIA GPU (no driver, no nvidia-ml-py) it says why and exits 0.
 
@@ -42,11 +45,16 @@ CODE = (
 )
 
 
-def environment(root: Path) -> dict[str, str]:
-    """A kernel spec 'Python 3 (1 GPU)' in a data folder of this run's own."""
-    folder = root / "data" / "kernels" / spec_name(1)
-    folder.mkdir(parents=True)
-    (folder / "kernel.json").write_text(json.dumps(kernel_json(1, python=sys.executable)))
+def environment(root: Path, mig: str | None) -> dict[str, str]:
+    """Kernel specs 'Python 3 (1 GPU)' and, where a GPU is in MIG mode, 'Python 3 (PROFILE MIG
+    slice)' for one of its instances' profiles, in a data folder of this run's own."""
+    for name, spec in [
+        (spec_name(1), kernel_json(1, python=sys.executable)),
+        *([(spec_name(1, mig), kernel_json(1, python=sys.executable, mig=mig))] if mig else []),
+    ]:
+        folder = root / "data" / "kernels" / name
+        folder.mkdir(parents=True)
+        (folder / "kernel.json").write_text(json.dumps(spec))
     paths = [str(ROOT), str(ROOT / "sidecar")]
     if not any(
         ep.name == PROVISIONER_NAME
@@ -121,13 +129,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gpu_kernel_check: skipped: no NVIDIA GPU here ({e})")
         return 0
     count = inv.count
+    slices = [(g.id, s) for g in inv.snapshot() for s in g.mig or ()]
     inv.close()
     if count == 0:
         print("gpu_kernel_check: skipped: NVML works but finds no GPU")
         return 0
+    mig = slices[0][1].profile if slices else None
 
     root = Path(tempfile.mkdtemp(prefix="gpu-kernel-check-"))
-    server = JupyterServer(root, env=environment(root))
+    server = JupyterServer(root, env=environment(root, mig))
     failures = 0
 
     def check(ok: bool, what: str) -> None:
@@ -154,6 +164,27 @@ def main(argv: list[str] | None = None) -> int:
         print(f"leased kernel: {seen}; lease {lease['id']} on GPU(s) {lease['gpus']}; NVML: {on}")
         check(len(seen["gpus"]) == 1, "leased kernel: TensorFlow lists exactly one GPU")
         check(on == lease["gpus"], "leased kernel: on its lease's GPU only, per NVML")
+
+        if mig is None:
+            print(
+                "\nMIG: no GPU is in MIG mode here, so the slice check is skipped (an admin "
+                "enables it with nvidia-smi; this check never changes a GPU's settings)"
+            )
+        else:
+            sliced = start_kernel(server, spec_name(1, mig))
+            seen = run(server, sliced, CODE)
+            time.sleep(2)
+            (lease,) = [
+                j
+                for j in server.get("jobs")["jobs"]
+                if j.get("kind") == "interactive" and j.get("mig") == mig
+            ]
+            parent = {s.uuid: gpu for gpu, s in slices}.get(lease["gpus"][0])
+            on = gpus_of(seen["pid"])
+            print(f"MIG kernel: {seen}; lease {lease['id']} on {lease['gpus']}; NVML: {on}")
+            check(seen["cuda"] == lease["gpus"][0], f"MIG kernel: CUDA sees its {mig} slice only")
+            check(len(seen["gpus"]) == 1, "MIG kernel: TensorFlow lists exactly one GPU")
+            check(on in ([], [parent]), "MIG kernel: on no GPU but its slice's, per NVML")
     finally:
         finish(server, [], root, args.keep)
     print(f"\n{'all checks passed' if not failures else f'{failures} check(s) failed'}")
