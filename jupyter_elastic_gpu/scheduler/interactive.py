@@ -168,13 +168,16 @@ class InteractiveLeases(LoggingConfigurable):
             self.hold_limit_contended,
         )
 
-    def gpu_cap(self) -> int:
-        """The cap on one user's lease GPUs in force (0: none)."""
+    def gpu_cap(self, mig: bool = False) -> int:
+        """The cap on one user's lease GPUs in force (0: none); ``mig``: on their MIG slices,
+        by the same rule over the slices."""
         if self.user_gpu_cap >= 0:
             return self.user_gpu_cap
         if self.launcher.starts_processes:  # a personal server: its one user
             return 0
-        return max(1, (len(self.gpu_infos()) + 1) // 2)
+        infos = self.gpu_infos()
+        pool = len(mig_slices(infos)) if mig else len(infos)
+        return max(1, (pool + 1) // 2)
 
     # -- users' requests ------------------------------------------------------------------
     async def open(self, who: Principal, body: object) -> LeaseGrant:
@@ -218,12 +221,7 @@ class InteractiveLeases(LoggingConfigurable):
     def _check_slice_cap(self, who: Principal) -> None:
         """One user's kernels hold or wait for at most ``user_gpu_cap`` MIG slices, by default
         half of them on a shared scheduler: the same rule as for GPUs, over the slices."""
-        if self.user_gpu_cap >= 0:
-            cap = self.user_gpu_cap
-        elif self.launcher.starts_processes:
-            cap = 0
-        else:
-            cap = max(1, (len(mig_slices(self.gpu_infos())) + 1) // 2)
+        cap = self.gpu_cap(mig=True)
         held = sum(
             1
             for j in self.jobs.values()
