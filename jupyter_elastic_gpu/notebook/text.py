@@ -179,7 +179,7 @@ def jobs_table(jobs: list[dict[str, Any]]) -> str:
                 j["user"],
                 j["state"],
                 ",".join(j.get("gpus") or []) or "-",
-                gpu_range(j["min_gpus"], j["max_gpus"]),
+                j.get("mig") or gpu_range(j["min_gpus"], j["max_gpus"]),  # a MIG slice's profile
                 prog,
                 (j.get("reason") or "")[:70],
             ]

@@ -269,10 +269,12 @@ function isLease(job: IJob): boolean {
 
 function metaLine(job: IJob): string {
   const parts = [job.user];
+  // a job on a MIG instance holds and asks for a slice, not GPUs
+  const slice = job.mig ? `a ${job.mig} MIG slice` : null;
   if (job.gpus && job.gpus.length) {
-    parts.push(`holds ${plural(job.gpus.length, 'GPU')} (${gpuList(job.gpus)})`);
+    parts.push(`holds ${slice ?? plural(job.gpus.length, 'GPU')} (${gpuList(job.gpus)})`);
   }
-  const range = gpuRange(job);
+  const range = slice ?? gpuRange(job);
   if (range) {
     parts.push(`asks ${range}`);
   }

@@ -286,6 +286,16 @@ describe('the meta line of a script job', () => {
     );
     expect(meta({})).not.toContain('framework'); // synthetic jobs and leases have none
   });
+
+  it('says a MIG slice where the job asks for one', () => {
+    expect(meta({ mig: '1g.10gb', min_gpus: 1, max_gpus: 1 })).toBe(
+      'ann \u00b7 asks a 1g.10gb MIG slice \u00b7 #1 in the queue'
+    );
+    const held = meta({ mig: '3g.40gb', state: 'running', gpus: ['MIG-a'], position: null });
+    expect(held).toBe(
+      'ann \u00b7 holds a 3g.40gb MIG slice (MIG-a) \u00b7 asks a 3g.40gb MIG slice'
+    );
+  });
 });
 
 describe("the trainer's note", () => {

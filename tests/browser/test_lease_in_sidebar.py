@@ -88,6 +88,48 @@ def test_a_kernel_lease_shows_in_the_sidebar_and_release_frees_it(open_lab, kern
     assert code == 200, alive
 
 
+def test_a_mig_slice_lease_shows_under_its_gpu_with_its_holder(open_lab, kernel_env):
+    """A box with an H100 in MIG mode (two 1g.10gb instances) and a T4: a "Python 3 (1g.10gb
+    MIG slice)" kernel gets one instance; the H100's tile lists both with who holds each and
+    says NVML reports no utilisation there; the lease's card says it holds a slice."""
+    lab = open_lab(env=kernel_env, config={"simulated_gpus": "H100-80GB[2x1g.10gb],T4"})
+    lab.show_panel()
+    slices = lab.panel.locator("[data-slice-uuid]")
+    expect(slices).to_have_count(2)
+    expect(lab.panel.locator('[data-slice-state="free"]')).to_have_count(2)
+    server = lab.server
+    spec = spec_name(1, "1g.10gb")
+    code, kernel = call("POST", server.url + "api/kernels", server.token, {"name": spec})
+    assert code == 201, kernel
+    lease = wait_for(
+        lambda: next(
+            (j for j in server.jobs() if j["kind"] == "interactive" and j["state"] == "running"),
+            None,
+        ),
+        30,
+        what="the kernel's slice lease to run",
+    )
+    (held,) = lease["gpus"]
+    row = lab.panel.locator(f'[data-slice-uuid="{held}"]')
+    expect(row).to_have_attribute("data-slice-state", "held")
+    expect(row).to_have_attribute("data-slice-profile", "1g.10gb")
+    expect(row.locator(".jp-ElasticGpu-sliceHolder")).to_have_text(
+        f"{lease['name'] or lease['id']} (you)"
+    )
+    tile = lab.panel.locator('[data-gpu-id="0"]')
+    expect(tile).to_have_attribute("data-gpu-mig", "2")
+    expect(tile.locator(".jp-ElasticGpu-gpuUtil")).to_have_text("utilisation not reported (MIG)")
+    card = lab.job(lease["id"])
+    expect(card.locator(".jp-ElasticGpu-jobMeta")).to_contain_text(
+        f"holds a 1g.10gb MIG slice ({held})"
+    )
+    expect(card.locator(".jp-ElasticGpu-reason")).to_contain_text(
+        "holds a 1g.10gb MIG slice for its notebook kernel"
+    )
+    card.locator('[data-action="cancel"]').click()  # Release: the slice is free again
+    expect(lab.panel.locator('[data-slice-state="free"]')).to_have_count(2)
+
+
 def test_an_idle_kernel_s_lease_is_announced_before_its_gpus_go(open_lab, kernel_env):
     """Idle reclaim's warning reaches the user in JupyterLab (a notification that stays), not
     only as the lease's reason on its card: here after 3 s of idleness, a release at 10 min."""

@@ -4,6 +4,8 @@ resized job has had (the story a saved notebook keeps)."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from jupyter_elastic_gpu.notebook.text import ESTIMATING, describe_job, epoch_text
@@ -170,3 +172,24 @@ def test_the_noise_scale_reaches_the_job_view_and_bad_values_are_refused():
     for bad in ({"noise_scale": -1.0}, {"grad_var": float("inf")}, {"noise_steps": "many"}):
         with pytest.raises(ValidationError):
             ProgressRecord.model_validate({"t": 1.0, **bad})
+
+
+def test_the_jobs_table_says_a_mig_profile_where_a_job_asks_for_a_slice():
+    from jupyter_elastic_gpu.notebook.text import jobs_table
+
+    base = {"user": "ann", "state": "running", "progress": None, "reason": "running"}
+    table = jobs_table(
+        [
+            {
+                **base,
+                "id": "j-1",
+                "gpus": ["MIG-a"],
+                "min_gpus": 1,
+                "max_gpus": 1,
+                "mig": "1g.10gb",
+            },
+            {**base, "id": "j-2", "gpus": ["0", "1"], "min_gpus": 1, "max_gpus": 4},
+        ]
+    ).splitlines()
+    assert re.search(r"\bMIG-a\s+1g\.10gb\s", table[1]), table
+    assert re.search(r"\b0,1\s+1\u20134 GPUs\s", table[2]), table
