@@ -51,8 +51,21 @@ def format_status(doc: dict[str, Any]) -> str:
     GPUs stay idle when the scheduler says), then the jobs."""
     gpus = doc.get("gpus") or []
     jobs = doc.get("jobs") or []
-    if len({g.get("kind") for g in gpus}) > 1:  # a lab of mixed GPUs: say which is which
-        rows = [[_cell(g.get("id")), _cell(g.get("kind")), _holder(g.get("holder"))] for g in gpus]
+    sliced = any(isinstance(g.get("mig"), list) for g in gpus)
+    if sliced or len({g.get("kind") for g in gpus}) > 1:  # say which GPU is which
+        rows = []
+        for g in gpus:
+            rows.append([_cell(g.get("id")), _cell(g.get("kind")), _holder(g.get("holder"))])
+            slices = g.get("mig") if isinstance(g.get("mig"), list) else []
+            for s in slices:
+                if isinstance(s, dict):  # a MIG instance, under its GPU
+                    rows.append(
+                        [
+                            f"  {_cell(s.get('uuid'))}",
+                            _cell(s.get("profile")),
+                            _holder(s.get("holder")),
+                        ]
+                    )
         head = table(["GPU", "KIND", "HOLDER"], rows)
     else:
         rows = [[_cell(g.get("id")), _holder(g.get("holder"))] for g in gpus]

@@ -59,6 +59,7 @@ from .responses import (
     StatusGpu,
     StatusJob,
     StatusProgress,
+    StatusSlice,
     Updates,
     Whoami,
 )
@@ -108,6 +109,7 @@ __all__ = [
     "StatusGpu",
     "StatusJob",
     "StatusProgress",
+    "StatusSlice",
     "SubmitRequest",
     "SyntheticSpec",
     "Updates",

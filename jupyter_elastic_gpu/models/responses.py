@@ -319,10 +319,21 @@ IDLE_KIND = "'idle' when 'idle' is said: the idle line as a reason_kind"
 IDLE_FIGURES = "the figures behind 'idle' (gpus, at, causes: each job's kind and figures)"
 
 
+class StatusSlice(Strict):
+    """One MIG instance of a GPU in ``status``."""
+
+    uuid: str
+    profile: str
+    holder: str | None = Field(None, description="Id of the lease or job on it.")
+
+
 class StatusGpu(Strict):
     id: str
     kind: str = Field("simulated", description="What kind of GPU it is (as in `GET gpus`).")
     holder: str | None
+    mig: list[StatusSlice] | None = Field(
+        None, description="Its MIG instances and their holders where MIG mode is on."
+    )
 
 
 class Status(Strict):

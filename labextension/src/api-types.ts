@@ -878,6 +878,8 @@ export interface StatusGpu {
   /** What kind of GPU it is (as in `GET gpus`). */
   kind?: string;
   holder: string | null;
+  /** Its MIG instances and their holders where MIG mode is on. */
+  mig?: StatusSlice[] | null;
 }
 
 /** One job in the status document; `name` and `reason` only for the caller's own. */
@@ -908,6 +910,14 @@ export interface StatusProgress {
   epochs?: number | null;
   step?: number | null;
   replicas?: number | null;
+}
+
+/** One MIG instance of a GPU in `status`. */
+export interface StatusSlice {
+  uuid: string;
+  profile: string;
+  /** Id of the lease or job on it. */
+  holder?: string | null;
 }
 
 /**

@@ -79,6 +79,12 @@ def test_two_users_kernels_get_a_slice_each_and_jobs_never_the_mig_gpu(mig_daemo
     assert by_uuid[slices["bob"][0]]["holder_user"] == "bob"
     assert by_uuid[slices["bob"][0]]["holder_name"] is None  # another user's: not named
     assert gpus[0]["holder"] is None  # the GPU itself is nobody's
+    status = get_json(daemon.api_url + "status", tokens["alice"])["gpus"]  # the CLI's status
+    assert {s["uuid"]: s["holder"] for s in status[0]["mig"]} == {
+        slices["alice"][0]: held["alice"]["id"],
+        slices["bob"][0]: held["bob"]["id"],
+        next(u for u in by_uuid if by_uuid[u]["profile"] == "3g.40gb"): None,
+    }
 
     # a third 1g.10gb lease waits, saying for what
     status, third = call("POST", daemon.api_url + "leases", tokens["alice"], {"mig": "1g.10gb"})

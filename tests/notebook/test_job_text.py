@@ -193,3 +193,30 @@ def test_the_jobs_table_says_a_mig_profile_where_a_job_asks_for_a_slice():
     ).splitlines()
     assert re.search(r"\bMIG-a\s+1g\.10gb\s", table[1]), table
     assert re.search(r"\b0,1\s+1\u20134 GPUs\s", table[2]), table
+
+
+def test_status_lists_mig_instances_under_their_gpu_with_their_holders():
+    doc = {
+        "gpus": [
+            {
+                "id": "0",
+                "kind": "H100-80GB",
+                "holder": None,
+                "mig": [
+                    {"uuid": "MIG-a", "profile": "3g.40gb", "holder": "j-1"},
+                    {"uuid": "MIG-b", "profile": "1g.10gb", "holder": None},
+                ],
+            },
+            {"id": "1", "kind": "H100-80GB", "holder": "j-2", "mig": None},
+        ],
+        "jobs": [],
+    }
+    lines = format_status(doc).splitlines()
+    assert lines[0].split() == ["GPU", "KIND", "HOLDER"]
+    assert [line.split() for line in lines[1:5]] == [
+        ["0", "H100-80GB", "free"],
+        ["MIG-a", "3g.40gb", "j-1"],
+        ["MIG-b", "1g.10gb", "free"],
+        ["1", "H100-80GB", "j-2"],
+    ]
+    assert lines[2].startswith("  MIG-a")

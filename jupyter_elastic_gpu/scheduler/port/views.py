@@ -33,6 +33,7 @@ from ...models import (
     StatusGpu,
     StatusJob,
     StatusProgress,
+    StatusSlice,
 )
 from ...sim.forecast import Forecast
 from .. import estimates as expect
@@ -321,7 +322,20 @@ def status(
             )
         )
     return Status(
-        gpus=[StatusGpu(id=g.id, kind=g.kind, holder=holders.get(g.id)) for g in gpu_infos],
+        gpus=[
+            StatusGpu(
+                id=g.id,
+                kind=g.kind,
+                holder=holders.get(g.id),
+                mig=None
+                if g.mig is None
+                else [
+                    StatusSlice(uuid=s.uuid, profile=s.profile, holder=holders.get(s.uuid))
+                    for s in g.mig
+                ],
+            )
+            for g in gpu_infos
+        ],
         jobs=summaries,
         hidden=hidden,
         **_idle(forecast, who, every),
