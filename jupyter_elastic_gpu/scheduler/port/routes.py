@@ -167,7 +167,7 @@ and `since` choose otherwise (the CLI's `status` and `%elastic_jobs` send them).
         "jobs",
         "Lease GPUs for a notebook kernel (docs/interactive-gpus.md): a job of kind "
         "`interactive` of exactly `gpus` GPUs, or of one MIG instance (`mig`).",
-        (*WRITE, 409),
+        (400, 401, 403, 409, 413, 503, 507),
         description="""\
 Asked by a kernel's provisioner as the kernel's user. The lease is admitted like a
 non-elastic job of its size (queued with its reason and estimated start, under the
