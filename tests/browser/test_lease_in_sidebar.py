@@ -29,12 +29,10 @@ def kernel_env(tmp_path) -> dict:
     return leased_kernel_env(tmp_path / "jupyter-data", (1,))
 
 
-def test_a_kernel_lease_shows_in_the_sidebar_and_release_frees_it(open_lab, kernel_env):
-    lab = open_lab(env=kernel_env)
-    lab.show_panel()
-    expect(lab.gpus_in("free")).to_have_count(4)
-    server = lab.server
-    code, kernel = call("POST", server.url + "api/kernels", server.token, {"name": spec_name(1)})
+def start_leased_kernel(server, spec: str) -> tuple[str, dict]:
+    """Start a kernel of ``spec`` through the server's REST API (as JupyterLab's launcher
+    does) and wait until its lease runs; returns the kernel's id and the lease."""
+    code, kernel = call("POST", server.url + "api/kernels", server.token, {"name": spec})
     assert code == 201, kernel
     lease = wait_for(
         lambda: next(
@@ -42,8 +40,17 @@ def test_a_kernel_lease_shows_in_the_sidebar_and_release_frees_it(open_lab, kern
             None,
         ),
         30,
-        what="the kernel's lease to run",
+        what=f"the lease of a {spec} kernel to run",
     )
+    return kernel["id"], lease
+
+
+def test_a_kernel_lease_shows_in_the_sidebar_and_release_frees_it(open_lab, kernel_env):
+    lab = open_lab(env=kernel_env)
+    lab.show_panel()
+    expect(lab.gpus_in("free")).to_have_count(4)
+    server = lab.server
+    kernel, lease = start_leased_kernel(server, spec_name(1))
     assert len(lease["gpus"]) == 1 and len(server.jobs()) == 1, lease
     gpu = lease["gpus"][0]
 
@@ -84,7 +91,7 @@ def test_a_kernel_lease_shows_in_the_sidebar_and_release_frees_it(open_lab, kern
     assert after["gpus"] == [], after
     code, gpus = call("GET", server.api_url + "gpus", server.token)
     assert code == 200 and all(g["holder"] is None for g in gpus["gpus"]), gpus
-    code, alive = call("GET", f"{server.url}api/kernels/{kernel['id']}", server.token)
+    code, alive = call("GET", f"{server.url}api/kernels/{kernel}", server.token)
     assert code == 200, alive
 
 
@@ -97,18 +104,7 @@ def test_a_mig_slice_lease_shows_under_its_gpu_with_its_holder(open_lab, kernel_
     slices = lab.panel.locator("[data-slice-uuid]")
     expect(slices).to_have_count(2)
     expect(lab.panel.locator('[data-slice-state="free"]')).to_have_count(2)
-    server = lab.server
-    spec = spec_name(1, "1g.10gb")
-    code, kernel = call("POST", server.url + "api/kernels", server.token, {"name": spec})
-    assert code == 201, kernel
-    lease = wait_for(
-        lambda: next(
-            (j for j in server.jobs() if j["kind"] == "interactive" and j["state"] == "running"),
-            None,
-        ),
-        30,
-        what="the kernel's slice lease to run",
-    )
+    _, lease = start_leased_kernel(lab.server, spec_name(1, "1g.10gb"))
     (held,) = lease["gpus"]
     row = lab.panel.locator(f'[data-slice-uuid="{held}"]')
     expect(row).to_have_attribute("data-slice-state", "held")
