@@ -336,6 +336,12 @@ class LaunchRequest(Strict):
     checkpoint_interval: Seconds = Field(description="Seconds between periodic checkpoints.")
 
 
+def check_one_slice(mig: str | None, gpus: int) -> None:
+    """A lease of a MIG slice is of one: ValueError for another count of GPUs with it."""
+    if mig is not None and gpus != 1:
+        raise ValueError(f"a lease of a MIG slice ({mig}) is of one slice: gpus is 1")
+
+
 class LeaseRequest(Strict):
     """The body of ``POST leases``: GPUs for a notebook kernel (docs/interactive-gpus.md).
 
@@ -372,8 +378,7 @@ class LeaseRequest(Strict):
     def _one_slice(self) -> LeaseRequest:
         if self.mig is None and self.gpus is None:
             raise ValueError("gpus: the GPUs the kernel gets is required (or mig: a MIG profile)")
-        if self.mig is not None and self.gpus not in (None, 1):
-            raise ValueError(f"a lease of a MIG slice ({self.mig}) is of one slice: gpus is 1")
+        check_one_slice(self.mig, self.gpus or 1)
         return self
 
     @property
@@ -408,8 +413,7 @@ class KernelLeaseRequest(Strict):
 
     @model_validator(mode="after")
     def _one_slice(self) -> KernelLeaseRequest:
-        if self.mig is not None and self.gpus != 1:
-            raise ValueError(f"a lease of a MIG slice ({self.mig}) is of one slice: gpus is 1")
+        check_one_slice(self.mig, self.gpus)
         return self
 
 
