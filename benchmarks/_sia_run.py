@@ -1,16 +1,19 @@
-"""One run of the Sia artifact's own simulator (SOSP'23), on its homogeneous 64-GPU cluster.
+"""One run of the Sia artifact's own simulator (SOSP'23), on its homogeneous 64-GPU cluster or
+(``--heterogeneous``) its mixed one.
 
 Run by ``sia_compare.py`` with the artifact's interpreter (its pinned numpy, pandas, pymoo 0.4
 and cvxpy with CBC cannot share our environment), so it imports nothing of ours:
 
     python _sia_run.py ARTIFACT_SIA_SIMULATOR_DIR WORKLOAD_CSV MODE [--limit-s S] [--threads N]
-    python _sia_run.py ARTIFACT_SIA_SIMULATOR_DIR --describe
+        [--heterogeneous]
+    python _sia_run.py ARTIFACT_SIA_SIMULATOR_DIR --describe [--heterogeneous]
 
 prints one JSON line: mean JCT, makespan from the first submission (as the artifact's
 ``utils/print_run_stats.py``), restarts per job (its ``num_restarts``: every new allocation
 after a job's first), jobs, simulated rounds, wall time. ``--describe`` prints the settings the
-other side of the comparison needs: the cluster, the per-application restart times and the
-per-application slowdowns the artifact's jobs run with.
+other side of the comparison needs: the cluster (its kinds of GPU: nodes and GPUs per node
+each), the per-kind, per-application restart times and the per-application slowdowns the
+artifact's jobs run with.
 
 MODE is one of
 
@@ -21,11 +24,14 @@ MODE is one of
 * ``pollux``: ``multi_simulator_unaware.py --policy=pollux --policy_p_val=-1``, 60 s rounds;
 * ``pollux-fixed``: the same with each job's batch size fixed as the artifact fixes Sia's
   (``Job.disable_bsz_tuning`` and the row's batch size as the job's target; the artifact has
-  no switch for Pollux), and at most as many GPUs as keep ``min_local_bsz`` samples each.
+  no switch for Pollux), and at most as many GPUs as keep ``min_local_bsz`` samples each;
+* ``gavel``: ``multi_simulator.py --policy=gavel`` with ``run_experiment.sh``'s 360 s rounds
+  (the artifact runs Gavel at each job's row batch size).
 
 The cluster is the artifact's homogeneous one: ``simulator_config.cluster_nnodes`` set to the
 line the artifact leaves commented out there (``{"aws": 16}``: 16 nodes of 4 T4 GPUs), at run
-time; the artifact's files are not changed. CBC runs on ``--threads`` threads (the artifact's
+time; with ``--heterogeneous``, the one it sets there "for experiments" (6 nodes of 4 T4, 2 of
+8 A100, 3 of 8 RTX 2080Ti). The artifact's files are not changed. CBC runs on ``--threads`` threads (the artifact's
 8 would oversubscribe a small machine; a MIP gap of 1e-4 either way) and quietly.
 """
 
@@ -41,7 +47,7 @@ import time
 
 #: The homogeneous cluster of the artifact's ``simulator_config.py`` (commented out there).
 HOMOGENEOUS = {"aws": 16}
-MODES = ("sia", "sia-fixed", "pollux", "pollux-fixed")
+MODES = ("sia", "sia-fixed", "pollux", "pollux-fixed", "gavel")
 
 
 class _Silent:
@@ -54,10 +60,12 @@ class _Silent:
         return lambda *args, **kwargs: None
 
 
-def configure(threads: int):
-    """The artifact's config module, set for the homogeneous cluster."""
+def configure(threads: int, heterogeneous: bool):
+    """The artifact's config module, set for its homogeneous cluster unless ``heterogeneous``
+    (then its own default, the mixed one)."""
     sim_config = importlib.import_module("simulator_config")
-    sim_config.cluster_nnodes = dict(HOMOGENEOUS)
+    if not heterogeneous:
+        sim_config.cluster_nnodes = dict(HOMOGENEOUS)
     sim_config.sia_solver_num_threads = threads
     sim_config.sia_solver_verbose = False
     sim_config.log_sched_decisions = False
@@ -67,12 +75,12 @@ def configure(threads: int):
 
 def describe(sim_config) -> dict:
     apps = importlib.import_module("applications").APPLICATIONS
-    gpu = next(iter(HOMOGENEOUS))
+    kinds = list(sim_config.cluster_nnodes.items())
     return {
-        "gpu": gpu,
-        "nodes": HOMOGENEOUS[gpu],
-        "gpus_per_node": sim_config.cluster_ngpus_per_node[gpu],
-        "restart_s": {name: app.rescale_time for name, app in apps[gpu].items()},
+        "kinds": [[gpu, n, sim_config.cluster_ngpus_per_node[gpu]] for gpu, n in kinds],
+        "restart_s": {
+            gpu: {name: app.rescale_time for name, app in apps[gpu].items()} for gpu, _ in kinds
+        },
         "slowdown": dict(sim_config.SLOWDOWNS),
     }
 
@@ -107,13 +115,13 @@ def fix_pollux_batch_sizes(cluster_unaware) -> None:
 
 
 def run(workload: str, mode: str, limit_s: float | None) -> dict:
-    if mode.startswith("sia"):
+    if mode.startswith("sia") or mode == "gavel":
         entry = importlib.import_module("multi_simulator")
         entry.Console = entry.Table = _Silent
         limit_rounds(entry.Cluster, limit_s)
         settings = argparse.Namespace(
             workload=workload,
-            policy="sia",
+            policy="gavel" if mode == "gavel" else "sia",
             policy_p_val=-0.5,
             mip_lambda_n=1.1,
             mip_lambda_a=0.01,
@@ -123,7 +131,7 @@ def run(workload: str, mode: str, limit_s: float | None) -> dict:
             share_max_replicas=True,
             oracle_num_nodes=0,
             oracle_num_replicas=0,
-            interval=60,
+            interval=360 if mode == "gavel" else 60,
             output=None,
             debug=False,
         )
@@ -176,6 +184,9 @@ def main() -> None:
     ap.add_argument("--describe", action="store_true", help="print the settings, run nothing")
     ap.add_argument("--limit-s", type=float, help="stop after this many simulated seconds")
     ap.add_argument("--threads", type=int, default=1, help="CBC threads (the artifact: 8)")
+    ap.add_argument(
+        "--heterogeneous", action="store_true", help="the artifact's mixed cluster, not 16 x 4 T4"
+    )
     args = ap.parse_args()
     if not args.describe and (args.workload is None or args.mode is None):
         ap.error("give a workload and a mode, or --describe")
@@ -188,7 +199,7 @@ def main() -> None:
     quiet = os.open(os.devnull, os.O_WRONLY)
     os.dup2(quiet, 1)
     sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - for the rest of the process
-    sim_config = configure(args.threads)
+    sim_config = configure(args.threads, args.heterogeneous)
     result = describe(sim_config) if args.describe else run(workload, args.mode, args.limit_s)
     result_out.write(json.dumps(result) + "\n")
     result_out.flush()

@@ -1,27 +1,36 @@
-"""Sia and Pollux as the Sia artifact's own simulator runs them, beside our ``adaptive``, on
-Sia's Philly workloads on its homogeneous 64-GPU cluster.
+"""Sia, Pollux and Gavel as the Sia artifact's own simulator runs them, beside our ``adaptive``,
+on Sia's Philly workloads, on its homogeneous 64-GPU cluster or (``--heterogeneous``) its mixed
+one.
 
 Sia (Jayaram Subramanya et al., SOSP 2023) ships a simulator that grew out of Pollux's; its
 homogeneous experiment runs 16 nodes of 4 T4 GPUs ("aws": the line
 ``cluster_nnodes = {"aws": 16}`` its ``simulator_config.py`` leaves commented out, set here at
-run time by ``_sia_run.py``) on ``workloads/philly/workload-1..8.csv`` (160 jobs each, over
-8 hours) with 60 s rounds. This script runs, in one go, per workload:
+run time by ``_sia_run.py``), its heterogeneous one the cluster that file sets "for
+experiments": 6 nodes of 4 T4 ("aws"), 2 of 8 A100 ("dgx-ext") and 3 of 8 RTX 2080Ti ("rtx"),
+64 GPUs; both on ``workloads/philly/workload-1..8.csv`` (160 jobs each, over 8 hours) with 60 s
+rounds. This script runs, in one go, per workload:
 
 * Sia as published (``multi_simulator.py --policy=sia``, ``run_experiment.sh``'s settings:
   p=-0.5, lambda_a=0.01, lambda_n=1.1, ``--project_throughputs --share_max_replicas``) and with
   its batch-size tuning off (the artifact's ``--disable_bsz_tuning``);
 * Pollux as Sia's simulator runs it (``multi_simulator_unaware.py --policy=pollux
-  --policy_p_val=-1``), batch sizes tuned, and with every job at its row's batch size (fixed
-  as the artifact fixes Sia's: it has no switch for Pollux; see ``_sia_run.py``);
+  --policy_p_val=-1``: blind to the kinds of GPU), batch sizes tuned, and with every job at its
+  row's batch size (fixed as the artifact fixes Sia's: it has no switch for Pollux; see
+  ``_sia_run.py``);
+* Gavel (``multi_simulator.py --policy=gavel``, 360 s rounds as ``run_experiment.sh`` runs it,
+  batch sizes fixed), where ``--schedulers`` asks for it;
 * ours, ``adaptive`` in our simulator, with batch sizes fixed and with
   ``batch_policy="goodput"`` (a batch chosen at each restart), on the same cluster, with the
-  same application measurements: Sia's T4 ("aws") ``placements-aws.csv`` and
-  ``scalability-aws.csv`` under our names in a temporary folder (an application whose files
-  ours cannot read falls back to the shipped Pollux measurements; the output says which),
-  with step times multiplied by the slowdown the artifact's jobs run at (its
+  same application measurements: Sia's per-kind ``placements-<kind>.csv`` and
+  ``scalability-<kind>.csv`` under our names in a temporary folder per kind (an application
+  whose files ours cannot read falls back to the shipped Pollux measurements; the output says
+  which), with step times multiplied by the slowdown the artifact's jobs run at (its
   ``SLOWDOWNS``: cifar10 1.8, others 1.2; ``--no-slowdown`` leaves them out), and one restart
   cost per workload: the artifact's per-application restart times (cifar10 50 s, bert 120 s,
-  imagenet 250 s, ...) averaged over the workload's jobs, as the first start's cost too.
+  imagenet 250 s, ...) averaged over the workload's jobs, as the first start's cost too. On
+  the mixed cluster each job's speed on each kind is what Sia's traces measured there, and
+  our policy is told the job's speed on one GPU of each kind before it runs there (as Sia
+  profiles each job on each kind), then what it measures.
 
 Restarts per job: the artifact's ``num_restarts`` (each new allocation after a job's first)
 and our ``resizes`` (each change of a running job's GPUs, its suspension included), over the
@@ -40,8 +49,8 @@ first 90 tuned). ``--schedulers`` picks the artifact's runs, ``--limit-s`` cuts 
     sia-env/bin/pip install "numpy~=1.23.0" "pandas<2" "scipy<1.12" pymoo==0.4.2.1 rich \
         "cvxpy<1.5" cylp psutil
     python benchmarks/sia_compare.py --artifact sia-artifacts/sia-simulator \
-        --python sia-env/bin/python [--workloads 1,2] [--schedulers sia,pollux-fixed] \
-        [--runs 1] [--workers 1]
+        --python sia-env/bin/python [--heterogeneous] [--workloads 1,2] \
+        [--schedulers sia,pollux-fixed,gavel] [--runs 1] [--workers 1]
 """
 
 from __future__ import annotations
@@ -80,7 +89,10 @@ THEIRS = (
     ("sia-fixed", "Sia, batch sizes fixed"),
     ("pollux", "Pollux (Sia's sim.), batch sizes tuned"),
     ("pollux-fixed", "Pollux (Sia's sim.), batch sizes fixed"),
+    ("gavel", "Gavel (Sia's sim.), batch sizes fixed"),
 )
+#: The artifact's runs made unless ``--schedulers`` says otherwise.
+DEFAULT_THEIRS = ("sia", "sia-fixed", "pollux", "pollux-fixed")
 #: Ours: (``batch_policy`` of ``read_pollux``, label).
 OURS = (
     ("fixed", "adaptive (ours), batch sizes fixed"),
@@ -183,16 +195,29 @@ def restart_cost(csv_path: Path, restart_s: dict[str, float]) -> float:
 
 
 def ours(
-    csv_path: Path, folder: Path, batch_policy: str, nodes: int, per_node: int, restart: float
+    csv_path: Path,
+    folders: dict[str, Path],
+    batch_policy: str,
+    kinds: list[tuple[str, int, int]],
+    restart: float,
 ) -> dict:
     """Our ``adaptive`` in our simulator, in the artifact's settings (as
-    ``pollux_batch_sizes.py`` runs it): 60 s rounds, ``restart`` s per (re)start."""
+    ``pollux_batch_sizes.py`` runs it): 60 s rounds, ``restart`` s per (re)start, on nodes of
+    ``kinds`` ((kind, nodes, GPUs per node) each), each kind's measurements in ``folders``."""
+    total = sum(nodes * per_node for _, nodes, per_node in kinds)
+    traces = {kind: str(folders[kind]) for kind, _, _ in kinds}
     wl = read_pollux(
-        str(csv_path), str(folder), per_node, nodes * per_node, batch_policy=batch_policy
+        str(csv_path),
+        traces if len(kinds) > 1 else traces[kinds[0][0]],
+        kinds[0][2],
+        total,
+        batch_policy=batch_policy,
     )
-    cfg = SimConfig(
-        nodes=nodes, gpus_per_node=per_node, tick_s=60, rounds=True, start_cost_s=restart
-    )
+    if len(kinds) > 1:
+        cluster = {"kinds": tuple(kinds)}
+    else:
+        cluster = {"nodes": kinds[0][1], "gpus_per_node": kinds[0][2]}
+    cfg = SimConfig(**cluster, tick_s=60, rounds=True, start_cost_s=restart)
     result = simulate(wl, make_policy("adaptive"), Mechanism("restart", restart), cfg)
     s = result.summary()
     return {
@@ -273,8 +298,13 @@ def main() -> None:
     )
     ap.add_argument(
         "--schedulers",
-        default=",".join(mode for mode, _ in THEIRS),
+        default=",".join(DEFAULT_THEIRS),
         help=f"the artifact's runs to make, of {', '.join(mode for mode, _ in THEIRS)}",
+    )
+    ap.add_argument(
+        "--heterogeneous",
+        action="store_true",
+        help="the artifact's mixed cluster (T4, A100, RTX 2080Ti), not its 16 x 4 T4",
     )
     ap.add_argument("--workers", type=whole(), default=1, help="artifact runs at once")
     ap.add_argument("--threads", type=whole(), default=1, help="CBC threads per Sia run")
@@ -310,13 +340,14 @@ def main() -> None:
     if missing:
         ap.error(f"no {', '.join(missing)}: pass the artifact's sia-simulator/ folder")
     print(f"$ {command_line()}\n")
+    cluster = ["--heterogeneous"] if args.heterogeneous else []
     try:
-        settings = sia_run(args.python, artifact, "settings", "--describe")
+        settings = sia_run(args.python, artifact, "settings", "--describe", *cluster)
     except ArtifactError as e:
         sys.exit(f"benchmark: {e}")
-    gpu, nodes, per_node = settings["gpu"], settings["nodes"], settings["gpus_per_node"]
+    kinds = [(str(kind), int(nodes), int(per_node)) for kind, nodes, per_node in settings["kinds"]]
     slowdown = {} if args.no_slowdown else settings["slowdown"]
-    extra = ["--threads", str(args.threads)]
+    extra = ["--threads", str(args.threads), *cluster]
     if args.limit_s:
         extra += ["--limit-s", repr(args.limit_s)]
     signal.signal(signal.SIGTERM, _terminated)  # a kill stops the artifact's runs too
@@ -335,19 +366,26 @@ def main() -> None:
 
         results = collect(futures, said)
     mine: dict[tuple[str, str], dict] = {}
-    restart = {n: restart_cost(csvs[n], settings["restart_s"]) for n in names}
+    # The same restart times on every kind in the artifact: the first kind's.
+    restart = {n: restart_cost(csvs[n], settings["restart_s"][kinds[0][0]]) for n in names}
+    apps = applications(list(csvs.values()))
     with tempfile.TemporaryDirectory(prefix="sia-traces-") as tmp:
-        used = traces_folder(artifact, gpu, applications(list(csvs.values())), slowdown, Path(tmp))
+        folders, used = {}, {}
+        for kind, _, _ in kinds:
+            folders[kind] = Path(tmp) / kind
+            folders[kind].mkdir()
+            used[kind] = traces_folder(artifact, kind, apps, slowdown, folders[kind])
         if not args.limit_s:
             for n, policy in tqdm(
                 [(n, p) for n in names for p, _ in OURS], desc="our runs", leave=False
             ):
-                mine[(n, policy)] = ours(csvs[n], Path(tmp), policy, nodes, per_node, restart[n])
-    print(
-        f"cluster: {nodes} nodes x {per_node} {gpu} GPUs (Sia's homogeneous cluster), 60 s rounds"
-    )
-    for app, what in used.items():
-        print(f"ours, {app}: {what}")
+                mine[(n, policy)] = ours(csvs[n], folders, policy, kinds, restart[n])
+    layout = ", ".join(f"{nodes} nodes x {per_node} {kind}" for kind, nodes, per_node in kinds)
+    which = "mixed" if len(kinds) > 1 else "homogeneous"
+    print(f"cluster: {layout} GPUs (Sia's {which} cluster), 60 s rounds")
+    for found in used.values():
+        for app, what in found.items():
+            print(f"ours, {app}: {what}")
     print(
         "ours, restart cost: "
         + ", ".join(f"{n} {restart[n]:.1f} s" for n in names)

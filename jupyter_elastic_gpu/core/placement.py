@@ -129,6 +129,7 @@ def place(
     counts: Mapping[str, int],
     order: Sequence[str] | None = None,
     value: Mapping[str, Mapping[str, float]] | None = None,
+    least: Mapping[str, int] | None = None,
 ) -> dict[str, tuple[str, ...]]:
     """GPU ids for every job in ``counts``.
 
@@ -137,12 +138,14 @@ def place(
     ``value``: where kinds are mixed, each job's speed on each kind (``kinds.py``): the jobs
     that gain most from their fastest kind are placed first, each on the fastest kind that
     holds it (placement by value: the fast GPUs go to the jobs that gain most from them); a
-    job without one is placed by fit alone.
+    job without one is placed by fit alone. Where kinds are mixed a job gets GPUs of one
+    kind only, fewer than its count where that kind has fewer free (``least``: each job's
+    minimum, below which it spans kinds after all).
     """
     layout = _layout(gpus)
     node_of, rank, node_rank = layout.node_of, layout.rank, layout.node_rank
     unchanged = _unchanged(rank, current, counts)
-    if unchanged is not None:
+    if unchanged is not None and not (layout.mixed and value):  # (a job may move kinds)
         return unchanged
     if sum(counts.values()) > layout.usable:
         raise PlacementError(f"{sum(counts.values())} GPUs asked for, {layout.usable} usable")
@@ -169,9 +172,12 @@ def place(
         result[job_id] = keep
         free.difference_update(keep)
 
-    # 2. Grow jobs that already run, then start new jobs, largest first (packs better).
     position = {job_id: i for i, job_id in enumerate(order or ())}
     worth = _worth(layout, value)
+    if layout.mixed and value:
+        _move_to_faster_kinds(layout, result, counts, free, worth)
+
+    # 2. Grow jobs that already run, then start new jobs, largest first (packs better).
 
     def priority(job_id: str) -> tuple:
         growing = bool(result[job_id])
@@ -182,6 +188,16 @@ def place(
         need = counts[job_id] - len(result[job_id])
         free_by_node = _by_node(sorted(free, key=rank.__getitem__), node_of)
         own = {node_of[gid] for gid in result[job_id]}
+        if layout.mixed:
+            # One kind per job (data parallel across kinds goes at the slower kind's pace):
+            # the kind it runs on, or the one worth most to it that has room; cut to what
+            # that kind has free, unless that leaves it below its minimum.
+            kind, room = _kind_for(layout, own, free_by_node, need, job_id, worth)
+            if need <= room or len(result[job_id]) + room >= (least or {}).get(job_id, 1):
+                need = min(need, room)
+                free_by_node = {
+                    n: ids for n, ids in free_by_node.items() if layout.kind_of[n] == kind
+                }
         chosen: list[str] = []
         # Nodes the job is already on, fullest of free GPUs first.
         for node in sorted(
@@ -215,6 +231,99 @@ def place(
         job_id: tuple(sorted(ids, key=rank.__getitem__)) if ids else ()
         for job_id, ids in result.items()
     }
+
+
+def _free_by_kind(layout: _Layout, free_by_node: Mapping[str, list[str]]) -> dict[str, int]:
+    """Free GPUs per kind."""
+    out: dict[str, int] = {}
+    for n, ids in free_by_node.items():
+        out[layout.kind_of[n]] = out.get(layout.kind_of[n], 0) + len(ids)
+    return out
+
+
+#: Where kinds are mixed, a running job moves to another kind (a checkpoint and a restart)
+#: only where it is at least this many times as fast there: a move costs a restart, and a
+#: speed known only from the fleet's ratio or a prior is an estimate.
+MOVE_GAIN = 1.5
+
+
+def _move_to_faster_kinds(
+    layout: _Layout,
+    result: dict[str, list[str]],
+    counts: Mapping[str, int],
+    free: set[str],
+    worth: Callable[[str, str | None], float],
+) -> None:
+    """Running jobs move, those that gain most first, to a kind ``MOVE_GAIN`` times as fast
+    for them with room for their whole count free (the GPUs idle otherwise: the fast kind
+    freed up after they started). Updates ``result`` and ``free``."""
+    node_of, rank = layout.node_of, layout.rank
+    moving = []
+    for job_id, held in result.items():
+        kinds = {layout.kind_of[node_of[g]] for g in held}
+        if held and len(kinds) == 1 and counts[job_id] > 0:
+            moving.append((-worth(job_id, None), job_id, node_of[held[0]]))
+    for _, job_id, group in sorted(moving):
+        here = worth(job_id, group)
+        free_by_node = _by_node(sorted(free, key=rank.__getitem__), node_of)
+        room = _free_by_kind(layout, free_by_node)
+        best = None
+        for n in free_by_node:
+            kind = layout.kind_of[n]
+            gain = worth(job_id, n) / here if here > 0 else 1.0
+            if (
+                room[kind] >= counts[job_id]
+                and gain >= MOVE_GAIN
+                and (best is None or gain > best[0])
+            ):
+                best = (gain, kind)
+        if best is None:
+            continue
+        nodes = [n for n in free_by_node if layout.kind_of[n] == best[1]]
+        nodes.sort(key=lambda n: (-len(free_by_node[n]), layout.node_rank[n]))
+        fits = [n for n in nodes if len(free_by_node[n]) >= counts[job_id]]
+        if fits:  # on one node where one holds it, the tightest
+            nodes = [min(fits, key=lambda n: (len(free_by_node[n]), layout.node_rank[n]))]
+        chosen: list[str] = []
+        for n in nodes:
+            chosen.extend(free_by_node[n][: counts[job_id] - len(chosen)])
+        free.update(result[job_id])
+        free.difference_update(chosen)
+        result[job_id] = chosen
+
+
+def _kind_for(
+    layout: _Layout,
+    own: set[str],
+    free_by_node: Mapping[str, list[str]],
+    need: int,
+    job_id: str,
+    worth: Callable[[str, str | None], float],
+) -> tuple[str, int]:
+    """Where kinds are mixed, the kind a job that needs ``need`` more GPUs takes them from,
+    and how many it has free: the kind it holds; else of the kinds with ``need`` free, the
+    one worth most to it, then the tightest, then the first; else the one where its free GPUs
+    are worth most to it (their number times its speed there)."""
+    free_of = _free_by_kind(layout, free_by_node)
+    first: dict[str, str] = {}
+    for n in free_by_node:
+        first.setdefault(layout.kind_of[n], n)
+    held = {layout.kind_of[n] for n in own}
+    if held:
+        kind = min(held)  # (one, unless a grant came from before the kinds were known)
+        return kind, free_of.get(kind, 0)
+    enough = [k for k, n in free_of.items() if n >= need]
+    if enough:
+        rank = layout.node_rank
+        kind = max(enough, key=lambda k: (worth(job_id, first[k]), -free_of[k], -rank[first[k]]))
+    else:
+        # the most it can do on one kind: GPUs free times its speed there
+        kind = max(
+            free_of,
+            key=lambda k: (worth(job_id, first[k]) * free_of[k], -layout.node_rank[first[k]]),
+            default="",
+        )
+    return kind, free_of.get(kind, 0)
 
 
 def _worth(

@@ -406,12 +406,14 @@ def _backfill(
         counts = {i: len(grant) for i, grant in allocations.items()}
         counts[job_id] = size
         try:
-            placed = place(snapshot.gpus, allocations, counts, order, snapshot.kind_speed)
+            least = {j.id: j.min_gpus for j in snapshot.jobs}
+            placed = place(snapshot.gpus, allocations, counts, order, snapshot.kind_speed, least)
         except PlacementError:
             continue
         if any(placed[i] != grant for i, grant in allocations.items() if grant):
             continue  # it would move a running job: not worth an idle GPU
         allocations[job_id] = placed[job_id]
+        size = len(placed[job_id])  # (fewer where kinds are mixed and one has fewer free)
         waiting.discard(job_id)
         held[job.user] += size
         free -= size

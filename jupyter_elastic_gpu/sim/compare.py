@@ -78,6 +78,7 @@ class Comparison:
             "cluster": {
                 "nodes": self.config.nodes,
                 "gpus_per_node": self.config.gpus_per_node,
+                "kinds": [list(k) for k in self.config.kinds],
                 "user_gpu_cap": self.config.user_gpu_cap,
                 "fair_share": self.config.fair_share,
                 "fair_share_half_life": self.config.fair_share_half_life,
@@ -104,8 +105,9 @@ def compare(
     costs = costs or Costs()
     plan = [(name, *parse_run(name)) for name in runs]  # fail before any work on a typo
     out = Comparison(workload.name, len(workload), config, costs)
-    total = config.nodes * config.gpus_per_node
-    out.lower_bound = lower_bounds(workload, total, config.gpus_per_node, config.start_cost_s)
+    out.lower_bound = lower_bounds(
+        workload, config.total_gpus, config.node_size, config.start_cost_s
+    )
     for name, policy, mech in plan:
         with tqdm(
             total=len(workload),

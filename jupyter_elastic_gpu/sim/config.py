@@ -16,6 +16,10 @@ from ..core.model import Gpu
 class SimConfig:
     nodes: int = 4
     gpus_per_node: int = 4
+    #: Nodes of several kinds of GPU, ``(kind, nodes, GPUs per node)`` each (Sia's mixed
+    #: cluster: ``(("aws", 6, 4), ("dgx-ext", 2, 8), ("rtx", 3, 8))``); when given, it is the
+    #: cluster, and ``nodes`` and ``gpus_per_node`` are not used.
+    kinds: tuple[tuple[str, int, int], ...] = ()
     #: Seconds between periodic decisions.
     tick_s: float = 60.0
     #: Decide only at ticks (arrivals and completions wait for the next one), as Pollux does.
@@ -45,6 +49,14 @@ class SimConfig:
     def __post_init__(self) -> None:
         if self.nodes < 1 or self.gpus_per_node < 1:
             raise ValueError("the cluster needs at least one node with one GPU")
+        for kind, nodes, per_node in self.kinds:
+            if not kind or nodes < 1 or per_node < 1:
+                raise ValueError(
+                    f"each kind of node needs a name, one node or more and one GPU or more "
+                    f"per node, got {(kind, nodes, per_node)!r}"
+                )
+        if len({kind for kind, _, _ in self.kinds}) < len(self.kinds):
+            raise ValueError(f"a kind of GPU is named twice in {self.kinds!r}")
         if not (math.isfinite(self.tick_s) and self.tick_s > 0):
             raise ValueError(f"the tick must be a positive number of seconds, got {self.tick_s}")
         if not (math.isfinite(self.start_cost_s) and self.start_cost_s >= 0):
@@ -63,11 +75,37 @@ class SimConfig:
             return None
         return FairShare(dict(self.user_weights), dict(usage), self.fair_share_half_life)
 
+    def _nodes(self) -> list[tuple[str, int]]:
+        """(kind, GPUs) per node, in order."""
+        if not self.kinds:
+            return [("", self.gpus_per_node)] * self.nodes
+        return [(kind, per_node) for kind, nodes, per_node in self.kinds for _ in range(nodes)]
+
+    @property
+    def total_gpus(self) -> int:
+        return sum(per_node for _, per_node in self._nodes())
+
+    @property
+    def node_size(self) -> int:
+        """The most GPUs on one node."""
+        return max(per_node for _, per_node in self._nodes())
+
+    @property
+    def mixed(self) -> bool:
+        """The GPUs are of more than one kind."""
+        return len(self.kinds) > 1
+
+    def layout(self) -> str:
+        """``4 x 4 GPUs``, or ``6 x 4 aws, 2 x 8 dgx-ext, 3 x 8 rtx`` (nodes x GPUs kind)."""
+        if not self.kinds:
+            return f"{self.nodes} x {self.gpus_per_node} GPUs"
+        return ", ".join(f"{nodes} x {per_node} {kind}" for kind, nodes, per_node in self.kinds)
+
     def gpus(self) -> tuple[Gpu, ...]:
         return tuple(
-            Gpu(f"n{n}-g{i}", node=f"n{n}")
-            for n in range(self.nodes)
-            for i in range(self.gpus_per_node)
+            Gpu(f"n{n}-g{i}", node=f"n{n}", kind=kind)
+            for n, (kind, per_node) in enumerate(self._nodes())
+            for i in range(per_node)
         )
 
 

@@ -78,6 +78,7 @@ class Simulation:
             raise ValueError(f"workload {workload.name!r} has no jobs")
         self.config = config or SimConfig()
         self.gpus = self.config.gpus()
+        self.kind_of = {g.id: g.kind for g in self.gpus}
         total = len(self.gpus)
         cap = self.config.user_gpu_cap
         for spec in workload.jobs:
@@ -191,9 +192,11 @@ class Simulation:
             job.speed = 0.0
             return
         placement = nodes_spanned(new, self.gpus)
-        batching = job.spec.batching
+        spec = job.spec
+        job.kind = spec.pace({self.kind_of[g] for g in new}) if spec.kind_speed else None
+        batching = spec.batching if job.kind is None else spec.kind_batching.get(job.kind)
         if batching is None:
-            job.speed = job.spec.true_throughput(placement)
+            job.speed = spec.true_throughput(placement, job.kind)
         else:
             job.segment = batching.start(placement, job.work_done)
             job.speed = 0.0 if job.segment is None else job.segment.speed
@@ -364,7 +367,7 @@ class Simulation:
         self.timeline = [(self.now, 0)]
         next_tick = (math.floor(self.now / cfg.tick_s) + 1) * cfg.tick_s
         remaining = len(self.jobs)
-        bound = lower_bounds(self.workload, len(self.gpus), cfg.gpus_per_node, cfg.start_cost_s)
+        bound = lower_bounds(self.workload, len(self.gpus), cfg.node_size, cfg.start_cost_s)
         give_up = self.now + cfg.stall_factor * max(bound["makespan_s"], cfg.tick_s)
 
         soon = self.soon  # (nothing runs before the first arrival)

@@ -46,9 +46,11 @@ def _styles(names: list[str]) -> dict[str, dict]:
 
 def title(comp: Comparison) -> str:
     cfg = comp.config
-    total = cfg.nodes * cfg.gpus_per_node
-    layout = f"{cfg.nodes} nodes x {cfg.gpus_per_node}" if cfg.nodes > 1 else "one node"
-    return f"{comp.workload}: {comp.jobs} jobs on {total} GPUs ({layout})"
+    if cfg.kinds:
+        layout = cfg.layout()
+    else:
+        layout = f"{cfg.nodes} nodes x {cfg.gpus_per_node}" if cfg.nodes > 1 else "one node"
+    return f"{comp.workload}: {comp.jobs} jobs on {cfg.total_gpus} GPUs ({layout})"
 
 
 def subtitle(comp: Comparison) -> str:
@@ -248,7 +250,7 @@ def _occupancy(fig, ax, comp: Comparison) -> None:
     """One strip per run: colour = GPUs allocated, blank after the run's last job finished."""
     import numpy as np
 
-    total = comp.config.nodes * comp.config.gpus_per_node
+    total = comp.config.total_gpus
     results = list(comp.results.items())
     if not results:
         ax.set_visible(False)

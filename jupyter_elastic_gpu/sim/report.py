@@ -44,7 +44,7 @@ def format_table(comp: Comparison) -> str:
     cfg, costs = comp.config, comp.costs
     head = (
         f"workload {comp.workload}: {comp.jobs} jobs on "
-        f"{cfg.nodes} x {cfg.gpus_per_node} GPUs; times in seconds\n"
+        f"{cfg.layout()}; times in seconds\n"
         f"mechanisms: sidecar {costs.sidecar_s:g} s per resize; termination "
         f"{costs.termination_s:g} s restart + work since the last checkpoint (every "
         f"{costs.checkpoint_interval:g} s); start {cfg.start_cost_s:g} s; "

@@ -11,6 +11,7 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from ..core.kinds import fleet_ratios, relative_speeds
 from ..core.model import Gpu, Job, Snapshot, trusted_job
 from ..core.speed import SpeedModel
 from .config import SimConfig
@@ -42,6 +43,10 @@ class SimJob:
     segment: Segment | None = None
     batches: list[int] = field(default_factory=list)  # each batch it trained at, in order
     prior_epoch: int = -1  # the epoch its goodput (``model``) was taken at
+    #: Where kinds are mixed: the kind its grant goes at (``JobSpec.pace``), and its speed
+    #: at each count on each kind it has run on, as its progress records would file it.
+    kind: str | None = None
+    by_kind: dict[str, dict[int, float]] = field(default_factory=dict)
 
     @property
     def remaining(self) -> float:
@@ -87,6 +92,8 @@ def snapshot(
         elif held and now >= j.pause_until and j.measured.get(held) != j.speed:
             j.measured[held] = j.speed  # what a live sidecar would report by now
             j.model = None
+        if j.kind is not None and held and now >= j.pause_until and j.speed > 0:
+            j.by_kind.setdefault(j.kind, {})[held] = j.speed
         jobs.append(
             (trusted_job if j.checked else Job)(  # by position (JOB_FIELDS); weight 1
                 s.job_id,
@@ -110,7 +117,21 @@ def snapshot(
             )
         )
         j.checked = True
-    return Snapshot(gpus, tuple(jobs), cfg.user_gpu_cap, cfg.fair_rules(usage))
+    value = kind_speeds(active, cfg) if cfg.mixed else {}
+    return Snapshot(gpus, tuple(jobs), cfg.user_gpu_cap, cfg.fair_rules(usage), value)
+
+
+def kind_speeds(active: list[SimJob], cfg: SimConfig) -> dict[str, dict[str, float]]:
+    """Each job's speed on each kind (``core.kinds``), as the live scheduler works it out:
+    what it measured on each, else its profile (``JobSpec.kind_prior``), else the ratios of
+    the jobs that ran on two kinds."""
+    kinds = [kind for kind, _, _ in cfg.kinds]
+    fleet = fleet_ratios(j.by_kind for j in active)
+    return {
+        j.spec.job_id: relative_speeds(kinds, j.by_kind, j.spec.kind_prior, fleet)
+        for j in active
+        if j.finish is None
+    }
 
 
 __all__ = ["SimJob", "snapshot"]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -39,6 +39,11 @@ class JobSpec:
     node, e.g. (4, 2)); without it the profile's value for the total count is used.
     ``batching``, where the job's batch is chosen by goodput (``traces.goodput``), chooses the
     batch at each (re)start: work is then progress, and the speed depends on how far it got.
+
+    Where the cluster's GPUs are of several kinds, ``kind_speed`` and ``kind_batching`` are
+    the same per kind (``placement_speed``/``batching`` are then its first kind's), and
+    ``kind_prior`` its speed on one GPU of each kind: what a short profile of the job on each
+    kind tells a policy before it has run there (Sia profiles every job so).
     """
 
     job_id: str
@@ -54,12 +59,32 @@ class JobSpec:
         default=None, compare=False, repr=False
     )
     batching: GoodputBatching | None = field(default=None, compare=False, repr=False)
+    kind_speed: Mapping[str, Callable[[tuple[int, ...]], float]] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    kind_batching: Mapping[str, GoodputBatching] = field(
+        default_factory=dict, compare=False, repr=False
+    )
+    kind_prior: Mapping[str, float] = field(default_factory=dict, compare=False)
 
-    def true_throughput(self, placement: tuple[int, ...]) -> float:
-        """Throughput on GPUs spread as ``placement`` (GPUs per node, zeros ignored)."""
+    def pace(self, kinds: Collection[str]) -> str | None:
+        """The kind a grant of GPUs of ``kinds`` goes at: the slowest of them for this job
+        (data parallel waits for its slowest replica); None where the job has one speed."""
+        known = [k for k in kinds if k in self.kind_speed]
+        if not known:
+            return None
+        return min(known, key=lambda k: (self.kind_prior.get(k, 0.0), k))
+
+    def true_throughput(self, placement: tuple[int, ...], kind: str | None = None) -> float:
+        """Throughput on GPUs spread as ``placement`` (GPUs per node, zeros ignored), of
+        ``kind`` where speeds are per kind (None there: the fastest kind's, for bounds)."""
         placement = tuple(sorted((p for p in placement if p > 0), reverse=True))
         if not placement:
             return 0.0
+        if self.kind_speed:
+            if kind is None:
+                return max(speed(placement) for speed in self.kind_speed.values())
+            return self.kind_speed[kind](placement)
         if self.placement_speed is not None:
             return self.placement_speed(placement)
         return profile_throughput(self.profile, sum(placement))

@@ -73,10 +73,20 @@ def test_without_speeds_a_job_goes_where_it_fits_tightest_and_with_them_to_its_f
     assert place(wide, {}, {"j": 2}, value=value) == {"j": ("a0", "a1")}
 
 
-def test_a_job_keeps_its_gpus_and_grows_where_it_is_whatever_it_would_gain():
-    value = {"j": {"A100": 4.0, "T4": 1.0}}
-    placed = place(MIXED, {"j": ("t0",)}, {"j": 2}, value=value)
-    assert placed == {"j": ("t0", "t1")}
+def test_a_running_job_moves_to_a_kind_only_where_it_gains_enough_and_all_of_it_fits():
+    from jupyter_elastic_gpu.core.placement import MOVE_GAIN
+
+    fast = {"j": {"A100": 4.0, "T4": 1.0}, "k": {"A100": 1.0, "T4": 1.0}}
+    # the A100s are free: it moves there whole (a restart it gains from)
+    assert place(MIXED, {"j": ("t0",)}, {"j": 2}, value=fast) == {"j": ("a0", "a1")}
+    # a gain below MOVE_GAIN does not pay for the restart: it grows where it is
+    slight = {"j": {"A100": MOVE_GAIN * 0.9, "T4": 1.0}}
+    assert place(MIXED, {"j": ("t0",)}, {"j": 2}, value=slight) == {"j": ("t0", "t1")}
+    # one A100 free only: no room for its whole count there, so it stays on its kind
+    held = {"j": ("t0",), "k": ("a0",)}
+    assert place(MIXED, held, {"j": 2, "k": 1}, value=fast) == {"j": ("t0", "t1"), "k": ("a0",)}
+    # nothing known of it: it stays
+    assert place(MIXED, {"j": ("t0",)}, {"j": 2}, value={}) == {"j": ("t0", "t1")}
 
 
 def test_speeds_change_nothing_where_the_gpus_are_of_one_kind():

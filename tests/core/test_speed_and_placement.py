@@ -96,9 +96,12 @@ def test_a_job_keeps_to_one_kind_of_gpu_as_it_keeps_to_one_node():
     assert out["x"] == ("g1", "g3", "g5")
     out = place(gpus, {"x": ("g0", "g2", "g4")}, {"x": 2, "y": 3})
     assert out["x"] == ("g0", "g2") and out["y"] == ("g1", "g3", "g5")
-    # across kinds only when no kind has room (the live scheduler cuts such a grant to one)
-    assert sorted(len([g for g in place(gpus, {}, {"big": 4})["big"] if kind[g] == k])
-                  for k in ("A100", "T4")) == [1, 3]  # fmt: skip
+    # more than one kind has free: cut to what one kind has free, the most free one ...
+    assert [kind[g] for g in place(gpus, {"x": ("g1",)}, {"x": 1, "big": 4})["big"]] == ["A100"] * 3
+    # ... unless that is below the job's minimum: across kinds then (the live scheduler cuts
+    # such a grant to one group and keeps the job waiting)
+    spread = place(gpus, {}, {"big": 4}, least={"big": 4})["big"]
+    assert sorted(len([g for g in spread if kind[g] == k]) for k in ("A100", "T4")) == [1, 3]
 
 
 def test_gpus_of_one_kind_are_placed_as_before_kinds_were_known():

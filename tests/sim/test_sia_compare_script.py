@@ -41,7 +41,9 @@ STAND_IN = {
     """,
     "applications.py": """
         import types
-        APPLICATIONS = {"aws": {"cifar10": types.SimpleNamespace(rescale_time=50)}}
+        APPLICATIONS = {
+            gpu: {"cifar10": types.SimpleNamespace(rescale_time=50)} for gpu in ("aws", "rtx")
+        }
     """,
     "multi_simulator.py": """
         import csv
@@ -54,7 +56,8 @@ STAND_IN = {
                 return True
 
         def multi_simulate(args):
-            assert simulator_config.cluster_nnodes == {"aws": 16}
+            # its homogeneous cluster, or its own default (--heterogeneous)
+            assert simulator_config.cluster_nnodes in ({"aws": 16}, {"aws": 6, "rtx": 3})
             print("every round, as the artifact does")
             with open(args.workload) as f:
                 rows = list(csv.DictReader(f))
@@ -86,7 +89,8 @@ def run(*args: str) -> subprocess.CompletedProcess:
 
 def stand_in_artifact(folder: Path, modules: dict[str, str] = STAND_IN) -> Path:
     """An artifact folder laid out as Sia's: the stand-in modules, one Philly workload, and
-    cifar10's measurements (the shipped Pollux ones) under the artifact's per-GPU names."""
+    cifar10's measurements (the shipped Pollux ones) under the artifact's per-GPU names, as
+    its T4 ("aws") measurements and, twice as fast, its RTX 2080Ti ("rtx") ones."""
     for name, text in modules.items():
         (folder / name).write_text(textwrap.dedent(text))
     (folder / "workloads" / "philly").mkdir(parents=True)
@@ -95,10 +99,17 @@ def stand_in_artifact(folder: Path, modules: dict[str, str] = STAND_IN) -> Path:
     app = folder / "traces" / "cifar10"
     app.mkdir(parents=True)
     for entry in shipped.iterdir():
-        name = entry.name
-        for table in ("placements", "scalability"):
-            name = name.replace(f"{table}.csv", f"{table}-aws.csv")
-        shutil.copy(entry, app / name)
+        if entry.name not in ("placements.csv", "scalability.csv"):
+            shutil.copy(entry, app / entry.name)
+            continue
+        shutil.copy(entry, app / entry.name.replace(".csv", "-aws.csv"))
+        with open(entry, newline="") as f:
+            rows = list(csv.DictReader(f))
+        with open(app / entry.name.replace(".csv", "-rtx.csv"), "w", newline="") as f:
+            out = csv.DictWriter(f, fieldnames=list(rows[0]))
+            out.writeheader()
+            for row in rows:
+                out.writerow(row | {c: float(row[c]) / 2 for c in ("step_time", "sync_time")})
     return folder
 
 
@@ -114,7 +125,7 @@ def test_a_folder_without_the_artifact_is_a_usage_error(tmp_path):
     [
         (["--workloads", "9"], 2, "--workloads: unknown workload '9'; known: 1..8"),
         (["--workloads", "2"], 2, "workload-2.csv: pass the artifact's sia-simulator/ folder"),
-        (["--schedulers", "gavel"], 2, "--schedulers: unknown gavel; known: sia, sia-fixed"),
+        (["--schedulers", "themis"], 2, "--schedulers: unknown themis; known: sia, sia-fixed"),
         (["--runs", "0"], 2, "must be a whole number of at least 1, got '0'"),
         (["--python", "no-python"], 1, "cannot run --python"),
         (["--break"], 1, "the artifact's simulator failed (settings"),
@@ -164,6 +175,24 @@ def test_a_whole_run_against_a_stand_in_artifact(tmp_path):
     row = next(line for line in out.splitlines() if "Sia, batch sizes fixed" in line)
     assert row.split()[-4:-1] == ["1,000", "1,300", "1.00"]  # JCT, makespan, restarts/job
     assert "mean JCT, ours / theirs" in out and "geomean" in out
+
+
+def test_a_whole_run_on_the_mixed_cluster_against_a_stand_in_artifact(tmp_path):
+    artifact = stand_in_artifact(tmp_path)
+    done = run(
+        "--artifact", str(artifact), "--python", sys.executable, "--workloads", "1",
+        "--heterogeneous", "--schedulers", "sia,gavel",
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "--heterogeneous" in out.splitlines()[0]
+    assert "cluster: 6 nodes x 4 aws, 3 nodes x 8 rtx GPUs (Sia's mixed cluster)" in out
+    assert "ours, cifar10: Sia's rtx measurements, times x1.8" in out
+    for label in ("Sia, batch sizes tuned (as published)", "Gavel (Sia's sim.), batch sizes"):
+        assert label in out
+    assert "Pollux" not in out  # not asked for
+    mine = [line.split() for line in out.splitlines() if "batch sizes fixed" in line]
+    assert mine and mine[0][0] == "workload-1"
 
 
 def test_the_artifact_measurements_in_our_layout(tmp_path):

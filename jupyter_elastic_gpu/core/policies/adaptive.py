@@ -339,6 +339,7 @@ class AdaptivePolicy:
             {p.job.id: p.count for p in plans},
             order,
             snapshot.kind_speed,
+            {p.job.id: p.job.min_gpus for p in plans},
         )
         reasons = _Reasons(self, plans, free)
 

@@ -97,6 +97,7 @@ def fixed_size_decision(
         counts,
         [j.id for j in ordered],
         snapshot.kind_speed,
+        {j.id: j.min_gpus for j in snapshot.jobs},
     )
     reasons: dict[str, Reason] = {}
     for job in ordered:

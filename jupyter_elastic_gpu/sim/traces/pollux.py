@@ -30,7 +30,7 @@ from __future__ import annotations
 import functools
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -244,7 +244,7 @@ def load_applications(app_traces: str) -> dict[str, Application]:
 
 def read_pollux(
     workload_path: str,
-    app_traces: str,
+    app_traces: str | Mapping[str, str],
     gpus_per_node: int = 4,
     max_gpus: int | None = None,
     name: str | None = None,
@@ -255,13 +255,23 @@ def read_pollux(
     ``batch_policy``: ``fixed`` runs each job at its row's batch size; ``goodput`` lets it
     train at any measured batch, chosen at each (re)start (``traces.goodput``), and its elastic
     range is then every count some batch gives the smallest measured per-GPU batch.
+
+    ``app_traces``: the applications' folder, or {kind of GPU: its folder} where the GPUs are
+    of several kinds (Sia's per-kind measurements): each job then goes at each kind's measured
+    speed (``JobSpec.kind_speed``), profiled on one GPU of each (``kind_prior``); its work and
+    the policy's prior are its first kind's (``gpus_per_node`` is that kind's), and its
+    elastic range is what every kind measured.
     """
     if batch_policy not in BATCH_POLICIES:
         raise ValueError(
             f"batch policy {batch_policy!r}: expected one of {', '.join(BATCH_POLICIES)}"
         )
-    apps = load_applications(app_traces)
-    batchings: dict[str, GoodputBatching] = {}
+    folders = {"": app_traces} if isinstance(app_traces, str) else dict(app_traces)
+    if not folders:
+        raise ValueError("no application traces: give a folder, or one per kind of GPU")
+    by_kind = {kind: load_applications(folder) for kind, folder in folders.items()}
+    first = next(iter(by_kind))
+    batchings: dict[tuple[str, str], GoodputBatching] = {}
     jobs = []
     seen: set[str] = set()
     for row in read_rows(workload_path, WORKLOAD_COLUMNS):
@@ -270,12 +280,15 @@ def read_pollux(
             raise row.error(f"job name {job_id!r} appears twice", "name")
         seen.add(job_id)
         app_name = row.get_str("application")
-        app = apps.get(app_name)
-        if app is None:
-            raise row.error(
-                f"no traces for application {app_name!r} in {app_traces} (have: {', '.join(apps)})",
-                "application",
-            )
+        for kind, apps in by_kind.items():
+            if app_name not in apps:
+                where = folders[kind] + (f" (kind {kind})" if kind else "")
+                raise row.error(
+                    f"no traces for application {app_name!r} in {where} (have: {', '.join(apps)})",
+                    "application",
+                )
+        kind_apps = {kind: apps[app_name] for kind, apps in by_kind.items()}
+        app = kind_apps[first]
         batch = row.get_int("batch_size", minimum=1)
         if not app.init_batch_size <= batch <= app.max_batch_size:
             raise row.error(
@@ -284,29 +297,38 @@ def read_pollux(
                 "batch_size",
             )
         requested = row.get_int("num_replicas", minimum=1)
-        limit = app.max_replicas(batch)
+        limit = min(a.max_replicas(batch) for a in kind_apps.values())
         if requested > limit:
             raise row.error(
                 f"{requested} GPUs would give each fewer than {app.min_local_bsz} samples of the "
                 f"batch {batch}; at most {limit}",
                 "num_replicas",
             )
+        kind_batching: dict[str, GoodputBatching] = {}
         if batch_policy == "goodput":
-            batching = batchings.get(app_name)
-            if batching is None:  # one per application: its tables are the same for every job
-                batching = batchings[app_name] = GoodputBatching(app)
-            limit = batching.max_gpus()
+            for kind, a in kind_apps.items():
+                if (kind, app_name) not in batchings:  # the same tables for every job
+                    batchings[kind, app_name] = GoodputBatching(a)
+                kind_batching[kind] = batchings[kind, app_name]
+            batching = kind_batching[first]
+            limit = min(b.max_gpus() for b in kind_batching.values())
             top = min(limit, max_gpus or limit)
-            speed = batching.speed
+            speeds = {kind: b.speed for kind, b in kind_batching.items()}
         else:
             batching = None
             top = min(2 * requested, limit, max_gpus or limit)
-            speed = functools.partial(app.steps_per_second, batch_size=batch)
+            speeds = {
+                kind: functools.partial(a.steps_per_second, batch_size=batch)
+                for kind, a in kind_apps.items()
+            }
+        speed = speeds[first]
         requested = min(requested, top)
         if batching is None:
             profile = {}
             for g in range(1, top + 1):
                 try:
+                    for a in kind_apps.values():  # every kind measured this far out
+                        a.steps_per_second(compact(g, a.node_size), batch)
                     profile[g] = speed(compact(g, gpus_per_node))
                 except TraceError:
                     if g <= requested:
@@ -320,6 +342,7 @@ def read_pollux(
                     break  # no batch runs on so many GPUs within the measurements
                 profile[g] = average[g]
         top = max(profile)
+        mixed = len(speeds) > 1
         jobs.append(
             JobSpec(
                 job_id=job_id,
@@ -332,11 +355,36 @@ def read_pollux(
                 profile_name=f"{app_name}@{batch if batching is None else 'goodput'}",
                 placement_speed=functools.lru_cache(maxsize=None)(speed),
                 batching=batching,
+                kind_speed={
+                    k: functools.lru_cache(maxsize=None)(_within(f, kind_apps[k].node_size))
+                    for k, f in speeds.items()
+                }
+                if mixed
+                else {},
+                kind_batching=kind_batching if mixed else {},
+                kind_prior={k: f((1,)) for k, f in speeds.items()} if mixed else {},
             )
         )
     if not jobs:
         raise TraceError(workload_path, "no jobs in the workload")
     return Workload(name or csv_stem(workload_path), jobs)
+
+
+def _within(speed: Callable[[tuple[int, ...]], float], node_size: int):
+    """``speed`` on a placement, or where its kind's measurements do not reach it (more of
+    its nodes than were measured: a job spread over kinds counts every GPU as its slowest
+    kind's), on the same count packed onto that kind's nodes; 0 where neither was measured."""
+
+    def on(placement: tuple[int, ...]) -> float:
+        try:
+            return speed(placement)
+        except TraceError:
+            try:
+                return speed(compact(sum(placement), node_size))
+            except TraceError:
+                return 0.0
+
+    return on
 
 
 def scaling_curves(
