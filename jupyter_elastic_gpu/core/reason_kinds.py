@@ -28,7 +28,8 @@ class ReasonKind(str, Enum):
     #: (``needs``; ``kinds``: the free GPUs by kind, where kinds are mixed).
     SPREAD = "spread"
     #: Gets no MIG instance of ``profile`` (``core/slices.py``): all ``slices`` of them are
-    #: held (none: no GPU has one now), and ``before`` more wait before it.
+    #: held (none: no GPU has one now, or only GPUs an admin drained: ``drained`` of them),
+    #: and ``before`` more wait before it.
     MIG_SLICE = "mig_slice"
     #: At the size a fixed-size policy gives it (``gpus``).
     RUNNING = "running"
@@ -193,6 +194,7 @@ class ReasonFigures(TypedDict, total=False):
     profile: str
     slices: int
     before: int
+    drained: int
 
 
 __all__ = ["Ahead", "Because", "IdleCause", "JobRef", "ReasonFigures", "ReasonKind", "ShareFigures"]

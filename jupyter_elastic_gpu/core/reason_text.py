@@ -203,6 +203,11 @@ def _spread(f: Mapping[str, Any]) -> str:
 
 def _slice(f: Mapping[str, Any]) -> str:
     n, before = f.get("slices", 0), f.get("before", 0)
+    if not n and f.get("drained"):
+        return (
+            f"needs a {f.get('profile', '')} MIG slice: none in service now ({f['drained']} on "
+            "a GPU drained for maintenance)"
+        )
     if not n:
         return (
             f"needs a {f.get('profile', '')} MIG slice: none here now (a GPU's MIG layout changed)"

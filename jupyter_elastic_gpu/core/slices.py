@@ -7,14 +7,15 @@ request names a profile and gets one instance of it, first asked first served; i
 never joined for data parallelism (CUDA runs a process on one MIG instance at most). The
 scheduler never changes a layout: it hands out the instances it finds, and a holder whose
 instance left the layout (an admin re-partitioned the GPU) is told so (``gone``), to give it
-back and ask again.
+back and ask again. A GPU an admin drained hands out none of its instances, and the holders
+of its instances move off (``drained``), as jobs on a drained GPU do.
 """
 
 from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 
 from .reason_kinds import ReasonKind
@@ -63,13 +64,17 @@ class SliceDecision:
     grants: dict[str, str] = field(default_factory=dict)
     #: job id -> the instance it held that is no longer in the layout
     gone: dict[str, str] = field(default_factory=dict)
+    #: job id -> the instance it held, on a GPU drained since: it moves off
+    drained: dict[str, str] = field(default_factory=dict)
     #: job id -> why it has no instance
     reasons: dict[str, Told] = field(default_factory=dict)
 
 
-def assign(slices: Sequence[Slice], asks: Sequence[SliceAsk]) -> SliceDecision:
+def assign(
+    slices: Sequence[Slice], asks: Sequence[SliceAsk], drained: Collection[str] = ()
+) -> SliceDecision:
     """Who holds which instance: every holder keeps its own while it is in the layout (the
-    same id, of the same profile), and
+    same id, of the same profile) and its GPU is not ``drained``, and
     each one waiting, in the order of ``asks`` (first asked first), gets a free instance of
     its profile, on the GPU with the fewest free ones (so that whole GPUs of free instances
     stay together for the next layout change); the rest say why they wait."""
@@ -80,11 +85,15 @@ def assign(slices: Sequence[Slice], asks: Sequence[SliceAsk]) -> SliceDecision:
         if ask.held is None:
             continue
         here = known.get(ask.held)
-        if here is not None and here.profile == ask.profile and ask.held not in taken:
+        if here is None or here.profile != ask.profile or ask.held in taken:
+            out.gone[ask.job_id] = ask.held
+        elif here.gpu in drained:
+            out.drained[ask.job_id] = ask.held
+        else:
             out.grants[ask.job_id] = ask.held
             taken.add(ask.held)
-        else:
-            out.gone[ask.job_id] = ask.held
+    out_of_service = Counter(s.profile for s in slices if s.gpu in drained)
+    slices = [s for s in slices if s.gpu not in drained]
     total = Counter(s.profile for s in slices)
     waiting: Counter[str] = Counter()
     for ask in asks:
@@ -100,6 +109,8 @@ def assign(slices: Sequence[Slice], asks: Sequence[SliceAsk]) -> SliceDecision:
         figures: dict = {"profile": ask.profile, "slices": total[ask.profile]}
         if waiting[ask.profile]:
             figures["before"] = waiting[ask.profile]
+        if out_of_service[ask.profile]:
+            figures["drained"] = out_of_service[ask.profile]
         out.reasons[ask.job_id] = Told(ReasonKind.MIG_SLICE, figures)
         waiting[ask.profile] += 1
     return out

@@ -114,6 +114,9 @@ class ReasonFigures(Strict):
     profile: Detail | None = Field(None, description="the MIG profile a lease asks for or holds")
     slices: Count | None = Field(None, description="the MIG instances of that profile there are")
     before: Count | None = Field(None, description="leases waiting for one before this one")
+    drained: Count | None = Field(
+        None, description="the MIG instances of that profile on GPUs an admin drained"
+    )
 
 
 IdleCause.model_rebuild()  # its figures are a ReasonFigures, declared after it

@@ -146,6 +146,7 @@ class SchedulerService(SchedulerSettings):
             lifecycle=self.lifecycle,
             interactive=self.interactive,
             gpu_infos=self.gpu_infos,
+            drained=lambda: self.admin.drained,
             waits_for_server=self.waits_for_server,
             changed=self._changed_now,
         )

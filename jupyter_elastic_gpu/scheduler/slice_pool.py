@@ -5,12 +5,13 @@ after its decision, ``core.slices.assign`` says who holds which instance, and th
 a job given one starts on it (a lease's kernel, or a single-device job's sidecar); one that
 waits says why and where it stands; one whose instance left the layout gives it back, a lease
 by restarting its kernel without it (``InteractiveLeases.release``), a job by checkpointing and
-queueing again (it resumes on another instance of its profile).
+queueing again (it resumes on another instance of its profile); so does one whose GPU an admin
+drained.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any
 
 from elastic_gpu_sidecar.protocol import JobState
@@ -50,11 +51,12 @@ class SlicePool:
         lifecycle: Lifecycle,
         interactive: InteractiveLeases,
         gpu_infos: Callable[[], list[Any]],
+        drained: Callable[[], Collection[str]],
         waits_for_server: Callable[[JobRecord], bool],
         changed: Callable[[], Awaitable[None]],
     ) -> None:
         self.jobs, self.store, self.lifecycle = jobs, store, lifecycle
-        self.interactive, self.gpu_infos = interactive, gpu_infos
+        self.interactive, self.gpu_infos, self.drained = interactive, gpu_infos, drained
         self.waits_for_server, self.changed = waits_for_server, changed
 
     def _askers(self) -> list[JobRecord]:
@@ -74,11 +76,19 @@ class SlicePool:
         if not askers:
             return
         asks = [SliceAsk(j.id, j.spec.mig or "", next(iter(j.held_gpus), None)) for j in askers]
-        pool = assign(mig_slices(self.gpu_infos()), asks)
+        infos = self.gpu_infos()
+        pool = assign(mig_slices(infos), asks, self.drained())
+        gpu_of = {s.id: s.gpu for s in mig_slices(infos)}
         changed = False
         for job in askers:
             if job.id in pool.gone:
-                changed |= await self._gone(job, pool.gone[job.id], now)
+                what = "is gone (the GPU's MIG layout changed)"
+                changed |= await self._move_off(job, pool.gone[job.id], what, now)
+                continue
+            if job.id in pool.drained:
+                gpu = gpu_of.get(pool.drained[job.id], "?")
+                what = f"is on GPU {gpu}, which an admin drained for maintenance"
+                changed |= await self._move_off(job, pool.drained[job.id], what, now)
                 continue
             why = pool.reasons.get(job.id)
             place = (why.figures().get("before", 0) + 1 if why else None), None
@@ -107,12 +117,12 @@ class SlicePool:
         if changed:
             await self.changed()
 
-    async def _gone(self, job: JobRecord, slice_id: str, now: float) -> bool:
-        """``job``'s instance left the layout: it gives it back (once: a stopping job is
-        already doing so)."""
+    async def _move_off(self, job: JobRecord, slice_id: str, what: str, now: float) -> bool:
+        """``job`` may not keep its instance (it ``what``): it gives it back (once: a
+        stopping job is already doing so)."""
         if job.state == JobState.STOPPING:
             return False
-        detail = f"its {job.spec.mig} MIG slice {slice_id} is gone (the GPU's MIG layout changed)"
+        detail = f"its {job.spec.mig} MIG slice {slice_id} {what}"
         if is_lease(job):
             await self.interactive.release(
                 job, f"released: {detail}; ask for a slice again (%gpu_lease {job.spec.mig})", now

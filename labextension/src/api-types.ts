@@ -733,6 +733,8 @@ export interface ReasonFigures {
   slices?: number | null;
   /** leases waiting for one before this one */
   before?: number | null;
+  /** the MIG instances of that profile on GPUs an admin drained */
+  drained?: number | null;
 }
 
 /** Why a job has what it has (a job's `reason_kind`), or why GPUs sit idle. */

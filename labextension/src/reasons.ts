@@ -212,6 +212,9 @@ function spread(f: IReasonFigures): string {
 function migSlice(f: IReasonFigures): string {
   const n = f.slices ?? 0;
   const before = f.before ?? 0;
+  if (!n && f.drained) {
+    return `needs a ${f.profile ?? ''} MIG slice: none in service now (${f.drained} on a GPU drained for maintenance)`;
+  }
   if (!n) {
     return `needs a ${f.profile ?? ''} MIG slice: none here now (a GPU's MIG layout changed)`;
   }

@@ -63,6 +63,24 @@ def test_a_profile_no_gpu_has_any_more_says_so():
     )
 
 
+def test_a_drained_gpu_hands_out_none_of_its_instances_and_its_holders_move_off():
+    asks = [
+        SliceAsk("holder", "3g.40gb", held="MIG-a"),  # on GPU 0
+        SliceAsk("small", "1g.10gb", held="MIG-d0"),  # on GPU 1
+        SliceAsk("next", "2g.20gb"),
+    ]
+    out = assign(LAYOUT, asks, drained={"0"})
+    assert out.drained == {"holder": "MIG-a"} and not out.gone
+    assert out.grants == {"small": "MIG-d0"}
+    why = out.reasons["next"]
+    assert say(why.kind, why.figures()) == (
+        "queued: needs a 2g.20gb MIG slice: none in service now (2 on a GPU drained for "
+        "maintenance)"
+    )
+    # put back in service: the holder's instance is its own again
+    assert assign(LAYOUT, asks).grants["holder"] == "MIG-a"
+
+
 def test_an_instance_claimed_twice_goes_to_the_first_claim_only():
     asks = [SliceAsk("a", "1g.10gb", held="MIG-d0"), SliceAsk("b", "1g.10gb", held="MIG-d0")]
     out = assign(LAYOUT, asks)

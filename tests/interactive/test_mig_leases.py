@@ -191,6 +191,60 @@ def test_a_lease_whose_slice_leaves_the_layout_is_released_with_why(mig_daemon, 
     assert moved["progress"]["samples"] >= first["progress"]["samples"]
 
 
+def test_a_lease_on_a_gpu_an_admin_drains_is_released_and_no_slice_of_it_handed_out(
+    mig_daemon, lab
+):
+    daemon = mig_daemon
+    token = daemon.add_user("alice")
+    admin = daemon.add_user("root-admin", admin=True)
+    server = lab(config={"scheduler_url": daemon.api_url, "scheduler_token": token}, name="alice")
+    kernel = server.start_kernel(SPEC)
+    (lease,) = get_json(daemon.api_url + "jobs", token)["jobs"]
+    assert lease["state"] == "running" and lease["gpus"][0].startswith("MIG-")
+
+    status, body = call("POST", daemon.api_url + "gpus/0/drain", admin, {"drained": True})
+    assert status == 200, body
+
+    def released():
+        job = get_json(daemon.api_url + f"jobs/{lease['id']}", token)
+        return job if job["state"] in ("done", "cancelled", "failed") else None
+
+    ended = server.until(released, timeout=90, what="the lease to be given back")
+    assert ended["reason"] == (
+        f"released: its 1g.10gb MIG slice {lease['gpus'][0]} is on GPU 0, which an admin "
+        "drained for maintenance; ask for a slice again (%gpu_lease 1g.10gb)"
+    )
+    assert server.until(
+        lambda: server.env_after_restart(kernel, ENV_CUDA) == NO_GPU,
+        what="the kernel restarted without the slice",
+    )
+    # a new ask waits, saying why, until the GPU is back in service
+    status, grant = call("POST", daemon.api_url + "leases", token, {"mig": "1g.10gb"})
+    assert status == 201, grant
+    says = (
+        "queued: needs a 1g.10gb MIG slice: none in service now (2 on a GPU drained for "
+        "maintenance)"
+    )
+
+    def decided():
+        beat(grant)  # kept alive as its provisioner would
+        job = get_json(daemon.api_url + f"jobs/{grant['job']['id']}", token)
+        assert job["state"] == "queued", job
+        return job if job["reason"] != "queued: waiting for the first decision" else None
+
+    assert server.until(decided, timeout=60, what="a decision on the lease")["reason"] == says
+    status, body = call("POST", daemon.api_url + "gpus/0/drain", admin, {"drained": False})
+    assert status == 200, body
+
+    def granted():
+        beat(grant)
+        job = get_json(daemon.api_url + f"jobs/{grant['job']['id']}", token)
+        return job if job["state"] in ("starting", "running") and job["gpus"] else None
+
+    back = server.until(granted, timeout=60, what="the lease to get a slice again")
+    assert back["gpus"][0].startswith("MIG-")
+
+
 def test_gpu_lease_magic_gives_a_running_kernel_a_slice_or_says_which_there_are(lab):
     server = lab(config={"simulated_gpus": LAYOUT})
     kernel = server.start_kernel("python3")

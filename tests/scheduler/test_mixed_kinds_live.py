@@ -130,3 +130,43 @@ async def test_the_kind_a_job_goes_faster_on_is_the_one_it_gets(jp_fetch):
     assert job["throughput_by_kind"]["A100-80GB"]["1"] > 0
     for j in (a, t, f):
         await api(jp_fetch, f"jobs/{j['id']}/cancel", "POST", {})
+
+
+async def test_a_job_moves_to_the_fast_kind_when_it_frees_up_and_goes_on_from_its_step(jp_fetch):
+    """A job four times faster on an A100 starts on the T4s (another job holds the A100s);
+    when that one ends it moves to the A100s (a checkpoint and a restart there) and goes on
+    from the step it had reached."""
+    kind = {g["id"]: g["kind"] for g in (await api(jp_fetch, "gpus"))["gpus"]}
+
+    def said(name, speeds):
+        body = synthetic(name, 2, 2)
+        body["synthetic"]["kind_speed"] = speeds
+        return body
+
+    h = await api(jp_fetch, "jobs", "POST", said("H", {"A100-80GB": 2, "T4": 1}))
+    [h] = await until(lambda: running(jp_fetch, h["id"]), 120, "H running")
+    assert {kind[g] for g in h["gpus"]} == {"A100-80GB"}
+    m = await api(jp_fetch, "jobs", "POST", said("M", {"A100-80GB": 4, "T4": 1}))
+
+    async def trained_on_t4():
+        [job] = await running(jp_fetch, m["id"]) or [None]
+        return job if job and job["progress"] and job["progress"]["global_step"] > 0 else None
+
+    job = await until(trained_on_t4, 120, "M training on the T4s")
+    assert {kind[g] for g in job["gpus"]} == {"T4"}
+    await api(jp_fetch, f"jobs/{h['id']}/cancel", "POST", {})
+
+    async def on_a100():
+        [job] = await running(jp_fetch, m["id"]) or [None]
+        if job and {kind[g] for g in job["gpus"]} == {"A100-80GB"} and job["progress"]:
+            return job
+        return None
+
+    await until(on_a100, 180, "M moved to the A100s")
+    history = (await api(jp_fetch, f"jobs/{m['id']}"))["history"]
+    kinds = [{kind[g] for g in entry["gpus"]} for entry in history if entry["gpus"]]
+    assert kinds[0] == {"T4"} and kinds[-1] == {"A100-80GB"}
+    records = (await api(jp_fetch, f"jobs/{m['id']}/progress"))["progress"]
+    steps = [r["global_step"] for r in records]
+    assert steps == sorted(steps), "a step went back across the move"
+    await api(jp_fetch, f"jobs/{m['id']}/cancel", "POST", {})
