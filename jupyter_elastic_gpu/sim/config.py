@@ -90,6 +90,13 @@ class SimConfig:
         """The most GPUs on one node."""
         return max(per_node for _, per_node in self._nodes())
 
+    def per_node(self, kind: str | None = None) -> int:
+        """GPUs per node of ``kind`` (None: the first kind's)."""
+        for name, _, per_node in self.kinds:
+            if kind is None or name == kind:
+                return per_node
+        return self.gpus_per_node
+
     @property
     def mixed(self) -> bool:
         """The GPUs are of more than one kind."""

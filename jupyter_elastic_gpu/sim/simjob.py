@@ -42,7 +42,8 @@ class SimJob:
     #: Its run at one batch since its last (re)start, where its batch is chosen by goodput.
     segment: Segment | None = None
     batches: list[int] = field(default_factory=list)  # each batch it trained at, in order
-    prior_epoch: int = -1  # the epoch its goodput (``model``) was taken at
+    #: The epoch (and kind) its goodput (``model``) was taken at.
+    prior_epoch: tuple[int, str | None] | None = None
     #: Where kinds are mixed: the kind its grant goes at (``JobSpec.pace``), and its speed
     #: at each count on each kind it has run on, as its progress records would file it.
     kind: str | None = None
@@ -84,10 +85,13 @@ def snapshot(
             # Goodput: the job's worth at each count moves as training goes on (larger batches
             # gain); the policy is told the epoch's goodput, as a live scheduler would work it
             # out from the throughput and the gradient noise its sidecar reports.
+            # (on the kind it runs on, where kinds are mixed: its goodput there)
+            batching = s.kind_batching.get(j.kind or "", s.batching)
             epoch = s.batching.epoch(j.work_done)
-            if epoch != j.prior_epoch:
-                j.prior_epoch = epoch
-                now_worth = s.batching.goodput(j.work_done, cfg.gpus_per_node, s.max_gpus)
+            if (epoch, j.kind) != j.prior_epoch:
+                j.prior_epoch = (epoch, j.kind)
+                per_node = cfg.per_node(j.kind)
+                now_worth = batching.goodput(j.work_done, per_node, s.max_gpus)
                 j.model = SpeedModel({}, now_worth)
         elif held and now >= j.pause_until and j.measured.get(held) != j.speed:
             j.measured[held] = j.speed  # what a live sidecar would report by now
