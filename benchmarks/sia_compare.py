@@ -18,7 +18,7 @@ rounds. This script runs, in one go, per workload:
   row's batch size (fixed as the artifact fixes Sia's: it has no switch for Pollux; see
   ``_sia_run.py``);
 * Gavel (``multi_simulator.py --policy=gavel``, 360 s rounds as ``run_experiment.sh`` runs it,
-  batch sizes fixed), where ``--schedulers`` asks for it;
+  batch sizes fixed), where ``--schedulers`` names it;
 * ours, ``adaptive`` in our simulator, with batch sizes fixed and with
   ``batch_policy="goodput"`` (a batch chosen at each restart), on the same cluster, with the
   same application measurements: Sia's per-kind ``placements-<kind>.csv`` and
@@ -42,7 +42,10 @@ has no licence file: nothing of it is copied here, it is read from ``--artifact`
 Timed on one core of a shared 2-core machine (niced), workload-1: Sia 7.4 minutes for its
 1,437 rounds, ours 1.5 minutes per batch policy; Pollux is slower (2-4 s a round while many
 jobs wait: 22 s for the first 10 rounds with batch sizes fixed, over 5.5 minutes for the
-first 90 tuned). ``--schedulers`` picks the artifact's runs, ``--limit-s`` cuts them short.
+first 90 tuned). On the mixed cluster (``--heterogeneous``, two at once, niced): Sia 17
+minutes a workload, with batch sizes fixed 2-3.5 minutes, Gavel 1-1.5 minutes; ours 20-40 s.
+``--schedulers`` picks the artifact's runs (by default Sia's and Pollux's; Gavel's where named),
+``--limit-s`` cuts them short.
 
     git clone https://github.com/siasosp23/artifacts sia-artifacts
     python3.11 -m venv sia-env
@@ -185,6 +188,16 @@ def traces_folder(
             target.symlink_to(shipped.resolve())
             used[app] = f"the shipped Pollux measurements (Sia's unreadable: {e})"
     return used
+
+
+def measurements(said: dict[str, str]) -> str:
+    """What one application's measurements were, per kind, said once where they agree:
+    ``Sia's aws, rtx measurements, times x1.8``."""
+    own = {kind: what.startswith(f"Sia's {kind} measurements") for kind, what in said.items()}
+    tails = {what.split(" measurements", 1)[1] for what in said.values()}
+    if all(own.values()) and len(tails) == 1:
+        return f"Sia's {', '.join(said)} measurements{tails.pop()}"
+    return "; ".join(f"{kind}: {what}" for kind, what in said.items())
 
 
 def restart_cost(csv_path: Path, restart_s: dict[str, float]) -> float:
@@ -383,9 +396,9 @@ def main() -> None:
     layout = ", ".join(f"{nodes} nodes x {per_node} {kind}" for kind, nodes, per_node in kinds)
     which = "mixed" if len(kinds) > 1 else "homogeneous"
     print(f"cluster: {layout} GPUs (Sia's {which} cluster), 60 s rounds")
-    for found in used.values():
-        for app, what in found.items():
-            print(f"ours, {app}: {what}")
+    for app in apps:
+        said = {kind: found[app] for kind, found in used.items()}
+        print(f"ours, {app}: {measurements(said)}")
     print(
         "ours, restart cost: "
         + ", ".join(f"{n} {restart[n]:.1f} s" for n in names)

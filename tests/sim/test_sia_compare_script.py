@@ -187,7 +187,7 @@ def test_a_whole_run_on_the_mixed_cluster_against_a_stand_in_artifact(tmp_path):
     out = done.stdout
     assert "--heterogeneous" in out.splitlines()[0]
     assert "cluster: 6 nodes x 4 aws, 3 nodes x 8 rtx GPUs (Sia's mixed cluster)" in out
-    assert "ours, cifar10: Sia's rtx measurements, times x1.8" in out
+    assert "ours, cifar10: Sia's aws, rtx measurements, times x1.8" in out
     for label in ("Sia, batch sizes tuned (as published)", "Gavel (Sia's sim.), batch sizes"):
         assert label in out
     assert "Pollux" not in out  # not asked for
