@@ -77,11 +77,7 @@ from jupyter_elastic_gpu.core.policies import make_policy
 from jupyter_elastic_gpu.options import Parser
 from jupyter_elastic_gpu.sim.data import pollux_traces
 from jupyter_elastic_gpu.sim.engine import SimConfig, simulate
-from jupyter_elastic_gpu.sim.traces.pollux import (
-    APPLICATION_LIMITS,
-    Application,
-    read_pollux,
-)
+from jupyter_elastic_gpu.sim.traces.pollux import Application, read_pollux
 from jupyter_elastic_gpu.sim.workload import TraceError
 
 RUNNER = Path(__file__).with_name("_sia_run.py")
@@ -94,6 +90,11 @@ THEIRS = (
     ("pollux-fixed", "Pollux (Sia's sim.), batch sizes fixed"),
     ("gavel", "Gavel (Sia's sim.), batch sizes fixed"),
 )
+#: Per-GPU batch caps below what the traces measured, as Sia's simulator sets them
+#: (``applications.py``): {(application, kind): largest per-GPU batch}. Elsewhere it takes each
+#: kind's largest measured one; so does ours here, without the Pollux artifact's YOLOv3 cap of
+#: 8 that ours applies to the Pollux traces (``APPLICATION_LIMITS``).
+SIA_CAPS: dict[tuple[str, str], int] = {("deepspeech2", "rtx"): 57}
 #: The artifact's runs made unless ``--schedulers`` says otherwise.
 DEFAULT_THEIRS = ("sia", "sia-fixed", "pollux", "pollux-fixed")
 #: Ours: (``batch_policy`` of ``read_pollux``, label).
@@ -134,8 +135,9 @@ def applications(csvs: list[Path]) -> list[str]:
     return sorted(found)
 
 
-def _scaled(source: Path, target: Path, factor: float) -> None:
-    """``source`` with its step and all-reduce times multiplied by ``factor``."""
+def _scaled(source: Path, target: Path, factor: float, cap: int | None = None) -> None:
+    """``source`` with its step and all-reduce times multiplied by ``factor``, without the
+    rows of a per-GPU batch above ``cap``."""
     with open(source, newline="") as f:
         rows = list(csv.DictReader(f))
         fields = list(rows[0]) if rows else []
@@ -143,6 +145,8 @@ def _scaled(source: Path, target: Path, factor: float) -> None:
         out = csv.DictWriter(f, fieldnames=fields)
         out.writeheader()
         for row in rows:
+            if cap is not None and float(row["local_bsz"]) > cap:
+                continue
             for column in ("step_time", "sync_time"):
                 row[column] = repr(float(row[column]) * factor)
             out.writerow(row)
@@ -153,7 +157,8 @@ def traces_folder(
 ) -> dict[str, str]:
     """Fill ``folder`` with one sub-folder per application, in our layout, from the
     artifact's measurements on ``gpu`` (``placements-<gpu>.csv`` as ``placements.csv`` ...),
-    times multiplied by ``slowdown`` (1 where absent: then a link). An application ours
+    times multiplied by ``slowdown`` (1 where absent: then a link), without the per-GPU
+    batches above Sia's own caps (``SIA_CAPS``). An application ours
     cannot read so gets the shipped Pollux measurements instead. Returns {application: what
     was used}."""
     used = {}
@@ -161,20 +166,23 @@ def traces_folder(
         source, target = artifact / "traces" / app, folder / app
         target.mkdir()
         factor = slowdown.get(app, 1.0)
+        cap = SIA_CAPS.get((app, gpu))
         try:
             for name in ("placements", "scalability"):
                 measured = source / f"{name}-{gpu}.csv"
                 if not measured.is_file():
                     raise TraceError(str(measured), "missing")
-                if factor == 1.0:
+                if factor == 1.0 and cap is None:
                     (target / f"{name}.csv").symlink_to(measured.resolve())
                 else:
-                    _scaled(measured, target / f"{name}.csv", factor)
+                    _scaled(measured, target / f"{name}.csv", factor, cap)
             for validation in sorted(source.glob("validation-*.csv")):
                 (target / validation.name).symlink_to(validation.resolve())
-            Application(str(target), **APPLICATION_LIMITS.get(app, {}))
-            used[app] = f"Sia's {gpu} measurements" + (
-                f", times x{factor:g}" if factor != 1 else ""
+            Application(str(target))
+            used[app] = (
+                f"Sia's {gpu} measurements"
+                + (f", times x{factor:g}" if factor != 1 else "")
+                + (f", at most {cap} a GPU" if cap is not None else "")
             )
         except (TraceError, OSError, ValueError, KeyError) as e:
             for entry in target.iterdir():
@@ -225,6 +233,7 @@ def ours(
         kinds[0][2],
         total,
         batch_policy=batch_policy,
+        limits={},  # each kind's traces say (SIA_CAPS)
     )
     if len(kinds) > 1:
         cluster = {"kinds": tuple(kinds)}

@@ -229,14 +229,19 @@ def compact(gpus: int, per_node: int) -> tuple[int, ...]:
     return (per_node,) * full + ((rest,) if rest else ())
 
 
-def load_applications(app_traces: str) -> dict[str, Application]:
+def load_applications(
+    app_traces: str, limits: Mapping[str, Mapping[str, int]] | None = None
+) -> dict[str, Application]:
+    """Every application folder in ``app_traces``; ``limits``: per application, limits
+    beyond what its traces show (None: the Pollux artifact's, ``APPLICATION_LIMITS``)."""
     if not os.path.isdir(app_traces):
         raise TraceError(app_traces, "not a folder (expected one sub-folder per application)")
+    limits = APPLICATION_LIMITS if limits is None else limits
     apps = {}
     for entry in sorted(os.listdir(app_traces)):
         folder = os.path.join(app_traces, entry)
         if os.path.isdir(folder) and os.path.exists(_table(folder, "placements")):
-            apps[entry] = Application(folder, **APPLICATION_LIMITS.get(entry, {}))
+            apps[entry] = Application(folder, **limits.get(entry, {}))
     if not apps:
         raise TraceError(app_traces, "no application folders with placements.csv inside")
     return apps
@@ -249,8 +254,10 @@ def read_pollux(
     max_gpus: int | None = None,
     name: str | None = None,
     batch_policy: str = "fixed",
+    limits: Mapping[str, Mapping[str, int]] | None = None,
 ) -> Workload:
-    """Read a Pollux workload; ``max_gpus`` caps elastic bounds (the cluster size).
+    """Read a Pollux workload; ``max_gpus`` caps elastic bounds (the cluster size);
+    ``limits``: as ``load_applications``'s (the Pollux artifact's by default).
 
     ``batch_policy``: ``fixed`` runs each job at its row's batch size; ``goodput`` lets it
     train at any measured batch, chosen at each (re)start (``traces.goodput``), and its elastic
@@ -269,7 +276,7 @@ def read_pollux(
     folders = {"": app_traces} if isinstance(app_traces, str) else dict(app_traces)
     if not folders:
         raise ValueError("no application traces: give a folder, or one per kind of GPU")
-    by_kind = {kind: load_applications(folder) for kind, folder in folders.items()}
+    by_kind = {kind: load_applications(folder, limits) for kind, folder in folders.items()}
     first = next(iter(by_kind))
     batchings: dict[tuple[str, str], GoodputBatching] = {}
     jobs = []
