@@ -34,6 +34,18 @@ def test_work_and_speed_follow_the_measurements():
     assert b.submit_time == 70.0
 
 
+def test_yolov3_is_capped_at_8_images_a_gpu_unless_other_limits_are_given():
+    apps = load_applications(str(DATA))
+    assert apps["yolov3"].max_local_bsz == 8  # the Pollux artifact's limit
+    assert (
+        apps["cifar10"].max_local_bsz == load_applications(str(DATA), {})["cifar10"].max_local_bsz
+    )
+    uncapped = load_applications(str(DATA), {})["yolov3"]
+    assert uncapped.max_local_bsz > 8  # what its traces measured
+    # at 16 images a GPU the capped one accumulates two micro-batches a step: slower
+    assert apps["yolov3"].steps_per_second((4,), 64) < uncapped.steps_per_second((4,), 64)
+
+
 def test_unknown_application_names_row_and_column():
     with pytest.raises(TraceError, match=r"bad_app.csv, row 2, column 'application'.*resnet"):
         read_pollux(str(FIX / "workloads" / "bad_app.csv"), str(FIX), gpus_per_node=2)
