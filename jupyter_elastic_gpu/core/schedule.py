@@ -388,6 +388,7 @@ def _backfill(
     if not waiting:
         return filled
     jobs = {job.id: job for job in snapshot.jobs}
+    least = {job.id: job.min_gpus for job in snapshot.jobs}
     taken = {g for grant in allocations.values() for g in grant}
     free = sum(1 for g in snapshot.usable_gpus if g.id not in taken)
     held: dict[str, int] = {}
@@ -406,7 +407,6 @@ def _backfill(
         counts = {i: len(grant) for i, grant in allocations.items()}
         counts[job_id] = size
         try:
-            least = {j.id: j.min_gpus for j in snapshot.jobs}
             placed = place(snapshot.gpus, allocations, counts, order, snapshot.kind_speed, least)
         except PlacementError:
             continue

@@ -76,9 +76,9 @@ class SlicePool:
         if not askers:
             return
         asks = [SliceAsk(j.id, j.spec.mig or "", next(iter(j.held_gpus), None)) for j in askers]
-        infos = self.gpu_infos()
-        pool = assign(mig_slices(infos), asks, self.drained())
-        gpu_of = {s.id: s.gpu for s in mig_slices(infos)}
+        slices = mig_slices(self.gpu_infos())
+        pool = assign(slices, asks, self.drained())
+        gpu_of = {s.id: s.gpu for s in slices}
         changed = False
         for job in askers:
             if job.id in pool.gone:

@@ -37,6 +37,21 @@ def beat(grant: dict) -> dict:
         return json.loads(r.read())
 
 
+def given_back(daemon, server, token: str, lease: dict, kernel) -> dict:
+    """``lease`` once it has ended and its kernel has restarted without the slice."""
+
+    def released():
+        job = get_json(daemon.api_url + f"jobs/{lease['id']}", token)
+        return job if job["state"] in ("done", "cancelled", "failed") else None
+
+    ended = server.until(released, timeout=90, what="the lease to be given back")
+    assert server.until(
+        lambda: server.env_after_restart(kernel, ENV_CUDA) == NO_GPU,
+        what="the kernel restarted without the slice",
+    )
+    return ended
+
+
 @pytest.fixture
 def mig_daemon(tmp_path):
     daemon = DaemonProcess(tmp_path, free_port(), extra=["--simulated-gpus", LAYOUT])
@@ -167,19 +182,11 @@ def test_a_lease_whose_slice_leaves_the_layout_is_released_with_why(mig_daemon, 
     daemon.extra = ["--simulated-gpus", "H100-80GB[3g.40gb],T4"]
     daemon.start()
 
-    def released():
-        job = get_json(daemon.api_url + f"jobs/{lease['id']}", token)
-        return job if job["state"] in ("done", "cancelled", "failed") else None
-
-    ended = server.until(released, timeout=90, what="the lease to be given back")
+    ended = given_back(daemon, server, token, lease, kernel)
     assert ended["state"] == "done", ended
     assert ended["reason"] == (
         f"released: its 1g.10gb MIG slice {lease['gpus'][0]} is gone (the GPU's MIG layout "
         "changed); ask for a slice again (%gpu_lease 1g.10gb)"
-    )
-    assert server.until(
-        lambda: server.env_after_restart(kernel, ENV_CUDA) == NO_GPU,
-        what="the kernel restarted without the slice",
     )
 
     # the job's instance is gone too: it checkpointed, queued again and resumed on the other
@@ -205,18 +212,10 @@ def test_a_lease_on_a_gpu_an_admin_drains_is_released_and_no_slice_of_it_handed_
     status, body = call("POST", daemon.api_url + "gpus/0/drain", admin, {"drained": True})
     assert status == 200, body
 
-    def released():
-        job = get_json(daemon.api_url + f"jobs/{lease['id']}", token)
-        return job if job["state"] in ("done", "cancelled", "failed") else None
-
-    ended = server.until(released, timeout=90, what="the lease to be given back")
+    ended = given_back(daemon, server, token, lease, kernel)
     assert ended["reason"] == (
         f"released: its 1g.10gb MIG slice {lease['gpus'][0]} is on GPU 0, which an admin "
         "drained for maintenance; ask for a slice again (%gpu_lease 1g.10gb)"
-    )
-    assert server.until(
-        lambda: server.env_after_restart(kernel, ENV_CUDA) == NO_GPU,
-        what="the kernel restarted without the slice",
     )
     # a new ask waits, saying why, until the GPU is back in service
     status, grant = call("POST", daemon.api_url + "leases", token, {"mig": "1g.10gb"})

@@ -22,6 +22,13 @@ def jp_server_config(jp_server_config):
     return jp_server_config
 
 
+def said(name: str, speeds: dict, gpus: int) -> dict:
+    """A synthetic job of ``gpus`` GPUs whose speed per kind its submitter says."""
+    body = synthetic(name, gpus, gpus)
+    body["synthetic"]["kind_speed"] = speeds
+    return body
+
+
 async def running(jp_fetch, *ids):
     jobs = [await api(jp_fetch, f"jobs/{i}") for i in ids]
     for job in jobs:
@@ -109,15 +116,10 @@ async def test_the_kind_a_job_goes_faster_on_is_the_one_it_gets(jp_fetch):
     [a] = await until(lambda: running(jp_fetch, a["id"]), 120, "A running")
     assert kind[a["gpus"][0]] == "A100-80GB"  # the tightest fit: both kinds have 2 free
 
-    def said(name, speeds):
-        body = synthetic(name, 1, 1)
-        body["synthetic"]["kind_speed"] = speeds
-        return body
-
-    t = await api(jp_fetch, "jobs", "POST", said("T", {"T4": 3, "A100-80GB": 1}))
+    t = await api(jp_fetch, "jobs", "POST", said("T", {"T4": 3, "A100-80GB": 1}, 1))
     [t] = await until(lambda: running(jp_fetch, t["id"]), 120, "T running")
     assert kind[t["gpus"][0]] == "T4"
-    f = await api(jp_fetch, "jobs", "POST", said("F", {"A100-80GB": 4, "T4": 1}))
+    f = await api(jp_fetch, "jobs", "POST", said("F", {"A100-80GB": 4, "T4": 1}, 1))
     [f] = await until(lambda: running(jp_fetch, f["id"]), 120, "F running")
     assert kind[f["gpus"][0]] == "A100-80GB"
 
@@ -138,15 +140,10 @@ async def test_a_job_moves_to_the_fast_kind_when_it_frees_up_and_goes_on_from_it
     from the step it had reached."""
     kind = {g["id"]: g["kind"] for g in (await api(jp_fetch, "gpus"))["gpus"]}
 
-    def said(name, speeds):
-        body = synthetic(name, 2, 2)
-        body["synthetic"]["kind_speed"] = speeds
-        return body
-
-    h = await api(jp_fetch, "jobs", "POST", said("H", {"A100-80GB": 2, "T4": 1}))
+    h = await api(jp_fetch, "jobs", "POST", said("H", {"A100-80GB": 2, "T4": 1}, 2))
     [h] = await until(lambda: running(jp_fetch, h["id"]), 120, "H running")
     assert {kind[g] for g in h["gpus"]} == {"A100-80GB"}
-    m = await api(jp_fetch, "jobs", "POST", said("M", {"A100-80GB": 4, "T4": 1}))
+    m = await api(jp_fetch, "jobs", "POST", said("M", {"A100-80GB": 4, "T4": 1}, 2))
 
     async def trained_on_t4():
         [job] = await running(jp_fetch, m["id"]) or [None]
