@@ -4,10 +4,11 @@ Random sequences of submits, cancels, sidecar failures (SIGKILL through the back
 Ray, node losses and returns run against a real scheduler on the single-server backend (4
 simulated GPUs) and on the Ray backend (2 nodes x 2 logical GPUs); the policy resizes jobs as
 they come and go. Afterwards every trainer's time on its GPUs is read from the sidecars' own
-logs; a trainer killed with its sidecar has no end line there, so it ended at the first kill of
-its own job, or loss of its own node, after it started: for a lost node, once the sidecars that
-ran there were gone (they outlive their node for a moment, a trainer may even start in it).
-Two different generations, of one job or two, never overlap on one GPU; every job ends.
+logs. A trainer killed with its sidecar (by the test, by a lost node, or by the launcher giving
+up on a slow start) has no end line there: it ended when it was last seen alive by a watcher
+that lists the machine's trainer processes all along (every backend runs them on this machine).
+That end is a lower bound, so an overlap found is a real one. Two different generations, of one
+job or two, never overlap on one GPU; every job ends.
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ from __future__ import annotations
 import asyncio
 import datetime as dt
 import itertools
+import os
 import random
 import re
 import signal
+import threading
 import time
 from pathlib import Path
 
@@ -40,16 +43,58 @@ def stamp(text: str) -> float:
     return dt.datetime.strptime(text, "%Y-%m-%d %H:%M:%S.%f").timestamp()
 
 
-def node_of(gpu: str) -> str:
-    return gpu.rpartition(":")[0]
+class TrainerWatch:
+    """When each trainer process was last seen alive (wall-clock time, by pid): a thread lists
+    ``/proc`` every ``interval`` seconds, on its own so that a test blocked in a call (Ray's
+    node removal) does not blind it. A zombie is not alive: it holds no memory, a GPU's
+    neither."""
+
+    def __init__(self, interval: float = 0.02) -> None:
+        self.interval = interval
+        self.last_alive: dict[int, float] = {}
+        self._kinds: dict[tuple[int, bytes], bool] = {}  # (pid, start time): a trainer?
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            now = time.time()
+            for name in os.listdir("/proc"):
+                if name.isdigit() and self._trainer(int(name)):
+                    self.last_alive[int(name)] = now
+            self._stop.wait(self.interval)
+
+    def _trainer(self, pid: int) -> bool:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_bytes()
+            fields = stat[stat.rfind(b")") + 2 :].split()
+            key = (pid, fields[19])  # its start time: a reused pid is another process
+            if key not in self._kinds:
+                argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+                self._kinds[key] = b"elastic_gpu_sidecar.trainer.synthetic" in argv
+        except (OSError, IndexError):
+            return False
+        return self._kinds[key] and fields[0] != b"Z"
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+@pytest.fixture
+def trainers():
+    watch = TrainerWatch()
+    yield watch
+    watch.stop()
 
 
 def occupancy(
-    job_id: str, job_dir: Path, killed: list[tuple[float, str]]
+    job_dir: Path, last_alive: dict[int, float]
 ) -> list[tuple[float, float, int, list[str]]]:
     """(start, end, generation, gpus) of every trainer of a job, from its sidecar's log; a
-    trainer without an end line ended at the first kill of its job or its node after it
-    started (``killed``: when, and which job or node)."""
+    trainer without an end line ended when it was last seen alive (``last_alive``, by pid),
+    or at its start if it never was (it lived less than the watcher's interval)."""
     spans: dict[str, list] = {}
     log = job_dir / "sidecar.log"
     for line in log.read_text().splitlines() if log.exists() else ():
@@ -58,23 +103,23 @@ def occupancy(
         elif (m := ENDED.match(line)) and m[2] in spans:
             spans[m[2]][1] = stamp(m[1])
     out = []
-    for start, end, generation, gpus in spans.values():
+    for pid, (start, end, generation, gpus) in spans.items():
         if end is None:
-            mine = {job_id, *map(node_of, gpus)}
-            end = min((t for t, who in killed if t >= start and who in mine), default=time.time())
+            end = max(start, last_alive.get(int(pid), start))
         out.append((start, end, generation, gpus))
     return out
 
 
 @pytest.mark.parametrize("seed", [1, 2])
-async def test_no_gpu_is_held_by_two_generations(jp_fetch, jp_serverapp, request, backend, seed):
+async def test_no_gpu_is_held_by_two_generations(
+    jp_fetch, jp_serverapp, request, backend, seed, trainers
+):
     app = next(iter(jp_serverapp.extension_manager.extension_apps["jupyter_elastic_gpu"]))
     version = (await api(jp_fetch, "updates", params={"since": 0, "timeout": 0}))["version"]
     service = app._service
     cluster = request.getfixturevalue("ray_cluster") if backend == "ray" else None
     rng = random.Random(f"{backend}-{seed}")
     jobs: list[dict] = []
-    killed: list[tuple[float, str]] = []  # (when, the job or node)
     lost_node = None
     for step in range(12):
         op = rng.choice(["submit", "submit", "submit", "cancel", "fail", "node"])
@@ -98,8 +143,8 @@ async def test_no_gpu_is_held_by_two_generations(jp_fetch, jp_serverapp, request
             await api(jp_fetch, f"jobs/{rng.choice(jobs)['id']}/cancel", "POST", {})
         elif op == "fail" and running:
             job = rng.choice(running)
-            if job.lost < 2 and await service.launcher.signal(job.launch, signal.SIGKILL):
-                killed.append((time.time(), job.id))
+            if job.lost < 2:
+                await service.launcher.signal(job.launch, signal.SIGKILL)
         elif op == "node" and cluster is not None:
             if lost_node is None:
                 lost_node = rng.choice(sorted(cluster.nodes))
@@ -114,7 +159,6 @@ async def test_no_gpu_is_held_by_two_generations(jp_fetch, jp_serverapp, request
                     return not any(map(is_running, pids))
 
                 await until(gone, 60, f"the sidecars of lost node {lost_node} gone")
-                killed.append((time.time(), lost_node))
             else:
                 cluster.add(lost_node)
                 lost_node = None
@@ -132,19 +176,21 @@ async def test_no_gpu_is_held_by_two_generations(jp_fetch, jp_serverapp, request
         assert time.monotonic() < deadline, f"jobs still open after 300 s: {states}"
         await asyncio.sleep(0.5)
     assert "failed" not in states, states
+    trainers.stop()
 
     spans, logs = [], {}
     for job in jobs:
         job_dir = Path((await api(jp_fetch, f"jobs/{job['id']}"))["job_dir"])
-        spans += [(job["id"], *s) for s in occupancy(job["id"], job_dir, killed)]
+        spans += [(job["id"], *s) for s in occupancy(job_dir, trainers.last_alive)]
         log = job_dir / "sidecar.log"
-        logs[job["id"]] = log.read_text() if log.exists() else ""
+        events = (await api(jp_fetch, f"jobs/{job['id']}/events"))["events"]
+        logs[job["id"]] = (log.read_text() if log.exists() else "") + "".join(
+            f"  event {e['t']:.3f} {e['kind']}: {e['message']}\n" for e in events
+        )
     assert spans, "no trainer ran"
     for a, b in itertools.combinations(spans, 2):
         shared = set(a[4]) & set(b[4])
         if shared and (a[0], a[3]) != (b[0], b[3]):
             overlap = min(a[2], b[2]) - max(a[1], b[1])
             said = "".join(f"\n{j}:\n{logs[j]}" for j in dict.fromkeys((a[0], b[0])))
-            assert overlap <= 0, (
-                f"GPUs {shared} held by {a[:4]} and {b[:4]} at once; kills {killed}; {said}"
-            )
+            assert overlap <= 0, f"GPUs {shared} held by {a[:4]} and {b[:4]} at once; {said}"

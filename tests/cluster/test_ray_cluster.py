@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import signal
 import threading
 from pathlib import Path
@@ -16,10 +17,12 @@ import ray
 from apikit import api, until
 from servers import freeze_sidecar, is_running
 
+from jupyter_elastic_gpu.scheduler.execution.launcher import PlaceGone
 from jupyter_elastic_gpu.scheduler.execution.ray_cluster import (
     SIDECAR_ACTOR,
     RayCluster,
     RayInventory,
+    RayLauncher,
     RayUnavailable,
 )
 
@@ -183,6 +186,46 @@ async def test_a_lost_node_s_job_resumes_on_the_gpus_left(jp_fetch, ray_cluster)
     if [len(h["gpus"]) for h in other["history"]] != [2]:
         said = (await api(jp_fetch, f"jobs/{other['id']}/events"))["events"]
         raise AssertionError(f"the other job was stopped: {other['history']}; its events: {said}")
+
+
+async def test_a_launch_given_up_on_leaves_no_trainer_on_its_gpus(
+    jp_fetch, ray_cluster, monkeypatch
+):
+    """A loaded node can start a sidecar, and its trainer, just as the launch times out: the
+    launcher gives the job's GPUs back (the job is queued again) only once both are gone, or
+    the next job on those GPUs would share them with that trainer."""
+    job_dirs, sidecars, trainers, alive_when_given_up = [], [], [], []
+    real_started, real_launch = RayLauncher._started, RayLauncher.launch
+
+    async def late(self, ref):  # the first start completes after its trainer's first step
+        pid = await real_started(self, ref)
+        if trainers:
+            return pid
+        sidecars.append(pid)
+        log = Path(job_dirs[0]) / "sidecar.log"
+
+        async def first_step():
+            text = log.read_text() if log.exists() else ""
+            return "first step" in text and re.search(r"trainer (\d+) started", text)
+
+        trainers.append(int((await until(first_step, 60, "the trainer's first step"))[1]))
+        raise asyncio.TimeoutError
+
+    async def launch(self, request):
+        job_dirs.append(request.job_dir)
+        try:
+            return await real_launch(self, request)
+        except PlaceGone:
+            alive_when_given_up.append((is_running(sidecars[0]), is_running(trainers[0])))
+            raise
+
+    monkeypatch.setattr(RayLauncher, "_started", late)
+    monkeypatch.setattr(RayLauncher, "launch", launch)
+    job = await api(jp_fetch, "jobs", "POST", synthetic("A", 600))
+    await until(lambda: in_state(jp_fetch, "done", job["id"]), 120, "A done")
+    assert alive_when_given_up == [(False, False)]
+    events = (await api(jp_fetch, f"jobs/{job['id']}/events"))["events"]
+    assert any("did not start the sidecar (TimeoutError)" in e["message"] for e in events)
 
 
 async def test_a_node_that_joins_is_used(jp_fetch, ray_cluster):

@@ -21,6 +21,7 @@ import contextlib
 import logging
 import os
 import signal
+import subprocess
 import sys
 import threading
 from dataclasses import dataclass
@@ -34,6 +35,7 @@ from .inventory import GpuInfo, Inventory, MigSlice, NvmlInventory, NvmlUnavaila
 from .launcher import (
     PlaceGone,
     ProcessLauncher,
+    gone,
     kill_tree,
     open_job_dir,
     sidecar_command,
@@ -49,6 +51,11 @@ NAMESPACE = "jupyter-elastic-gpu"
 SIDECAR_ACTOR = "elastic-gpu-sidecar-"
 #: Seconds a node may take to start a sidecar's actor before the launch counts as failed.
 START_TIMEOUT_S = 60.0
+#: Seconds a sidecar's actor may take to end the sidecar, its trainer and what they started
+#: before the actor is killed regardless (only a node that stopped answering takes that long).
+END_WAIT_S = 30.0
+#: Seconds the processes of an ended sidecar may take to be gone after their SIGKILL.
+GONE_WAIT_S = 10.0
 #: Seconds a node's GPU probe may take before its last answer is used.
 PROBE_TIMEOUT_S = 10.0
 #: How long closing waits for a call to Ray in another thread (Ray's own timeouts bound it,
@@ -298,7 +305,16 @@ def _logical(node: Node) -> list[GpuInfo]:
 
 class SidecarHost:
     """Lives on the job's node (no CPU held) for as long as one sidecar runs there: it ends
-    itself when its sidecar ends, so no idle actor is left behind whoever is listening."""
+    itself when its sidecar ends, so no idle actor is left behind whoever is listening.
+
+    ``start`` and ``end`` exclude each other, and an actor once asked to end starts nothing
+    more: a launch given up on (its node slow to start the actor) can end what that actor may
+    already have started, or be sure it never will, before the job's GPUs go to another job."""
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen | None = None
+        self.ended = False
+        self.lock = threading.Lock()
 
     def start(
         self,
@@ -314,9 +330,12 @@ class SidecarHost:
         if not os.path.isdir(cwd):
             cwd = os.path.dirname(out)
         run = argv.index("run") + 1  # `python -m elastic_gpu_sidecar run ...`
-        with open(out, "ab") as log:
-            argv = [*argv[:run], "--die-with-parent", str(os.getpid()), *argv[run:]]
-            self.proc = spawn_sidecar(argv, env, cwd, log)
+        with self.lock:
+            if self.ended:
+                raise RuntimeError("this launch was given up on before its sidecar started")
+            with open(out, "ab") as log:
+                argv = [*argv[:run], "--die-with-parent", str(os.getpid()), *argv[run:]]
+                self.proc = spawn_sidecar(argv, env, cwd, log)
         threading.Thread(target=self._end_with_sidecar, daemon=True).start()
         return self.proc.pid
 
@@ -337,12 +356,15 @@ class SidecarHost:
 
     def end(self) -> bool:
         """End the sidecar, its trainer and what they started, at once (``ray.kill`` alone
-        would miss them: they lead sessions of their own)."""
-        if self.proc.poll() is not None:
-            return False
-        kill_tree(self.proc.pid)
-        self.proc.wait()
-        return True
+        would miss them: they lead sessions of their own), and wait until they are gone."""
+        with self.lock:
+            self.ended = True
+            if self.proc is None or self.proc.poll() is not None:
+                return False
+            tree = kill_tree(self.proc.pid)
+            self.proc.wait()
+            gone(tree, GONE_WAIT_S)
+            return True
 
 
 class RayLauncher(ProcessLauncher):
@@ -387,9 +409,9 @@ class RayLauncher(ProcessLauncher):
             argv, dict(self.environment), list(self.pass_env), request.secret, cwd, out
         )
         try:
-            pid = await asyncio.wait_for(asyncio.wrap_future(started.future()), START_TIMEOUT_S)
+            pid = await self._started(started)
         except (asyncio.TimeoutError, *self._gone) as e:  # the node died under the launch
-            self.cluster.ray.kill(actor)
+            await self._ended(actor)
             raise PlaceGone(
                 f"Ray node {node} did not start the sidecar ({type(e).__name__})"
             ) from None
@@ -402,6 +424,23 @@ class RayLauncher(ProcessLauncher):
             ",".join(request.gpus),
         )
         return {"ray_actor": name, "node": node, "remote_pid": pid}
+
+    async def _started(self, started: Any) -> int:
+        """The sidecar's pid there, once the node has started it (within ``START_TIMEOUT_S``)."""
+        return await asyncio.wait_for(asyncio.wrap_future(started.future()), START_TIMEOUT_S)
+
+    async def _ended(self, actor: Any) -> None:
+        """End what an actor started (``SidecarHost.end``), then the actor. Asked of a launch
+        given up on: a loaded node may have started its sidecar, even its trainer, just as the
+        launch timed out, and the job's GPUs go to another job once they are gone."""
+        try:
+            await asyncio.wait_for(asyncio.wrap_future(actor.end.remote().future()), END_WAIT_S)
+        except (asyncio.TimeoutError, *self._gone):  # its node is gone: so are its processes
+            pass
+        except Exception as e:  # the actor failed to end them: its node is not answering
+            self.log.warning("a sidecar's actor could not end it: %s", e)
+        with contextlib.suppress(Exception):
+            self.cluster.ray.kill(actor)
 
     def alive(self, record: dict[str, Any]) -> bool | None:
         entry = self._running.get(record.get("ray_actor", ""))
@@ -432,10 +471,5 @@ class RayLauncher(ProcessLauncher):
         entry = self._running.get(record.get("ray_actor", ""))
         if entry is None:
             return False
-        try:
-            await asyncio.wait_for(asyncio.wrap_future(entry[0].end.remote().future()), 30.0)
-        except (asyncio.TimeoutError, *self._gone):  # its node is gone: so are its processes
-            pass
-        with contextlib.suppress(Exception):
-            self.cluster.ray.kill(entry[0])
+        await self._ended(entry[0])
         return True
