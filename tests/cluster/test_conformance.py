@@ -47,12 +47,14 @@ class TrainerWatch:
     """When each trainer process was last seen alive (wall-clock time, by pid): a thread lists
     ``/proc`` every ``interval`` seconds, on its own so that a test blocked in a call (Ray's
     node removal) does not blind it. A zombie is not alive: it holds no memory, a GPU's
-    neither."""
+    neither. A process's command line is read while it is new (one forked but not yet run as
+    a trainer still has its parent's), then only a trainer's state: a scan costs little more
+    than listing ``/proc``."""
 
     def __init__(self, interval: float = 0.02) -> None:
         self.interval = interval
         self.last_alive: dict[int, float] = {}
-        self._kinds: dict[tuple[int, bytes], bool] = {}  # (pid, start time): a trainer?
+        self._others: dict[int, float] = {}  # pids that are not trainers: when first seen
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
@@ -60,22 +62,27 @@ class TrainerWatch:
     def _run(self) -> None:
         while not self._stop.is_set():
             now = time.time()
-            for name in os.listdir("/proc"):
-                if name.isdigit() and self._trainer(int(name)):
-                    self.last_alive[int(name)] = now
+            pids = {int(n) for n in os.listdir("/proc") if n.isdigit()}
+            settled = {p for p, seen in self._others.items() if now - seen > 1.0}
+            for pid in pids - settled:
+                if self._alive_trainer(pid, now):
+                    self.last_alive[pid] = now
+            for pid in set(self._others) - pids:  # a pid gone can come back as a trainer
+                del self._others[pid]
             self._stop.wait(self.interval)
 
-    def _trainer(self, pid: int) -> bool:
+    def _alive_trainer(self, pid: int, now: float) -> bool:
         try:
-            stat = Path(f"/proc/{pid}/stat").read_bytes()
-            fields = stat[stat.rfind(b")") + 2 :].split()
-            key = (pid, fields[19])  # its start time: a reused pid is another process
-            if key not in self._kinds:
+            if pid not in self.last_alive:
                 argv = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
-                self._kinds[key] = b"elastic_gpu_sidecar.trainer.synthetic" in argv
-        except (OSError, IndexError):
+                if b"elastic_gpu_sidecar.trainer.synthetic" not in argv:
+                    self._others.setdefault(pid, now)
+                    return False
+                self._others.pop(pid, None)
+            stat = Path(f"/proc/{pid}/stat").read_bytes()
+        except OSError:
             return False
-        return self._kinds[key] and fields[0] != b"Z"
+        return stat[stat.rfind(b")") + 2 :].split()[0] != b"Z"
 
     def stop(self) -> None:
         self._stop.set()
