@@ -116,12 +116,11 @@ def decide_together(
     decision = decide(policy, snapshot, now)
     if len(set(group.values())) <= 1:
         return Together(decision, {}, decision)
+    given = decision.allocations
     apart = {
-        job.id: tuple(decision.allocations[job.id])
+        job.id: tuple(given[job.id])
         for job in snapshot.jobs
-        if not job.gpus
-        and decision.allocations.get(job.id)
-        and not together(decision.allocations[job.id], group, job.min_gpus)
+        if not job.gpus and given.get(job.id) and not together(given[job.id], group, job.min_gpus)
     }
     if not apart:
         return Together(decision, {}, decision)

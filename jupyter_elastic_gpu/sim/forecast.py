@@ -82,6 +82,7 @@ class _Run:
         "pause_until",
         "queued",
         "resizes",
+        "seen",
         "speed",
         "start",
         "work_done",
@@ -98,6 +99,8 @@ class _Run:
         self.pause_until = max(now, since + job.resize_cost) if job.pinned else now
         self.start: float | None = None
         self.end: float | None = None
+        #: The job the last decision saw, while only its time waited has changed since.
+        self.seen: Job | None = None
 
     def finish_time(self, t: float) -> float:
         if not self.gpus or self.speed <= 0:
@@ -108,9 +111,17 @@ class _Run:
     def as_job(self, t: float) -> Job:
         """The job as the policy sees it at ``t`` (built by position without ``Job``'s checks:
         the snapshot's job passed them, and the run keeps the values it changes valid; a third
-        of a forecast's time went to ``dataclasses.replace``)."""
+        of a forecast's time went to ``dataclasses.replace``).
+
+        A job that waits changes only its time waited from one decision to the next: the job
+        the last one saw gets it in place, rather than a new job for each of a long queue at
+        every decision. That job is the run's own (never the snapshot's), and nothing keeps a
+        job past the decision that read it."""
+        if self.seen is not None:
+            object.__setattr__(self.seen, "queued_s", self.queued)
+            return self.seen
         j = self.job
-        return trusted_job(
+        job = trusted_job(
             j.id,
             j.submit_time,
             j.total_work,
@@ -130,6 +141,9 @@ class _Run:
             self.last_change,
             bool(self.gpus) and t < self.pause_until,
         )
+        if not self.gpus:
+            self.seen = job
+        return job
 
     def move(self, gpus: tuple[str, ...], t: float) -> None:
         """Carry out a new grant: a start or a resize pauses it for its resize cost."""
@@ -137,7 +151,7 @@ class _Run:
             self.resizes += 1
         elif gpus and self.start is None and not self.job.gpus:
             self.start = t
-        self.gpus, self.last_change = gpus, t
+        self.gpus, self.last_change, self.seen = gpus, t, None
         self.speed = self.job.speed.throughput(len(gpus))
         self.pause_until = t + self.job.resize_cost if gpus else t
 
@@ -167,9 +181,12 @@ def forecast(
     # job frees wait for the next decision, as long as ``gap`` at most).
     gap, tick = 0.0, tick_s
     open_ = dict(runs)
+    # The runs that hold GPUs: the only ones that progress or finish, so the only ones a
+    # step looks at (most of a long queue just waits).
+    busy = {job_id: r for job_id, r in runs.items() if r.gpus}
     group = groups(snapshot.gpus)  # a job runs on one node, of one kind where kinds mix
     t = last = now
-    _decide(policy, snapshot, open_, t, group)
+    _decide(policy, snapshot, open_, busy, t, group)
     decisions, pending = 1, False  # pending: a job finished since the last decision
     usable = max(len(snapshot.usable_gpus), 1)
     while open_ and decisions < max_decisions:
@@ -180,23 +197,23 @@ def forecast(
             gap = 2 * _span(r.as_job(t) for r in open_.values()) / usable
             gap /= max(max_decisions - decisions, 1)
             tick = max(tick_s, gap)
-        due = min(r.finish_time(t) for r in open_.values())
+        due = min((r.finish_time(t) for r in busy.values()), default=math.inf)
         if pending:
             due = min(due, last + gap)
-        if not _quiet(policy, open_):
+        if not _quiet(policy, open_, busy):
             due = min(due, last + tick)
         if due == math.inf or due - now > horizon_s:
             if due != math.inf:
                 limits.append("horizon")
             break
-        if not pending and not any(r.gpus for r in open_.values()):
+        if not pending and not busy:
             break  # nothing runs: nothing will change any more
         due = max(due, t)
-        _advance(open_, t, due)
+        _advance(open_, busy, t, due)
         t = due
-        pending = _take_finished(open_, t) or pending
+        pending = _take_finished(open_, busy, t) or pending
         if open_ and (t >= last + gap or not pending) and (pending or t >= last + tick):
-            _decide(policy, snapshot, open_, t, group)
+            _decide(policy, snapshot, open_, busy, t, group)
             decisions, last, pending = decisions + 1, t, False
     if open_ and decisions >= max_decisions:
         limits.append("decisions")
@@ -233,52 +250,58 @@ def _span(jobs: Iterable[Job]) -> float:
     return total
 
 
-def _take_finished(open_: dict[str, _Run], t: float) -> bool:
+def _take_finished(open_: dict[str, _Run], busy: dict[str, _Run], t: float) -> bool:
     """Take out the jobs done by ``t`` (their GPUs are free for the next decision); True if
     any."""
-    done = [job_id for job_id, r in open_.items() if r.finish_time(t) <= t + _EPS]
+    done = [job_id for job_id, r in busy.items() if r.finish_time(t) <= t + _EPS]
     for job_id in done:
         r = open_.pop(job_id)
+        del busy[job_id]
         r.end, r.gpus, r.speed = t, (), 0.0
     return bool(done)
 
 
-def _advance(open_: dict[str, _Run], t: float, until: float) -> None:
+def _advance(open_: dict[str, _Run], busy: dict[str, _Run], t: float, until: float) -> None:
     dt = until - t
     for r in open_.values():
         if not r.gpus:
             r.queued += dt
-            continue
+    for r in busy.values():
         r.attained += dt * len(r.gpus)
         productive = until - max(t, r.pause_until)
         if productive > 0:
             r.work_done = min(r.job.total_work, r.work_done + productive * r.speed)
 
 
-def _quiet(policy: Policy, open_: dict[str, _Run]) -> bool:
+def _quiet(policy: Policy, open_: dict[str, _Run], busy: dict[str, _Run]) -> bool:
     """Nobody waits and nobody could grow: no tick can change anything."""
-    for r in open_.values():
-        if not r.gpus or (policy.elastic and len(r.gpus) < r.job.max_gpus):
-            return False
-    return True
+    if len(busy) < len(open_):
+        return False
+    return not policy.elastic or all(len(r.gpus) >= r.job.max_gpus for r in busy.values())
 
 
 def _decide(
     policy: Policy,
     snapshot: Snapshot,
     open_: dict[str, _Run],
+    busy: dict[str, _Run],
     t: float,
     group: Mapping[str, str],
 ) -> None:
     """One decision at ``t`` on the open jobs as they stand, carried out: a waiting job given
     GPUs it cannot start on (not together, ``group``) gets none and the others are decided
     again without it, as the live scheduler does (``decide_together``)."""
-    jobs = tuple(r.as_job(t) for r in open_.values())
+    jobs = tuple([r.as_job(t) for r in open_.values()])
     decision = decide_together(policy, replace(snapshot, jobs=jobs), t, group).decision
     for job_id, gpus in decision.allocations.items():
         r = open_[job_id]
-        if set(gpus) != set(r.gpus):
-            r.move(tuple(gpus), t)
+        if gpus == r.gpus or set(gpus) == set(r.gpus):  # (most jobs keep waiting)
+            continue
+        r.move(tuple(gpus), t)
+        if r.gpus:
+            busy[job_id] = r
+        else:
+            busy.pop(job_id, None)
 
 
 __all__ = ["HORIZON_S", "MAX_DECISIONS", "TICK_S", "Estimate", "Forecast", "forecast"]

@@ -26,6 +26,7 @@ when they fit (``core.placement``).
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
@@ -122,6 +123,9 @@ class _Reasons(Mapping[str, Reason]):
 
 #: Place in the order: smallest key first, then the earliest submitted.
 _rank = attrgetter("key", "job.submit_time", "job.id")
+#: The same order where no two keys are equal, at a fraction of the cost (no tuple per job):
+#: a forecast sorts a long queue at each of its hundreds of decisions.
+_key = attrgetter("key")
 
 
 class AdaptivePolicy:
@@ -248,31 +252,31 @@ class AdaptivePolicy:
     def decide(self, snapshot: Snapshot, now: float) -> Decision:
         total = len(snapshot.usable_gpus)
         plans = self._plans(snapshot.jobs, now, total)
-        plans.sort(key=_rank)
+        plans.sort(key=_key)
+        if len({p.key for p in plans}) < len(plans):  # equal keys: the tie-breaks decide
+            plans.sort(key=_rank)
 
         # Jobs mid-resize or about to finish keep their GPUs whatever comes (whole grants
         # first: one on a GPU that turned busy is moved, if there is room, or competes).
         free = total
-        locked = [p.job for p in plans if p.frozen in _LOCKED]
+        locked = [p for p in plans if p.frozen in _LOCKED]
         kept = set()
-        for job in whole_grants_first(locked, snapshot) if locked else ():
+        for job in whole_grants_first([p.job for p in locked], snapshot) if locked else ():
             if len(job.gpus) <= free:
                 free -= len(job.gpus)
                 kept.add(job.id)
-        open_plans = []
-        for plan in plans:
+        for plan in locked:
             if plan.job.id in kept:
                 plan.count = len(plan.job.gpus)
             else:
-                if plan.frozen in _LOCKED:
-                    plan.frozen = ""  # its GPUs failed under it: it competes like the others
-                open_plans.append(plan)
+                plan.frozen = ""  # its GPUs failed under it: it competes like the others
+        open_plans = [p for p in plans if p.job.id not in kept] if kept else plans[:]
 
-        kept_jobs = [j for j in locked if j.id in kept]
+        kept_jobs = [p.job for p in locked if p.job.id in kept]
         fitted, path, changes_in = True, None, math.inf
         if self.params.protect_critical:
             committed = (
-                sum(len(plan.job.gpus) * plan.left for plan in plans if plan.job.id in kept),
+                sum(len(plan.job.gpus) * plan.left for plan in locked if plan.job.id in kept),
                 sum(len(j.gpus) for j in kept_jobs),
             )
             free, fitted, path, changes_in = reserve(
@@ -287,32 +291,32 @@ class AdaptivePolicy:
         # A job that waits (and is not reserved) joins the hand-out only when its first move
         # could come next: the weights fall along the order, and its first move gains at most
         # its weight times its best speed per GPU (``SpeedModel.best_rate``), so most of a long
-        # queue never needs its values worked out. The moves come out of the heap in the same
-        # order as if every job had joined at once.
+        # queue never needs its weight or values worked out. The moves come out of the heap in
+        # the same order as if every job had joined at once.
         waiting: list[int] = []
         for i, plan in enumerate(open_plans):
-            plan.weight = float(m - i) ** exponent
             if plan.count or plan.job.gpus:
+                plan.weight = float(m - i) ** exponent
                 move = prepare(plan, margin, free)
                 if move:
                     heap.append((-move[0], i, move[1], plan.count))
             else:
                 waiting.append(i)
-        # The most any waiting job from the k-th on could gain with its first move.
-        bounds = [0.0] * len(waiting)
-        rate = 0.0
-        for k in range(len(waiting) - 1, -1, -1):
-            plan = open_plans[waiting[k]]
-            if plan.rate > rate:
-                rate = plan.rate
-            bounds[k] = plan.weight * rate * (1 + 1e-9)
+        # The best speed per GPU of any waiting job from the k-th on (k = len: none).
+        rates = [open_plans[i].rate for i in reversed(waiting)]
+        best_rate = list(itertools.accumulate(rates, max, initial=0.0))[::-1]
         joined = 0
         heapq.heapify(heap)
         while free > 0:
-            while joined < len(waiting) and (not heap or bounds[joined] >= -heap[0][0]):
+            while joined < len(waiting):
                 i = waiting[joined]
+                plan = open_plans[i]
+                plan.weight = float(m - i) ** exponent
+                # The most it, or any waiting job after it, could gain with its first move.
+                if heap and not plan.weight * best_rate[joined] * (1 + 1e-9) >= -heap[0][0]:
+                    break
                 joined += 1
-                move = prepare(open_plans[i], margin, begin)
+                move = prepare(plan, margin, begin)
                 if move:
                     heapq.heappush(heap, (-move[0], i, move[1], 0))
             if not heap:
@@ -332,18 +336,25 @@ class AdaptivePolicy:
                     heapq.heappush(heap, (-move[0], i, move[1], target))
         unjoined = [open_plans[i] for i in waiting[joined:]]
 
-        order = tuple(p.job.id for p in plans)
-        allocations = place(
-            snapshot.gpus,
-            {p.job.id: p.job.gpus for p in plans},
-            {p.job.id: p.count for p in plans},
-            order,
-            snapshot.kind_speed,
-            {p.job.id: p.job.min_gpus for p in plans},
+        order = tuple([p.job.id for p in plans])
+        # Placement weighs only the jobs that hold or get GPUs; every other one waits.
+        moving = [p for p in plans if p.count or p.job.gpus]
+        allocations: dict[str, tuple[str, ...]] = dict.fromkeys(order, ())
+        allocations.update(
+            place(
+                snapshot.gpus,
+                {p.job.id: p.job.gpus for p in moving},
+                {p.job.id: p.count for p in moving},
+                order,
+                snapshot.kind_speed,
+                {p.job.id: p.job.min_gpus for p in moving},
+            )
         )
         reasons = _Reasons(self, plans, free)
 
         def promise() -> float:  # worked out when read (the simulator asks for one in two)
+            for i, plan in enumerate(open_plans):
+                plan.weight = float(m - i) ** exponent
             for plan in unjoined:  # (the certificate weighs every job's first move)
                 prepare(plan, margin, begin)
             until = holds_until(self, snapshot, now, plans, open_plans, exponent, free, allocations)

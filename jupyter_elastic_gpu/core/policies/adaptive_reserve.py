@@ -34,24 +34,26 @@ def reserve(
         options=[plan.options for plan in plans],
     )
     reservations = path.reservations if path else []
-    by_id = {plan.job.id: plan for plan in plans} if reservations else {}
+    if not reservations:
+        return free, True, path, math.inf
+    reserved = {r.job.id for r in reservations}
+    by_id = {plan.job.id: plan for plan in plans if plan.job.id in reserved}
     # A reservation never suspends a running job that ends within critical_slack of the
     # horizon anyway: starting the critical job that much later costs the makespan no
     # more than the slack allows, where suspending the short job would cost it the whole
     # critical job's run (a 5-minute job stopped for one of days).
-    soon = p.critical_slack * path.earliest if reservations else 0.0
+    soon = p.critical_slack * path.earliest
     kept_for: dict[str, int] = {}
     # The horizon only falls while nothing but progress happens, so a running job ends
     # within the slack no sooner than at its time left less today's slack.
     coming: list[tuple[float, int]] = []  # (in how many seconds, GPUs it would keep)
-    for plan in plans if reservations else ():
+    for plan in [plan for plan in plans if plan.job.gpus]:
         job = plan.job
-        if job.gpus:
-            left = plan.left
-            if left <= soon:
-                kept_for[job.id] = job.min_gpus
-            else:
-                coming.append((left - soon, job.min_gpus))
+        left = plan.left
+        if left <= soon:
+            kept_for[job.id] = job.min_gpus
+        else:
+            coming.append((left - soon, job.min_gpus))
     kept = sum(kept_for.values())
     fitted = True
     room = math.inf  # the fewest GPUs to spare of any reservation

@@ -194,8 +194,8 @@ class _Jobs:
         self.frontiers, self.least, self.cheapest, self.fastest, self.cheap, self.dearer = map(
             list, columns
         )
-        self.held = sum(len(j.gpus) for j in jobs)  # GPUs they hold
-        self.waiting = sum(j.min_gpus for j in jobs if not j.gpus)  # GPUs the queue needs
+        self.held = sum([len(j.gpus) for j in jobs])  # GPUs they hold
+        self.waiting = sum([j.min_gpus for j in jobs if not j.gpus])  # GPUs the queue needs
 
     @classmethod
     def of(
