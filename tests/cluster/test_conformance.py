@@ -79,10 +79,9 @@ class TrainerWatch:
                     self._others.setdefault(pid, now)
                     return False
                 self._others.pop(pid, None)
-            stat = Path(f"/proc/{pid}/stat").read_bytes()
         except OSError:
             return False
-        return stat[stat.rfind(b")") + 2 :].split()[0] != b"Z"
+        return is_running(pid)
 
     def stop(self) -> None:
         self._stop.set()

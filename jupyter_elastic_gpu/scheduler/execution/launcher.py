@@ -19,7 +19,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -296,7 +295,13 @@ class LocalLauncher(ProcessLauncher):
         proc = self._procs.get(pid)
         if proc is not None:
             return proc.poll() is None  # _reap waits for it
-        return _running(pid)
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return False
+        except PermissionError:
+            return True
+        return _not_zombie(pid)
 
 
 class AgentLauncher(BaseLauncher):
@@ -309,10 +314,10 @@ class AgentLauncher(BaseLauncher):
         return {"via": "agent"}
 
 
-def kill_tree(pid: int) -> list[int]:
+def kill_tree(pid: int) -> set[int]:
     """SIGKILL ``pid``, every descendant of it, and the process groups of all of them (the
     sidecar and its trainer each lead a group of their own; a user's subprocesses join the
-    trainer's); the pids of the tree. The tree is read before the first signal: a child
+    trainer's); the groups killed. The tree is read before the first signal: a child
     orphaned by it is still in a group that is killed."""
     children: dict[int, list[int]] = {}
     for entry in os.listdir("/proc"):
@@ -329,34 +334,14 @@ def kill_tree(pid: int) -> list[int]:
     for p in tree:
         with contextlib.suppress(OSError):
             groups.add(os.getpgid(p))
-    for group in groups - {os.getpgid(0)}:  # never our own group
+    groups -= {os.getpgid(0)}  # never our own group
+    for group in groups:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(group, signal.SIGKILL)
     for p in tree:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(p, signal.SIGKILL)
-    return tree
-
-
-def gone(pids: list[int], timeout: float) -> bool:
-    """Whether every process of ``pids`` is gone (or defunct: it holds no memory, a GPU's
-    neither) within ``timeout`` seconds: a SIGKILLed process takes a moment to let go."""
-    deadline = time.monotonic() + timeout
-    while any(_running(p) for p in pids):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.01)
-    return True
-
-
-def _running(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return _not_zombie(pid)
+    return groups
 
 
 def _not_zombie(pid: int) -> bool:

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from elastic_gpu_sidecar import protocol as P
+from elastic_gpu_sidecar.procs import wait_group_gone
 
 from ...models import LaunchRequest
 from .gpukinds import KIND, SIMULATED, memory_mb
@@ -35,7 +36,6 @@ from .inventory import GpuInfo, Inventory, MigSlice, NvmlInventory, NvmlUnavaila
 from .launcher import (
     PlaceGone,
     ProcessLauncher,
-    gone,
     kill_tree,
     open_job_dir,
     sidecar_command,
@@ -54,8 +54,6 @@ START_TIMEOUT_S = 60.0
 #: Seconds a sidecar's actor may take to end the sidecar, its trainer and what they started
 #: before the actor is killed regardless (only a node that stopped answering takes that long).
 END_WAIT_S = 30.0
-#: Seconds the processes of an ended sidecar may take to be gone after their SIGKILL.
-GONE_WAIT_S = 10.0
 #: Seconds a node's GPU probe may take before its last answer is used.
 PROBE_TIMEOUT_S = 10.0
 #: How long closing waits for a call to Ray in another thread (Ray's own timeouts bound it,
@@ -361,9 +359,10 @@ class SidecarHost:
             self.ended = True
             if self.proc is None or self.proc.poll() is not None:
                 return False
-            tree = kill_tree(self.proc.pid)
+            groups = kill_tree(self.proc.pid)
             self.proc.wait()
-            gone(tree, GONE_WAIT_S)
+            for group in groups:  # a SIGKILLed process takes a moment to let its GPUs go
+                wait_group_gone(group)
             return True
 
 
