@@ -9,6 +9,7 @@ the job through its lifecycle.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -94,35 +95,51 @@ class Launches:
         )
 
     async def start_ready(self, now: float) -> None:
-        for job in list(self.jobs.values()):
-            if job.state != JobState.STARTING or job.launched_at is not None or is_lease(job):
-                continue  # a lease's kernel starts itself (interactive.py)
-            if not grants.busy_elsewhere(job, self.jobs.values()).isdisjoint(job.desired.gpus):
-                continue  # the previous holder is still checkpointing: next round
-            secret, digest = new_secret()
-            async with atomically(self.store, job):  # recorded before a sidecar exists
-                job.secret_hash = digest
-                job.launched_at = job.last_heartbeat = now
-                await self.lifecycle.save(job)
-            self.secrets[job.id] = secret
-            try:
-                job.launch = await self.launcher.launch(self.request(job, secret))
-            except PlaceGone as e:  # its GPUs went away meanwhile: not the job's fault
-                self.secrets.pop(job.id, None)
-                self.log.warning("elastic-gpu: job %s: not started: %s", job.id, e)
-                why = Told(ReasonKind.REQUEUED, {"detail": f"{e} before its sidecar started"})
-                await self.lifecycle.requeue(job, why, now, kind=EventKind.LOST)
-            except Exception as e:  # the launch itself failed: the job cannot run as sent
-                self.log.exception("elastic-gpu: job %s: launch failed", job.id)
-                self.secrets.pop(job.id, None)
-                error = ErrorInfo(
-                    type=type(e).__name__,
-                    message=str(e),
-                    hint="the sidecar could not be started; check LocalLauncher.python and "
-                    "the job dir",
-                )
-                await self.lifecycle.finish(job, JobState.FAILED, Heartbeat(error=error), now)
-            if job.launch.get("via") != "agent":
-                self.secrets.pop(job.id, None)
+        """Launch every job given GPUs that are free now, all at once: a launch can wait a
+        minute on a node slow to start its sidecar (Ray), and the others must not wait behind
+        it. Each launch ends in its own way (started, queued again, failed); a store error of
+        one is raised once the others are over."""
+        ready = [
+            job
+            for job in list(self.jobs.values())
+            if job.state == JobState.STARTING
+            and job.launched_at is None
+            and not is_lease(job)
+            # a lease's kernel starts itself (interactive.py); a job whose GPUs' previous
+            # holder is still checkpointing is launched in a later round
+            and grants.busy_elsewhere(job, self.jobs.values()).isdisjoint(job.desired.gpus)
+        ]
+        done = await asyncio.gather(
+            *(self._start(job, now) for job in ready), return_exceptions=True
+        )
+        for error in done:
+            if isinstance(error, BaseException):
+                raise error
+
+    async def _start(self, job: JobRecord, now: float) -> None:
+        secret, digest = new_secret()
+        async with atomically(self.store, job):  # recorded before a sidecar exists
+            job.secret_hash = digest
+            job.launched_at = job.last_heartbeat = now
             await self.lifecycle.save(job)
-            await self.changed()
+        self.secrets[job.id] = secret
+        try:
+            job.launch = await self.launcher.launch(self.request(job, secret))
+        except PlaceGone as e:  # its GPUs went away meanwhile: not the job's fault
+            self.secrets.pop(job.id, None)
+            self.log.warning("elastic-gpu: job %s: not started: %s", job.id, e)
+            why = Told(ReasonKind.REQUEUED, {"detail": f"{e} before its sidecar started"})
+            await self.lifecycle.requeue(job, why, now, kind=EventKind.LOST)
+        except Exception as e:  # the launch itself failed: the job cannot run as sent
+            self.log.exception("elastic-gpu: job %s: launch failed", job.id)
+            self.secrets.pop(job.id, None)
+            error = ErrorInfo(
+                type=type(e).__name__,
+                message=str(e),
+                hint="the sidecar could not be started; check LocalLauncher.python and the job dir",
+            )
+            await self.lifecycle.finish(job, JobState.FAILED, Heartbeat(error=error), now)
+        if job.launch.get("via") != "agent":
+            self.secrets.pop(job.id, None)
+        await self.lifecycle.save(job)
+        await self.changed()

@@ -18,6 +18,7 @@ from jupyter_elastic_gpu.core.reasons import Told
 from jupyter_elastic_gpu.errors import BadRequest
 from jupyter_elastic_gpu.models import EventKind, Heartbeat, SubmitRequest, parse
 from jupyter_elastic_gpu.scheduler.execution.inventory import SimulatedInventory
+from jupyter_elastic_gpu.scheduler.execution.launcher import PlaceGone
 from jupyter_elastic_gpu.scheduler.jobs import hash_secret
 from jupyter_elastic_gpu.scheduler.port import views
 from jupyter_elastic_gpu.scheduler.principal import Principal
@@ -119,6 +120,60 @@ async def test_a_resumed_job_does_not_deadlock_a_shrinking_one(tmp_path):
     await svc.heartbeat(b.id, "b-secret", {"generation": 4, "gpus": ["1"], "state": "running"})
     await svc._launch_ready(time.time())
     assert a.id in launcher.launched
+    await store.close()
+
+
+class NodeLauncher(RecordingLauncher):
+    """Each job's launch on a node of its own: the first job's node starts its sidecar only
+    once the second job's launch is under way (a node slow to start actors), and ``gone``
+    says which jobs' nodes left before starting anything."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.gone: set[str] = set()
+        self.second_asked = asyncio.Event()
+
+    async def launch(self, request):
+        if self.launched:
+            self.second_asked.set()
+        else:
+            self.launched.append("waiting")
+            await self.second_asked.wait()
+            self.launched.remove("waiting")
+        if request.job_id in self.gone:
+            raise PlaceGone("its node left the cluster")
+        return await super().launch(request)
+
+
+@pytest.mark.parametrize("first_node_leaves", [False, True])
+async def test_a_node_slow_to_start_a_sidecar_holds_up_no_other_launch(tmp_path, first_node_leaves):
+    """The launches of one round are made together: the second job is launched while the
+    first job's node has not started its sidecar yet (one after another, this round would
+    never end), and each launch ends in its own way."""
+    store = await Store.open(":memory:")
+    launcher = NodeLauncher()
+    svc = SchedulerService(
+        store, SimulatedInventory(4), launcher, lambda j: "", job_root=str(tmp_path)
+    )
+    who = Principal("ann")
+    body = {
+        "kind": "synthetic",
+        "min_gpus": 2,
+        "max_gpus": 2,
+        "synthetic": {"work": 1e6, "throughput": {"2": 10}},
+    }
+    a = await svc.submit(who, submit_request(body))
+    b = await svc.submit(who, submit_request(body))
+    if first_node_leaves:
+        launcher.gone.add(a.id)
+    await asyncio.wait_for(svc.step(), 60)  # a bound on a failure, not a wait
+    assert launcher.launched == ([b.id] if first_node_leaves else [b.id, a.id])
+    assert b.state == JobState.STARTING and b.launched_at is not None
+    if first_node_leaves:
+        assert a.state == JobState.QUEUED and a.launched_at is None
+        assert "its node left the cluster before its sidecar started" in a.reason, a.reason
+    else:
+        assert a.state == JobState.STARTING and a.launched_at is not None
     await store.close()
 
 
