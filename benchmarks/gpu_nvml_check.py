@@ -1,10 +1,11 @@
 """The GPU inventory on a real NVIDIA machine: what NVML reports, and what a snapshot costs.
 
 Prints each GPU (index = the id the scheduler uses, UUID, memory, utilisation, its kind, MIG
-mode and MIG instances: read only, nothing is changed) with the
-compute processes on it (pid, owner, memory, command line), which of them the scheduler would
-count as "outside the scheduler" when it has started nothing, and the time of the first and of
-the following snapshots (the service takes one every few seconds, in a worker thread).
+mode and MIG instances with their utilisation from GPM where NVML has it: read only, nothing
+is changed) with the compute processes on it (pid, owner, memory, command line), which of them
+the scheduler would count as "outside the scheduler" when it has started nothing, and the
+time of the first and of the following snapshots (the service takes one every few seconds, in a
+worker thread).
 
 On a machine without an NVIDIA GPU (no nvidia-ml-py, no driver, or NVML finds no GPU) it says
 why and exits 0.
@@ -60,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
         times = []
         for _ in range(max(args.repeat, 1)):
             t0 = time.perf_counter()
-            inv.snapshot()
+            last = inv.snapshot()
             times.append(time.perf_counter() - t0)
     finally:
         inv.close()
@@ -74,10 +75,14 @@ def main(argv: list[str] | None = None) -> int:
             f"    kind {g.kind}, MIG "
             + ("off (or not supported)" if g.mig is None else f"on, {len(g.mig)} instance(s)")
         )
+        # an instance's utilisation needs two snapshots (GPM samples): the last one's
+        utilisation = {s.uuid: s.utilization for x in last if x.id == g.id for s in x.mig or ()}
         for s in g.mig or ():
+            busy = utilisation.get(s.uuid)
             print(
                 f"    MIG {s.profile:<10} {s.uuid}  memory {fmt(s.memory_used_mb)} / "
-                f"{fmt(s.memory_total_mb)} MiB"
+                f"{fmt(s.memory_total_mb)} MiB, utilisation "
+                + ("not reported (no GPM)" if busy is None else fmt(busy * 100, "%"))
             )
         if not g.processes:
             print("    no compute processes")

@@ -359,6 +359,11 @@ class MigSliceView(Strict):
     profile: str = Field(description="Its MIG profile, e.g. `1g.10gb`.")
     memory_total_mb: float | None
     memory_used_mb: float | None
+    utilization: float | None = Field(
+        None,
+        description="0..1: how busy its engines were since the last inventory read, from "
+        "NVML's GPU performance monitoring (Hopper and later); null where NVML reports none.",
+    )
     holder: str | None = Field(None, description="Id of the lease or job holding the slice.")
     holder_user: str | None = None
     holder_name: str | None = Field(

@@ -502,6 +502,11 @@ export interface MigSliceView {
   profile: string;
   memory_total_mb: number | null;
   memory_used_mb: number | null;
+  /**
+   * 0..1: how busy its engines were since the last inventory read, from NVML's GPU performance
+   * monitoring (Hopper and later); null where NVML reports none.
+   */
+  utilization?: number | null;
   /** Id of the lease or job holding the slice. */
   holder?: string | null;
   holder_user?: string | null;

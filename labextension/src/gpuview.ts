@@ -73,7 +73,13 @@ export function sliceHolderText(slice: IMigSlice, me: IWhoami | null): string {
   return mine ? `yours (${slice.holder})` : `held by ${slice.holder_user ?? 'another user'}`;
 }
 
-/** Each MIG slice of a GPU under its tile: its profile and who holds it. */
+/** Whether NVML reports the utilisation of any of the GPU's MIG slices. */
+export function slicesReport(gpu: IGpu): boolean {
+  return (gpu.mig ?? []).some(slice => typeof slice.utilization === 'number');
+}
+
+/** Each MIG slice of a GPU under its tile: its profile, who holds it and, where NVML reports
+ * it, how busy it is. */
 function sliceList(gpu: IGpu, me: IWhoami | null): HTMLElement | string {
   if (!gpu.mig?.length) {
     return '';
@@ -92,7 +98,14 @@ function sliceList(gpu: IGpu, me: IWhoami | null): HTMLElement | string {
           'data-slice-state': slice.holder ? 'held' : 'free'
         },
         h('span', { class: 'jp-ElasticGpu-sliceProfile' }, slice.profile),
-        h('span', { class: 'jp-ElasticGpu-sliceHolder' }, sliceHolderText(slice, me))
+        h('span', { class: 'jp-ElasticGpu-sliceHolder' }, sliceHolderText(slice, me)),
+        typeof slice.utilization === 'number'
+          ? h(
+              'span',
+              { class: 'jp-ElasticGpu-sliceUtil', title: 'utilisation (NVML GPM)' },
+              percent(slice.utilization)
+            )
+          : ''
       )
     )
   );
@@ -162,14 +175,16 @@ export class GpuTile {
         );
       }
     }
-    if (typeof util !== 'number' && gpu.mig) {
-      // NVML reports no utilisation for a GPU in MIG mode, nor for its instances
+    if (typeof util !== 'number' && gpu.mig && !slicesReport(gpu)) {
+      // NVML reports no utilisation for a GPU in MIG mode; for its instances only where the
+      // GPU has performance monitoring (Hopper and later): then each slice's row shows it
       stats.push(
         h(
           'span',
           {
             class: 'jp-ElasticGpu-gpuUtil',
-            title: 'NVML reports no utilisation for a GPU in MIG mode or its instances'
+            title:
+              'NVML reports no utilisation for a GPU in MIG mode, nor for its instances without GPU performance monitoring (before Hopper)'
           },
           'utilisation not reported (MIG)'
         )

@@ -168,6 +168,15 @@ describe('the admin page draws', () => {
       '3g.40gb: free'
     ]);
     expect(cells(tr)[3]).toBe('not reported (MIG)');
+
+    const sampled = mig.map((s, i) => ({ ...s, utilization: [0.5, 0, null][i] }));
+    const row = gpuRow({ ...GPUS[1], name: 'NVIDIA H100 80GB HBM3', mig: sampled }, steer);
+    expect([...row.querySelectorAll('[data-slice-uuid]')].map(l => l.textContent)).toEqual([
+      '1g.10gb: ann: kernel-1a2b (50 %)',
+      '1g.10gb: bob: j-2 (0 %)',
+      '3g.40gb: free'
+    ]);
+    expect(cells(row)[3]).toBe('per slice (MIG)');
   });
 
   it('open jobs first, oldest first, then the finished ones, latest first', async () => {

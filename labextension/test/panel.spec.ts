@@ -413,4 +413,17 @@ describe('a GPU in MIG mode', () => {
     expect(tile.node.querySelector('[data-slice-uuid]')).toBeNull();
     expect(tile.node.querySelector('.jp-ElasticGpu-gpuUtil')).toBeNull();
   });
+
+  it("shows each slice's utilisation where NVML reports it (GPM), and then no 'not reported'", () => {
+    const me = { user: 'alice', admin: false } as any;
+    const busy = { ...slice('1g.10gb', 'MIG-a'), utilization: 0.425 };
+    const idle = { ...slice('1g.10gb', 'MIG-b'), utilization: 0 };
+    const tile = new GpuTile();
+    tile.update(GPU(0, { mig: [busy, idle], utilization: null }), [], 60000, 0, me);
+    const util = [...tile.node.querySelectorAll('[data-slice-uuid]')].map(
+      r => r.querySelector('.jp-ElasticGpu-sliceUtil')?.textContent
+    );
+    expect(util).toEqual(['43 %', '0 %']);
+    expect(tile.node.querySelector('.jp-ElasticGpu-gpuUtil')).toBeNull();
+  });
 });

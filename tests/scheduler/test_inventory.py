@@ -11,6 +11,7 @@ pynvml. Processes, owners, command lines and parent chains are real processes of
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import logging
 import os
 import pwd
@@ -65,6 +66,8 @@ class FakeNvml:
         self.fail: dict[tuple[str, int], int] = {}
         self.calls: list[str] = []
         self.shut_down = False
+        self.taken: list[None] = []  # GPM samples allocated
+        self.samples: dict[int, int | None] = {}  # those not freed: number -> GPU instance
 
     def _check(self, call: str, index: int) -> None:
         self.calls.append(call)
@@ -124,6 +127,56 @@ class FakeNvml:
         self._check("utilization", h)
         return SimpleNamespace(gpu=self.gpus[h]["util"], memory=0)
 
+    # GPU performance monitoring (GPM): a sample is a real pynvml sample pointer whose address
+    # numbers the sample; it remembers the GPU instance and the "busy" counter it was taken at.
+    # A GPU's dict says whether it has GPM ("gpm") and each instance's GPU instance ("gi") and
+    # utilisation in percent ("util"), which is what the metric between two samples reports.
+    c_nvmlGpmMetricsGet_t = pynvml.c_nvmlGpmMetricsGet_t
+    NVML_GPM_METRICS_GET_VERSION = pynvml.NVML_GPM_METRICS_GET_VERSION
+    NVML_GPM_METRIC_GRAPHICS_UTIL = pynvml.NVML_GPM_METRIC_GRAPHICS_UTIL
+    NVML_SUCCESS = pynvml.NVML_SUCCESS
+
+    def nvmlGpmQueryDeviceSupport(self, h):
+        self._check("gpm_support", h)
+        return SimpleNamespace(version=1, isSupportedDevice=int(self.gpus[h].get("gpm", False)))
+
+    def nvmlDeviceGetGpuInstanceId(self, h):
+        self._check("gpu_instance", h[0])
+        return self._of(h)["gi"]
+
+    def nvmlGpmSampleAlloc(self):
+        self._check("gpm_alloc", 0)
+        self.samples[len(self.taken) + 1] = None
+        self.taken.append(None)
+        return ctypes.cast(ctypes.c_void_p(len(self.taken)), pynvml.c_nvmlGpmSample_t)
+
+    def nvmlGpmMigSampleGet(self, h, gi, sample):
+        self._check("gpm_sample", h)
+        self.samples[self._number(sample)] = gi
+        return sample
+
+    def nvmlGpmMetricsGet(self, got):
+        self._check("gpm_metrics", 0)
+        first, second = self._number(got.sample1), self._number(got.sample2)
+        assert got.numMetrics == 1 and first < second, "two samples, in order"
+        assert self.samples[first] == self.samples[second] is not None, "of one GPU instance"
+        (util,) = {
+            m["util"]
+            for g in self.gpus
+            for m in g.get("mig") or []
+            if m and m["gi"] == self.samples[second]
+        }
+        got.metrics[0].nvmlReturn = pynvml.NVML_SUCCESS
+        got.metrics[0].value = float(util)
+        return got
+
+    def nvmlGpmSampleFree(self, sample):
+        del self.samples[self._number(sample)]  # a sample freed twice fails here
+
+    @staticmethod
+    def _number(sample) -> int:
+        return ctypes.cast(sample, ctypes.c_void_p).value
+
     def nvmlDeviceGetComputeRunningProcesses(self, h):
         self._check("processes", h)
         return self._procs(h)
@@ -161,10 +214,11 @@ def two_gpus() -> list[dict]:
 
 
 def test_fake_nvml_only_uses_names_pynvml_has():
-    used = [n for n in vars(FakeNvml) if n.startswith("nvml")]
+    used = [n for n in vars(FakeNvml) if n.startswith(("nvml", "NVML_", "c_nvml"))]
     assert "nvmlDeviceGetComputeRunningProcesses" in used
     for name in used:
-        assert callable(getattr(pynvml, name)), name
+        assert name.startswith("NVML_") or callable(getattr(pynvml, name)), name
+        assert getattr(pynvml, name) is not None, name
 
 
 # -- simulated ------------------------------------------------------------------------------
@@ -423,12 +477,16 @@ def mig_gpus() -> list[dict]:
     a, b = two_gpus()
     a["mig_mode"] = pynvml.NVML_DEVICE_MIG_ENABLE
     a["procs"] = []
+    a["gpm"] = True
+    mig = {"name": "NVIDIA H100 MIG 3g.40gb", "uuid": "MIG-1", "total": 40192, "used": 100}
     a["mig"] = [
-        {"name": "NVIDIA H100 MIG 3g.40gb", "uuid": "MIG-1", "total": 40192, "used": 100},
+        {**mig, "gi": 2, "util": 55},
         None,
         {"name": "NVIDIA H100 MIG 1g.10gb", "uuid": "MIG-2", "total": 9984, "used": 0},
         {"name": "NVIDIA H100 MIG 1g.10gb", "uuid": "MIG-3", "total": 9984, "used": 0},
     ]
+    a["mig"][2] |= {"gi": 9, "util": 0}
+    a["mig"][3] |= {"gi": 10, "util": 12.5}
     return [a, b]
 
 
@@ -460,3 +518,45 @@ def test_a_mig_read_that_fails_keeps_the_last_good_layout(caplog):
         after = inv.snapshot()[0].mig
     assert after == before
     assert "NVML MIG count failed on GPU 0" in caplog.text
+
+
+def test_mig_utilisation_comes_from_gpm_samples_of_each_gpu_instance():
+    """NVML's device utilisation is not supported in MIG mode: each instance's figure is GPM's
+    graphics-engine activity between the last snapshot and this one (none at the first), and
+    every sample NVML allocated is freed once replaced, gone, or at close."""
+    gpus = mig_gpus()
+    fake = FakeNvml(gpus)
+    inv = NvmlInventory(node="box", nvml=fake)
+    assert [s.utilization for s in inv.snapshot()[0].mig] == [None, None, None]
+    assert [s.utilization for s in inv.snapshot()[0].mig] == [0.55, 0.0, 0.125]
+    assert len(fake.samples) == 3  # the last of each instance, kept for the next figure
+    gpus[0]["mig"][3] = None  # an instance destroyed (by an admin: never by us)
+    assert [s.utilization for s in inv.snapshot()[0].mig] == [0.55, 0.0]
+    assert len(fake.samples) == 2
+    assert fake.calls.count("gpm_support") == 1  # asked once per GPU in MIG mode
+    inv.close()
+    assert fake.samples == {} and fake.shut_down
+
+
+def test_mig_utilisation_is_not_made_up_without_gpm_or_when_a_read_fails(caplog):
+    gpus = mig_gpus()
+    gpus[0]["gpm"] = False  # an A100: MIG, no GPM
+    fake = FakeNvml(gpus)
+    inv = NvmlInventory(node="box", nvml=fake)
+    for _ in range(2):
+        assert [s.utilization for s in inv.snapshot()[0].mig] == [None, None, None]
+    assert "gpm_alloc" not in fake.calls
+
+    fake = FakeNvml(mig_gpus())
+    inv = NvmlInventory(node="box", nvml=fake)
+    inv.snapshot()
+    fake.fail[("gpm_sample", 0)] = pynvml.NVML_ERROR_UNKNOWN
+    with caplog.at_level(logging.WARNING):
+        assert [s.utilization for s in inv.snapshot()[0].mig] == [None, None, None]
+        assert [s.utilization for s in inv.snapshot()[0].mig] == [None, None, None]
+    assert caplog.text.count("NVML MIG utilisation failed on GPU 0") == 1  # warned once
+    del fake.fail[("gpm_sample", 0)]
+    assert [s.utilization for s in inv.snapshot()[0].mig] == [0.55, 0.0, 0.125]
+    assert len(fake.samples) == 3  # a failed sample is freed, the last good one kept
+    inv.close()
+    assert fake.samples == {}

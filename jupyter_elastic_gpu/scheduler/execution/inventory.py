@@ -13,11 +13,12 @@ last good answer, so a flaky GPU cannot stop the scheduler.
 from __future__ import annotations
 
 import logging
+import math
 import os
 import pwd
 import socket
 import threading
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -54,6 +55,9 @@ class MigSlice:
     profile: str
     memory_total_mb: float | None
     memory_used_mb: float | None
+    #: 0..1, the share of time its engines were busy since the last snapshot, from NVML's GPU
+    #: performance monitoring (Hopper and later); None where NVML reports none.
+    utilization: float | None = None
 
 
 @dataclass
@@ -281,6 +285,8 @@ class NvmlInventory(Inventory):
         self._last: dict[int, GpuInfo] = {}
         self._reported: set[tuple[int, str, str]] = set()
         self._no_mig: set[int] = set()  # GPUs that said MIG is not supported
+        self._gpm: dict[int, bool] = {}  # GPU -> whether it samples its MIG instances (GPM)
+        self._samples: dict[tuple[int, int], Any] = {}  # (GPU, GPU instance) -> last sample
         self._list_processes = nvml.nvmlDeviceGetComputeRunningProcesses
 
     def snapshot(self) -> list[GpuInfo]:
@@ -300,6 +306,9 @@ class NvmlInventory(Inventory):
     # -- internals ----------------------------------------------------------------------------
 
     def _shutdown(self) -> None:
+        for sample in self._samples.values():
+            self._free(sample)
+        self._samples.clear()
         try:
             self._nvml.nvmlShutdown()
         except self._nvml.NVMLError as e:
@@ -391,11 +400,13 @@ class NvmlInventory(Inventory):
             self._report(index, "MIG mode", e)
             return last
         if current != getattr(nvml, "NVML_DEVICE_MIG_ENABLE", 1):
+            self._forget(index)
             return None
         ok, most = self._call(index, "MIG count", nvml.nvmlDeviceGetMaxMigDeviceCount, handle)
         if not ok:
             return last
-        slices = []
+        slices: list[MigSlice] = []
+        sampled: dict[tuple[int, int], float | None] = {}  # this snapshot's, per GPU instance
         for i in range(int(most)):
             try:
                 sub = nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, i)
@@ -414,9 +425,72 @@ class NvmlInventory(Inventory):
                     profile=mig_profile(_text(name)) if ok_name else "unknown",
                     memory_total_mb=mem.total / MIB if ok_mem else None,
                     memory_used_mb=mem.used / MIB if ok_mem else None,
+                    utilization=self._mig_utilization(index, handle, sub, sampled),
                 )
             )
+        self._forget(index, keep=sampled)
         return slices
+
+    def _forget(self, index: int, keep: Collection[tuple[int, int]] = ()) -> None:
+        """Free the samples of GPU ``index``'s instances that are gone (all of them when its
+        MIG mode was turned off)."""
+        for key in [k for k in self._samples if k[0] == index and k not in keep]:
+            self._free(self._samples.pop(key))
+
+    def _mig_utilization(
+        self, index: int, handle: Any, sub: Any, sampled: dict[tuple[int, int], float | None]
+    ) -> float | None:
+        """A MIG instance's utilisation between the last snapshot and this one, from NVML's
+        GPU performance monitoring (GPM): NVML's device utilisation is not supported in MIG
+        mode, but a GPU that has GPM (Hopper and later) samples each GPU instance (compute
+        instances of one GPU instance share its figure). None on a GPU without it, at the
+        first snapshot (a figure needs two samples), or on an error (reported once)."""
+        nvml = self._nvml
+        if index not in self._gpm:  # asked once per GPU
+            try:
+                self._gpm[index] = bool(nvml.nvmlGpmQueryDeviceSupport(handle).isSupportedDevice)
+            except (nvml.NVMLError, AttributeError):  # a driver or nvidia-ml-py without GPM
+                self._gpm[index] = False
+        if not self._gpm[index]:
+            return None
+        ok, instance = self._call(index, "MIG instance id", nvml.nvmlDeviceGetGpuInstanceId, sub)
+        if not ok:
+            return None
+        key = (index, int(instance))
+        if key in sampled:
+            return sampled[key]
+        sampled[key] = figure = self._gpm_figure(index, handle, key)
+        return figure
+
+    def _gpm_figure(self, index: int, handle: Any, key: tuple[int, int]) -> float | None:
+        nvml = self._nvml
+        ok, sample = self._call(index, "MIG utilisation", nvml.nvmlGpmSampleAlloc)
+        if not ok:
+            return None
+        if not self._call(
+            index, "MIG utilisation", nvml.nvmlGpmMigSampleGet, handle, key[1], sample
+        )[0]:
+            self._free(sample)
+            return None
+        last, self._samples[key] = self._samples.get(key), sample
+        if last is None:
+            return None
+        got = nvml.c_nvmlGpmMetricsGet_t()
+        got.version, got.numMetrics = nvml.NVML_GPM_METRICS_GET_VERSION, 1
+        got.sample1, got.sample2 = last, sample
+        got.metrics[0].metricId = nvml.NVML_GPM_METRIC_GRAPHICS_UTIL
+        ok, _ = self._call(index, "MIG utilisation", nvml.nvmlGpmMetricsGet, got)
+        self._free(last)
+        metric = got.metrics[0]
+        if not ok or metric.nvmlReturn != nvml.NVML_SUCCESS or not math.isfinite(metric.value):
+            return None
+        return min(max(metric.value / 100.0, 0.0), 1.0)
+
+    def _free(self, sample: Any) -> None:
+        try:
+            self._nvml.nvmlGpmSampleFree(sample)
+        except self._nvml.NVMLError as e:
+            log.debug("nvmlGpmSampleFree failed: %s", e)
 
     def _processes(self, index: int, handle: Any) -> list[GpuProcess] | None:
         """Compute processes on the GPU with owner and command line; None if NVML failed."""

@@ -6,6 +6,7 @@
  */
 import { Child, h } from '../dom';
 import { duration, figure, gpuList, gpuRange, memory, percent, plural } from '../format';
+import { slicesReport } from '../gpuview';
 import { reasonAfterState } from '../reasons';
 import { IGpu, IJob, isFinal, IShareGroup, IShares, IShareUser } from '../types';
 
@@ -84,7 +85,8 @@ function sliceLines(gpu: IGpu): Child[] {
     h(
       'div',
       { class: 'slice', 'data-slice-uuid': s.uuid, title: s.uuid },
-      `${s.profile}: ${s.holder ? `${s.holder_user}: ${s.holder_name || s.holder}` : 'free'}`
+      `${s.profile}: ${s.holder ? `${s.holder_user}: ${s.holder_name || s.holder}` : 'free'}` +
+        (typeof s.utilization === 'number' ? ` (${percent(s.utilization)})` : '')
     )
   );
 }
@@ -106,10 +108,13 @@ export function gpuRow(gpu: IGpu, steer: IAdminSteering): HTMLTableRowElement {
   const holder: Child[] = gpu.mig
     ? sliceLines(gpu)
     : [gpu.holder ? `${gpu.holder_user}: ${gpu.holder_name || gpu.holder}` : NONE];
-  // NVML reports no utilisation for a GPU in MIG mode, nor for its instances
+  // NVML reports no utilisation for a GPU in MIG mode; its instances' (with GPU performance
+  // monitoring, Hopper and later) are on their lines
   const util =
     gpu.mig && typeof gpu.utilization !== 'number'
-      ? 'not reported (MIG)'
+      ? slicesReport(gpu)
+        ? 'per slice (MIG)'
+        : 'not reported (MIG)'
       : maybe(gpu.utilization, percent);
   const total = gpu.memory_total_mb;
   const used = total ? `${memory(gpu.memory_used_mb ?? 0)} / ${memory(total)}` : NONE;
