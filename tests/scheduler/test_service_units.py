@@ -131,15 +131,15 @@ class NodeLauncher(RecordingLauncher):
     def __init__(self) -> None:
         super().__init__()
         self.gone: set[str] = set()
+        self.asked = 0
         self.second_asked = asyncio.Event()
 
     async def launch(self, request):
-        if self.launched:
-            self.second_asked.set()
-        else:
-            self.launched.append("waiting")
+        self.asked += 1
+        if self.asked == 1:
             await self.second_asked.wait()
-            self.launched.remove("waiting")
+        else:
+            self.second_asked.set()
         if request.job_id in self.gone:
             raise PlaceGone("its node left the cluster")
         return await super().launch(request)
