@@ -27,6 +27,7 @@ from jupyter_elastic_gpu.scheduler.execution.inventory import (
     NvmlInventory,
     NvmlUnavailable,
     external_processes,
+    gpm_busy,
 )
 
 
@@ -37,6 +38,36 @@ def skip(reason: str) -> int:
 
 def fmt(value: float | None, unit: str = "", digits: int = 0) -> str:
     return "?" if value is None else f"{value:.{digits}f}{unit}"
+
+
+def gpm_check(index: int, seconds: float = 0.5) -> str:
+    """Whether GPU ``index`` has GPU performance monitoring, and its graphics activity over
+    ``seconds`` from two whole-GPU samples: the metric the inventory reads for each MIG
+    instance (``gpm_busy``), checked on a GPU with MIG off (with MIG on, each instance's line
+    shows the inventory's own figure)."""
+    import pynvml
+
+    pynvml.nvmlInit()
+    samples = []
+    try:
+        handle = pynvml.nvmlDeviceGetHandleByIndex(index)
+        try:
+            if not pynvml.nvmlGpmQueryDeviceSupport(handle).isSupportedDevice:
+                return "GPM not supported (MIG instances' utilisation is not reported)"
+        except (pynvml.NVMLError, AttributeError) as e:
+            return f"GPM not available ({e}): MIG instances' utilisation is not reported"
+        for _ in range(2):
+            samples.append(pynvml.nvmlGpmSampleAlloc())
+            pynvml.nvmlGpmSampleGet(handle, samples[-1])
+            time.sleep(seconds)  # two samples apart: what the metric is worked out between
+        busy = gpm_busy(pynvml, samples[0], samples[1])
+        return f"GPM supported; graphics activity {fmt(None if busy is None else busy * 100, '%')}"
+    except pynvml.NVMLError as e:
+        return f"GPM read failed: {e}"
+    finally:
+        for sample in samples:
+            pynvml.nvmlGpmSampleFree(sample)
+        pynvml.nvmlShutdown()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -74,6 +105,7 @@ def main(argv: list[str] | None = None) -> int:
             f"utilisation {fmt(None if g.utilization is None else g.utilization * 100, '%')}\n"
             f"    kind {g.kind}, MIG "
             + ("off (or not supported)" if g.mig is None else f"on, {len(g.mig)} instance(s)")
+            + ("" if g.mig is not None else f"\n    {gpm_check(g.index)}")
         )
         # an instance's utilisation needs two snapshots (GPM samples): the last one's
         utilisation = {s.uuid: s.utilization for x in last if x.id == g.id for s in x.mig or ()}

@@ -475,16 +475,9 @@ class NvmlInventory(Inventory):
         last, self._samples[key] = self._samples.get(key), sample
         if last is None:
             return None
-        got = nvml.c_nvmlGpmMetricsGet_t()
-        got.version, got.numMetrics = nvml.NVML_GPM_METRICS_GET_VERSION, 1
-        got.sample1, got.sample2 = last, sample
-        got.metrics[0].metricId = nvml.NVML_GPM_METRIC_GRAPHICS_UTIL
-        ok, _ = self._call(index, "MIG utilisation", nvml.nvmlGpmMetricsGet, got)
+        ok, busy = self._call(index, "MIG utilisation", gpm_busy, nvml, last, sample)
         self._free(last)
-        metric = got.metrics[0]
-        if not ok or metric.nvmlReturn != nvml.NVML_SUCCESS or not math.isfinite(metric.value):
-            return None
-        return min(max(metric.value / 100.0, 0.0), 1.0)
+        return busy if ok else None
 
     def _free(self, sample: Any) -> None:
         try:
@@ -518,6 +511,21 @@ class NvmlInventory(Inventory):
             GpuProcess(pid=pid, user=process_owner(pid), memory_mb=mb, command=process_command(pid))
             for pid, mb in memory.items()
         ]
+
+
+def gpm_busy(nvml: Any, first: Any, second: Any) -> float | None:
+    """How busy (0..1) the graphics engines were between two GPM samples of one GPU or GPU
+    instance (``NVML_GPM_METRIC_GRAPHICS_UTIL``); None where NVML gives no figure. Raises
+    what ``nvmlGpmMetricsGet`` raises."""
+    got = nvml.c_nvmlGpmMetricsGet_t()
+    got.version, got.numMetrics = nvml.NVML_GPM_METRICS_GET_VERSION, 1
+    got.sample1, got.sample2 = first, second
+    got.metrics[0].metricId = nvml.NVML_GPM_METRIC_GRAPHICS_UTIL
+    nvml.nvmlGpmMetricsGet(got)
+    metric = got.metrics[0]
+    if metric.nvmlReturn != nvml.NVML_SUCCESS or not math.isfinite(metric.value):
+        return None
+    return min(max(metric.value / 100.0, 0.0), 1.0)
 
 
 def mig_profile(name: str) -> str:
