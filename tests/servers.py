@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import pwd
@@ -20,11 +21,42 @@ from urllib.parse import urlsplit, urlunsplit
 
 from jupyter_elastic_gpu.scheduler.execution.launcher import BaseLauncher
 
+#: Ports for the servers tests start, and for addresses where nothing may listen: a block of its
+#: own per pytest-xdist worker, below the kernel's ephemeral range (which anything that binds
+#: port 0 draws from). Taking a port by binding 0 and closing it let another worker's server,
+#: bound to port 0 meanwhile, get the same one before the test's server started: a CI run's
+#: client then talked to another test's server.
+PORT_BASE, PORT_BLOCK, PORT_BLOCKS = 20000, 1500, 8
+_ports = itertools.count()
+
+
+def _ephemeral_low() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default
+
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A port nothing listens on now, that no other worker's test and no port-0 bind takes
+    (one after another within the worker's block, so a port just given back rests a while)."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    block = int(worker) % PORT_BLOCKS if worker.isdigit() else 0
+    start = PORT_BASE + block * PORT_BLOCK
+    if start + PORT_BLOCK > _ephemeral_low():  # a machine whose ephemeral range is wider
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+    for _ in range(PORT_BLOCK):
+        port = start + next(_ports) % PORT_BLOCK
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:  # in use, or not free again yet
+                continue
+            return port
+    raise RuntimeError(f"no free port in {start}-{start + PORT_BLOCK - 1}")
 
 
 def get_json(url: str, token: str | None = None, timeout: float = 10.0) -> dict:

@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import socket
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
-from servers import run_cli
+from servers import free_port, run_cli
 
 from jupyter_elastic_gpu.commands import (
     add_client_commands,
@@ -35,12 +34,6 @@ def given(args) -> dict:
     return build_request(args).model_dump(mode="json", exclude_defaults=True)
 
 
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def make_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="jupyter-elastic-gpu")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -51,7 +44,7 @@ def make_parser() -> argparse.ArgumentParser:
 @pytest.fixture
 def unreachable(monkeypatch, tmp_path):
     """A scheduler URL where nothing listens."""
-    url = f"http://127.0.0.1:{closed_port()}/elastic-gpu/api/"
+    url = f"http://127.0.0.1:{free_port()}/elastic-gpu/api/"
     monkeypatch.setenv("ELASTIC_GPU_URL", url)
     monkeypatch.setenv("ELASTIC_GPU_TOKEN", "t")
     return url
@@ -569,7 +562,7 @@ def test_each_refusal_has_its_exit_code_and_one_line(scheduler_api, tmp_path):
 
 
 def test_an_unknown_option_prints_its_subcommands_usage(tmp_path):
-    api = (f"http://127.0.0.1:{closed_port()}/", "t")  # nothing is sent: usage comes first
+    api = (f"http://127.0.0.1:{free_port()}/", "t")  # nothing is sent: usage comes first
     for argv, unknown in (
         (["submit", "x.py", "--bogus"], "--bogus"),
         (["status", "--bogus", "1"], "--bogus 1"),

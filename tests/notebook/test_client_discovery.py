@@ -12,7 +12,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -23,6 +22,7 @@ from pathlib import Path
 from typing import ClassVar
 
 import pytest
+from servers import free_port
 
 from jupyter_elastic_gpu.notebook.client import (
     Connection,
@@ -270,14 +270,8 @@ def test_default_daemon_dir_is_in_the_system_temp_dir():
 # -- HTTP ---------------------------------------------------------------------------------------
 
 
-def closed_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_refused_connection_is_a_clear_scheduler_error():
-    port = closed_port()
+    port = free_port()
     client = SchedulerClient(f"http://127.0.0.1:{port}/api", "t")
     with pytest.raises(SchedulerError) as err:
         client.status()
@@ -445,7 +439,7 @@ def test_errors_without_a_json_message_still_say_what_happened(api):
 
 
 def test_a_proxy_in_the_environment_does_not_catch_loopback_requests(api, monkeypatch):
-    monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{closed_port()}")
+    monkeypatch.setenv("http_proxy", f"http://127.0.0.1:{free_port()}")
     monkeypatch.delenv("no_proxy", raising=False)
     monkeypatch.delenv("NO_PROXY", raising=False)
     assert SchedulerClient(api, "t0k").whoami()["user"] == "ann"

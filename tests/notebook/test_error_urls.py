@@ -4,18 +4,12 @@ token carried in a URL: they name the scheduler and say what to do."""
 from __future__ import annotations
 
 import http.server
-import socket
 import threading
 
 import pytest
+from servers import free_port
 
 from jupyter_elastic_gpu.notebook.client import SchedulerClient, SchedulerError
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_an_unreachable_scheduler_is_named_without_the_query():

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
 from elastic_gpu_sidecar import protocol as P
+from servers import free_port
 from sidecar_helpers import ENV, finish, progress, start, status, wait_for
 
 SECRET = "s3cret-for-this-job"
@@ -162,9 +162,7 @@ def test_rejected_or_unreachable_scheduler_leaves_the_job_running(tmp_path, sche
     assert len(scheduler.beats) > 3  # it kept trying, and sent a final heartbeat
     assert scheduler.beats[-1]["state"] == "done"
 
-    with socket.socket() as s:  # a port nobody listens on
-        s.bind(("127.0.0.1", 0))
-        dead = f"http://127.0.0.1:{s.getsockname()[1]}/heartbeat"
+    dead = f"http://127.0.0.1:{free_port()}/heartbeat"  # a port nobody listens on
     job2 = tmp_path / "job2"
     # (an ended sidecar sends its last heartbeat for --final-linger seconds: not here)
     code, _, err = finish(run_job(job2, dead, 4000, SECRET, "--final-linger", "0"))
