@@ -31,7 +31,7 @@ def test_nbclient_runs_a_leased_kernel_spec_and_frees_the_lease(lab, kernel_env,
     ]
     nb = nbformat.v4.new_notebook(cells=cells)
     nb.metadata["kernelspec"] = {"name": "python3-gpu1", "display_name": "x", "language": "python"}
-    NotebookClient(nb, timeout=120, kernel_name="python3-gpu1").execute()
+    NotebookClient(nb, timeout=120, startup_timeout=300, kernel_name="python3-gpu1").execute()
     (lease,) = server.leases()
     gpus = nb.cells[0].outputs[0]["text"].strip()
     assert len(gpus.split(",")) == 1 and nb.cells[1].outputs[0]["text"].strip() == lease["id"]
@@ -39,5 +39,5 @@ def test_nbclient_runs_a_leased_kernel_spec_and_frees_the_lease(lab, kernel_env,
 
     plain = nbformat.v4.new_notebook(cells=[cells[0]])
     monkeypatch.setenv("JUPYTER_DEFAULT_PROVISIONER_NAME", "elastic-gpu-provisioner")
-    NotebookClient(plain, timeout=120, kernel_name="python3").execute()
+    NotebookClient(plain, timeout=120, startup_timeout=300, kernel_name="python3").execute()
     assert plain.cells[0].outputs[0]["text"].strip() == NO_GPU
