@@ -263,9 +263,10 @@ class InteractiveLeases(LoggingConfigurable):
                 said = Told(job.reason_kind, job.reason_figures)
                 stopping = job.state == JobState.STOPPING
                 state = JobState(beat.state.value)  # done, failed (its kernel died), cancelled
-                await self.lifecycle.finish(job, state, beat, now)
                 ending = ENDINGS.get(state)
-                job.tell(said if stopping or ending is None else ending)
+                await self.lifecycle.finish(
+                    job, state, beat, now, said if stopping or ending is None else ending
+                )
                 self.notices.pop(job.id, None)
                 changed = True
             elif (
@@ -368,6 +369,8 @@ class InteractiveLeases(LoggingConfigurable):
         # fair share is over whole GPUs: a MIG slice is reclaimed for idleness and hold time
         over, below = self._shares(now) if whole and self._waiting(whole[0]) else (set(), 0)
         for job in leases_now:
+            if job.state != JobState.RUNNING:  # changed by a heartbeat served meanwhile
+                continue
             waiting = self._waiting(job)
             verdict = lease_verdict(
                 rule,
@@ -404,7 +407,10 @@ class InteractiveLeases(LoggingConfigurable):
 
     async def release(self, job: JobRecord, reason: str, now: float) -> None:
         """Ask the kernel to give its GPUs back (restart without them); the lease holds them
-        until its provisioner says it has."""
+        until its provisioner says it has. A lease that ended, or gives them back already,
+        since its caller looked (a heartbeat is served between two awaits) stays as it is."""
+        if job.final or job.state == JobState.STOPPING:
+            return
         async with atomically(self.store, job):
             job.desired = Grant(job.desired.generation + 1, [], GrantAction.CANCEL)
             job.state, job.last_change = JobState.STOPPING, now

@@ -145,7 +145,17 @@ class Lifecycle:
         self.poke()
 
     @atomic
-    async def finish(self, job: JobRecord, state: JobState, report: Heartbeat, now: float) -> None:
+    async def finish(
+        self,
+        job: JobRecord,
+        state: JobState,
+        report: Heartbeat,
+        now: float,
+        reason: Reason | None = None,
+    ) -> None:
+        """End ``job`` in ``state``, saying ``reason`` (default: its state's own). The reason
+        is told with the state, before any await: a reader of the job in between (a request
+        served while the event is written) never sees an ending it does not keep."""
         if job.final:
             return
         job.state, job.finished_at = state, now
@@ -156,6 +166,9 @@ class Lifecycle:
         job.desired = Grant(job.desired.generation, [], action)
         if state == JobState.DONE:
             job.model_path = self._model_path(job, report.model_path)
+        if reason is not None:
+            job.tell(reason)
+        elif state == JobState.DONE:
             job.tell(Told(ReasonKind.DONE))
         elif state == JobState.FAILED:
             err = job.error

@@ -193,10 +193,8 @@ class ReleaseDeadlines:
             job.secret_hash = ""  # its heartbeats are refused from now on
             job.release_due, job.voided_at = None, now
             state = JobState.CANCELLED if cancelling else JobState.FAILED
-            await self.lifecycle.finish(job, state, Heartbeat(error=error), now)
-            if cancelling:
-                job.tell(Told(ReasonKind.CANCELLED, {"detail": error.message}))
-                await self.lifecycle.save(job)
+            said = Told(ReasonKind.CANCELLED, {"detail": error.message}) if cancelling else None
+            await self.lifecycle.finish(job, state, Heartbeat(error=error), now, said)
         self.log.warning("elastic-gpu: job %s: %s", job.id, error.message)
         await self.changed()
         self.poke()

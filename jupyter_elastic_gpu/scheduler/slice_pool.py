@@ -81,6 +81,8 @@ class SlicePool:
         gpu_of = {s.id: s.gpu for s in slices}
         changed = False
         for job in askers:
+            if job.final:  # ended by a heartbeat served while this step awaited
+                continue
             if job.id in pool.gone:
                 what = "is gone (the GPU's MIG layout changed)"
                 changed |= await self._move_off(job, pool.gone[job.id], what, now)

@@ -251,3 +251,46 @@ def test_a_time_that_is_not_positive_is_refused_with_the_setting_named(name, val
 def test_a_resize_cost_below_0_or_not_finite_is_refused(value):
     with pytest.raises(ValueError, match="default_resize_cost must be 0 or more seconds"):
         SchedulerService(None, None, RecordingLauncher(), str, default_resize_cost=value)
+
+
+async def test_a_released_lease_that_ends_never_shows_another_ending(tmp_path):
+    """A lease taken back ends saying why, from the moment it ends: a request served while its
+    end is being written (each event write is an await) sees that reason, never a bare "done"
+    (a CI run read one). Asked to give back again once over, it stays over."""
+    store = await Store.open(":memory:")
+    svc = SchedulerService(
+        store, SimulatedInventory(2), RecordingLauncher(), lambda j: "", job_root=str(tmp_path)
+    )
+    seen: list[tuple[str, str, str]] = []
+    write = store.add_event
+
+    async def add_event(job_id, kind, message, data=None):
+        job = svc.jobs.get(job_id) if job_id else None
+        if job is not None:  # what a reader of the job sees while this write awaits
+            seen.append((job.state.value, job.reason, kind))
+        return await write(job_id, kind, message, data)
+
+    store.add_event = add_event
+    try:
+        grant = await svc.interactive.open(Principal("ann"), {"gpus": 1})
+        lease, secret = svc.jobs[grant.job.id], grant.secret
+        await svc.step()
+        assert lease.state == JobState.STARTING and lease.desired.gpus, lease.reason
+        beat = {"job_id": lease.id, "generation": lease.desired.generation}
+        await svc.heartbeat(
+            lease.id, secret, {**beat, "gpus": lease.desired.gpus, "state": "running"}
+        )
+        assert lease.state == JobState.RUNNING
+
+        why = "released: taken back for this test; ask for GPUs again"
+        await svc.interactive.release(lease, why, time.time())
+        assert lease.state == JobState.STOPPING and lease.reason == why
+        await svc.heartbeat(lease.id, secret, {**beat, "gpus": [], "state": "done"})
+        assert (lease.state, lease.reason) == (JobState.DONE, why)
+        endings = [(state, reason) for state, reason, _ in seen if state == "done"]
+        assert endings and set(endings) == {("done", why)}, seen
+
+        await svc.interactive.release(lease, "released: once more", time.time())
+        assert (lease.state, lease.reason) == (JobState.DONE, why)
+    finally:
+        await store.close()
