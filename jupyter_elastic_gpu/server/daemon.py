@@ -176,6 +176,7 @@ class SchedulerDaemonApp(ElasticGPUApp):
         "db": "SchedulerDaemonApp.db_path",
         "tokens-file": "TokenFileIdentityProvider.tokens_file",
         "simulated-gpus": "SchedulerDaemonApp.simulated_gpus",
+        "dcgm-exporter": "SchedulerDaemonApp.dcgm_exporter_url",
         "policy": "SchedulerService.policy",
         "tick": "SchedulerService.tick_interval",
         "heartbeat-timeout": "SchedulerService.heartbeat_timeout",

@@ -23,6 +23,7 @@ import getpass
 import logging
 import os
 import time
+import urllib.parse
 from collections.abc import Awaitable, Callable
 from typing import Any, ClassVar
 
@@ -35,10 +36,12 @@ from traitlets import (
     Float,
     Int,
     List,
+    TraitError,
     Type,
     Unicode,
     Union,
     default,
+    validate,
 )
 
 from .._version import __version__
@@ -180,6 +183,25 @@ class ElasticGPUApp(ExtensionApp):
         "0 discovers the GPUs with NVML, and falls back to 4 simulated GPUs where there is no "
         "NVIDIA driver.",
     )
+
+    dcgm_exporter_url = Unicode(
+        "",
+        config=True,
+        help="A DCGM Exporter's metrics page on this machine (e.g. http://127.0.0.1:9400/metrics"
+        "): how busy each MIG slice is on GPUs whose NVML does not say (A100, A30; Hopper's "
+        "NVML does), from its DCGM_FI_PROF_GR_ENGINE_ACTIVE field. Empty: not read.",
+    )
+
+    @validate("dcgm_exporter_url")
+    def _check_dcgm_exporter_url(self, proposal: Any) -> str:
+        url = proposal["value"].strip()
+        parts = urllib.parse.urlsplit(url)
+        if url and (parts.scheme not in ("http", "https") or not parts.netloc):
+            raise TraitError(
+                f"dcgm_exporter_url {url!r} is not an http(s) URL: give the exporter's page, "
+                "such as http://127.0.0.1:9400/metrics, or leave it empty"
+            )
+        return url
 
     def _simulated(self) -> tuple[str, ...]:
         """The kinds of the simulated GPUs asked for (none: find the real ones); ValueError
@@ -363,7 +385,7 @@ class ElasticGPUApp(ExtensionApp):
                 inventory = self.inventory_class()
             else:
                 self._simulated()
-                inventory, _ = detect(self.simulated_gpus)
+                inventory, _ = detect(self.simulated_gpus, dcgm_exporter_url=self.dcgm_exporter_url)
             launcher = self.launcher_class(parent=self)
         self._store = await Store.open(self.db_path, busy_timeout=self.db_busy_timeout)
         try:
@@ -389,7 +411,9 @@ class ElasticGPUApp(ExtensionApp):
         except RayUnavailable as e:
             raise Unavailable(str(e)) from None
         self._cluster = cluster
-        inventory = RayInventory(cluster, probe_nvml=not self._simulated())
+        inventory = RayInventory(
+            cluster, probe_nvml=not self._simulated(), dcgm_exporter_url=self.dcgm_exporter_url
+        )
         launcher = await asyncio.to_thread(lambda: RayLauncher(cluster, parent=self))
         return inventory, launcher
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from ...core.placement import describe_kinds
 from ...core.slices import Slice
+from .dcgm import DcgmExporter, Readings, instance_figure
 from .gpukinds import SIMULATED, kind_of, memory_mb, mig_memory_mb, parse_layout, parse_simulated
 
 log = logging.getLogger(__name__)  # under the package logger, which the app adopts
@@ -256,7 +257,9 @@ class NvmlInventory(Inventory):
 
     source = "nvml"
 
-    def __init__(self, node: str | None = None, nvml: Any = None) -> None:
+    def __init__(
+        self, node: str | None = None, nvml: Any = None, dcgm: DcgmExporter | None = None
+    ) -> None:
         if nvml is None:
             try:
                 import pynvml as nvml
@@ -287,12 +290,16 @@ class NvmlInventory(Inventory):
         self._no_mig: set[int] = set()  # GPUs that said MIG is not supported
         self._gpm: dict[int, bool] = {}  # GPU -> whether it samples its MIG instances (GPM)
         self._samples: dict[tuple[int, int], Any] = {}  # (GPU, GPU instance) -> last sample
+        #: Where MIG instances' utilisation comes from on GPUs without GPM (A100, A30).
+        self._dcgm = dcgm
+        self._dcgm_now: Readings | None = None  # this snapshot's page, once read
         self._list_processes = nvml.nvmlDeviceGetComputeRunningProcesses
 
     def snapshot(self) -> list[GpuInfo]:
         with self._lock:
             if self._closed:
                 return [replace(g, processes=list(g.processes)) for g in self._last.values()]
+            self._dcgm_now = None
             infos = [self._read(i) for i in range(self.count)]
             self._last = {g.index: g for g in infos}
             return [replace(g, processes=list(g.processes)) for g in infos]
@@ -382,10 +389,12 @@ class NvmlInventory(Inventory):
         procs = self._processes(index, handle)
         if procs is not None:
             info.processes = procs
-        info.mig = self._mig(index, handle, last.mig if last else None)
+        info.mig = self._mig(index, handle, info.uuid, last.mig if last else None)
         return info
 
-    def _mig(self, index: int, handle: Any, last: list[MigSlice] | None) -> list[MigSlice] | None:
+    def _mig(
+        self, index: int, handle: Any, uuid: str | None, last: list[MigSlice] | None
+    ) -> list[MigSlice] | None:
         """The GPU's MIG instances when MIG mode is on (None when off, or not supported:
         asked once). The scheduler never changes the layout: it reads the one it finds."""
         nvml = self._nvml
@@ -425,7 +434,7 @@ class NvmlInventory(Inventory):
                     profile=mig_profile(_text(name)) if ok_name else "unknown",
                     memory_total_mb=mem.total / MIB if ok_mem else None,
                     memory_used_mb=mem.used / MIB if ok_mem else None,
-                    utilization=self._mig_utilization(index, handle, sub, sampled),
+                    utilization=self._mig_utilization(index, handle, uuid, sub, sampled),
                 )
             )
         self._forget(index, keep=sampled)
@@ -438,24 +447,35 @@ class NvmlInventory(Inventory):
             self._free(self._samples.pop(key))
 
     def _mig_utilization(
-        self, index: int, handle: Any, sub: Any, sampled: dict[tuple[int, int], float | None]
+        self,
+        index: int,
+        handle: Any,
+        uuid: str | None,
+        sub: Any,
+        sampled: dict[tuple[int, int], float | None],
     ) -> float | None:
         """A MIG instance's utilisation between the last snapshot and this one, from NVML's
         GPU performance monitoring (GPM): NVML's device utilisation is not supported in MIG
         mode, but a GPU that has GPM (Hopper and later) samples each GPU instance (compute
-        instances of one GPU instance share its figure). None on a GPU without it, at the
-        first snapshot (a figure needs two samples), or on an error (reported once)."""
+        instances of one GPU instance share its figure). On a GPU without it, DCGM's figure
+        for the instance where a DCGM Exporter is set (``dcgm.py``). None where neither
+        says, at the first snapshot (GPM's figure needs two samples), or on an error
+        (reported once)."""
         nvml = self._nvml
         if index not in self._gpm:  # asked once per GPU
             try:
                 self._gpm[index] = bool(nvml.nvmlGpmQueryDeviceSupport(handle).isSupportedDevice)
             except (nvml.NVMLError, AttributeError):  # a driver or nvidia-ml-py without GPM
                 self._gpm[index] = False
-        if not self._gpm[index]:
+        if not self._gpm[index] and self._dcgm is None:
             return None
         ok, instance = self._call(index, "MIG instance id", nvml.nvmlDeviceGetGpuInstanceId, sub)
         if not ok:
             return None
+        if not self._gpm[index]:
+            if self._dcgm_now is None:  # one read of the exporter per snapshot
+                self._dcgm_now = self._dcgm.read() if self._dcgm else {}
+            return instance_figure(self._dcgm_now, uuid, index, int(instance))
         key = (index, int(instance))
         if key in sampled:
             return sampled[key]
@@ -542,20 +562,24 @@ def _text(value: Any) -> str:
 # -- choosing -------------------------------------------------------------------------------
 
 
-def detect(simulated_gpus: int | str = 0, node: str | None = None) -> tuple[Inventory, str]:
+def detect(
+    simulated_gpus: int | str = 0, node: str | None = None, dcgm_exporter_url: str = ""
+) -> tuple[Inventory, str]:
     """The inventory to serve and its source ("nvml" or "simulated").
 
     ``simulated_gpus`` asks for simulated GPUs: a count, or counts of kinds
     (``2xA100-80GB,2xT4``). With 0, NVML is used when it works and finds a GPU; otherwise the
     service still starts, on 4 simulated GPUs, and the log (and the inventory's ``reason``)
-    says why, so a missing driver is visible, not fatal.
+    says why, so a missing driver is visible, not fatal. ``dcgm_exporter_url``: where NVML's
+    inventory reads MIG slices' utilisation that NVML does not report (``dcgm.py``).
     """
     if parse_simulated(simulated_gpus):  # (ValueError for a bad description)
         inventory = SimulatedInventory(simulated_gpus, node)
         log.info("GPU inventory: %s", inventory.reason)
         return inventory, "simulated"
     try:
-        nvml = NvmlInventory(node)
+        dcgm = DcgmExporter(dcgm_exporter_url) if dcgm_exporter_url else None
+        nvml = NvmlInventory(node, dcgm=dcgm)
     except NvmlUnavailable as e:
         why = str(e)
     else:

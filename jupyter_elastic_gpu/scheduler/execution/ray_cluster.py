@@ -31,6 +31,7 @@ from elastic_gpu_sidecar import protocol as P
 from elastic_gpu_sidecar.procs import wait_group_gone
 
 from ...models import LaunchRequest
+from .dcgm import DcgmExporter
 from .gpukinds import KIND, SIMULATED, memory_mb
 from .inventory import GpuInfo, Inventory, MigSlice, NvmlInventory, NvmlUnavailable
 from .launcher import (
@@ -169,11 +170,13 @@ class RayCluster:
 
 
 class _NvmlProbe:
-    """Lives on one node (no CPU held): that node's GPUs as NVML sees them, or None."""
+    """Lives on one node (no CPU held): that node's GPUs as NVML sees them, or None; its MIG
+    slices' utilisation from the DCGM Exporter at ``dcgm_url`` on that node, where set."""
 
-    def __init__(self, node: str) -> None:
+    def __init__(self, node: str, dcgm_url: str = "") -> None:
+        dcgm = DcgmExporter(dcgm_url) if dcgm_url else None
         try:
-            self.nvml: NvmlInventory | None = NvmlInventory(node)
+            self.nvml: NvmlInventory | None = NvmlInventory(node, dcgm=dcgm)
         except NvmlUnavailable:
             self.nvml = None
 
@@ -191,9 +194,12 @@ class RayInventory(Inventory):
     others' processes is a single-server feature.
     """
 
-    def __init__(self, cluster: RayCluster, probe_nvml: bool = True) -> None:
+    def __init__(
+        self, cluster: RayCluster, probe_nvml: bool = True, dcgm_exporter_url: str = ""
+    ) -> None:
         self.cluster = cluster
         self.probe_nvml = probe_nvml
+        self.dcgm_exporter_url = dcgm_exporter_url  # each node reads its own exporter
         self._probes: dict[str, Any] = {}
         self._last: dict[str, list[GpuInfo]] = {}
         self._lock = threading.Lock()
@@ -234,7 +240,7 @@ class RayInventory(Inventory):
                 probe = self._probes[node.node_id] = (
                     ray.remote(num_cpus=0)(_NvmlProbe)
                     .options(scheduling_strategy=pinned)
-                    .remote(node.name)
+                    .remote(node.name, self.dcgm_exporter_url)
                 )
             asked[node] = probe.snapshot.remote()
         ray.wait(list(asked.values()), num_returns=len(asked), timeout=PROBE_TIMEOUT_S)
