@@ -243,8 +243,21 @@ def test_a_notebook_cell_and_a_terminal_submission_appear_without_a_reload(open_
         "() => { for (const w of Array.from(jupyterapp.shell.widgets('main'))) w.dispose(); }"
     )
     expect(page.locator(".jp-NotebookPanel")).to_have_count(0)
-    card.locator('[data-action="open-notebook"]').click()
-    expect(page.locator(".jp-NotebookPanel")).to_have_count(1)
+    button = card.locator('[data-action="open-notebook"]')
+    button.click()
+    try:
+        expect(page.locator(".jp-NotebookPanel")).to_have_count(1)
+    except AssertionError as e:  # (a CI run saw none in 60 s: say what the page shows)
+        seen = page.evaluate(
+            "() => ({main: Array.from(jupyterapp.shell.widgets('main')).map("
+            " w => `${w.id}: ${w.title.label}`),"
+            " toasts: Array.from(document.querySelectorAll('.Toastify__toast')).map("
+            " t => t.textContent)})"
+        )
+        raise AssertionError(
+            f"{e}\nbutton disabled: {button.is_disabled()}; title: "
+            f"{button.get_attribute('title')}; the page shows {seen}"
+        ) from None
     page.wait_for_function(
         "() => { const w = jupyterapp.shell.currentWidget;"
         " return w && w.context && w.context.path === 'demo.ipynb'; }",
