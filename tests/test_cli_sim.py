@@ -285,3 +285,24 @@ def test_make_simulate_gives_the_readme_s_generated_1_row(tmp_path):
     readme = [float(x) for x in re.findall(r"(\d+\.\d\d)x", row)]
     assert [round(f, 2) for f in figures] == readme, row
     assert (demo / "comparison.png").read_bytes()[:4] == b"\x89PNG"
+
+
+@pytest.mark.parametrize(
+    ("command", "listed"),
+    [
+        (["scheduler", "--help"], "--idle-connection-timeout"),
+        (["scheduler", "--help-all"], "--dcgm-exporter"),
+        (["hub-service", "--help"], "--activity-interval"),
+    ],
+)
+def test_the_servers_help_lists_their_options(command, listed):
+    """`scheduler --help-all` is what the top-level help points to: every option listed, no
+    traceback (an alias to the server's own class once broke the whole help)."""
+    out = subprocess.run(
+        [sys.executable, "-m", "jupyter_elastic_gpu.cli", *command],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert out.returncode == 0 and "Traceback" not in out.stderr, out.stderr[-2000:]
+    assert listed in out.stdout

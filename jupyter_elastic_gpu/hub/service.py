@@ -114,7 +114,11 @@ class HubServiceApp(SchedulerDaemonApp):
         "log in to JupyterHub, or send a Hub API token with the "
         f"{scopes.ACCESS} scope: 'Authorization: token <t>'"
     )
-    classes: ClassVar[list] = [*SchedulerDaemonApp.classes, HubIdentityProvider]
+    classes: ClassVar[list] = [
+        HubServiceServerApp,
+        *(c for c in SchedulerDaemonApp.classes if c is not DaemonServerApp),
+        HubIdentityProvider,
+    ]
     aliases: ClassVar[dict] = {
         k: v for k, v in SchedulerDaemonApp.aliases.items() if k != "tokens-file"
     } | {"activity-interval": "HubServiceApp.activity_interval"}

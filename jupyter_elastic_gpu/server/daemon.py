@@ -156,7 +156,12 @@ class SchedulerDaemonApp(ElasticGPUApp):
         "a valid per-user token is needed: 'Authorization: token <t>' (an admin creates one "
         "with `jupyter elastic-gpu scheduler add-user NAME`)"
     )
-    classes: ClassVar[list] = [*ElasticGPUApp.classes, TokenFileIdentityProvider]
+    # (its server's class, whose options the help lists: --idle-connection-timeout is one)
+    classes: ClassVar[list] = [
+        DaemonServerApp,
+        *(c for c in ElasticGPUApp.classes if c is not ServerApp),
+        TokenFileIdentityProvider,
+    ]
 
     state_dir = Unicode(
         config=True,
