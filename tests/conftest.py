@@ -14,6 +14,7 @@ from servers import (
     FAST_SERVICE,
     DaemonProcess,
     JupyterServerProcess,
+    claim_port_slot,
     free_port,
     kill_sidecars_under,
 )
@@ -62,6 +63,13 @@ FIRST = (
     "tests/scheduler/test_live_frameworks.py",
     "tests/sidecar/test_sidecar_lightning.py",
 )
+
+
+def pytest_configure(config):
+    """The session's own ports (``servers.claim_port_slot``): taken by the controller of a
+    pytest-xdist run, whose workers inherit the slot, or by a run without workers."""
+    if not hasattr(config, "workerinput"):
+        claim_port_slot()
 
 
 def unit_of(path: str) -> str:

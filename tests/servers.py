@@ -25,9 +25,37 @@ from jupyter_elastic_gpu.scheduler.execution.launcher import BaseLauncher
 #: own per pytest-xdist worker, below the kernel's ephemeral range (which anything that binds
 #: port 0 draws from). Taking a port by binding 0 and closing it let another worker's server,
 #: bound to port 0 meanwhile, get the same one before the test's server started: a CI run's
-#: client then talked to another test's server.
-PORT_BASE, PORT_BLOCK, PORT_BLOCKS = 20000, 1500, 8
+#: client then talked to another test's server. Each test session on the machine has a slot of
+#: its own (``claim_port_slot``), so a run beside another (a test run while the full suite
+#: runs) does not walk the same ports either.
+PORT_BASE, PORT_BLOCK, PORT_BLOCKS, PORT_SLOTS = 20000, 500, 8, 3
+#: The environment variable that hands the session's slot to its pytest-xdist workers.
+ENV_PORT_SLOT = "ELASTIC_GPU_TEST_PORT_SLOT"
 _ports = itertools.count()
+_slot_lock: object = None  # the open lock file of the slot this session holds
+
+
+def claim_port_slot() -> int:
+    """Take the first port slot no other test session on this machine holds (a lock held for
+    the session's life: the kernel lets it go when the process ends, however it ends), and
+    hand it to the workers through ``ENV_PORT_SLOT``; slot 0 when all are taken."""
+    global _slot_lock
+    import fcntl
+    import tempfile
+
+    for slot in range(PORT_SLOTS):
+        path = os.path.join(tempfile.gettempdir(), f"jupyter-elastic-gpu-test-ports-{slot}.lock")
+        try:
+            f = open(path, "a")  # noqa: SIM115 (held open until the session ends)
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:  # held by another session (or another user's file)
+            continue
+        _slot_lock = f
+        break
+    else:
+        slot = 0
+    os.environ[ENV_PORT_SLOT] = str(slot)
+    return slot
 
 
 def _ephemeral_low() -> int:
@@ -42,7 +70,10 @@ def free_port() -> int:
     """A port nothing listens on now, that no other worker's test and no port-0 bind takes
     (one after another within the worker's block, so a port just given back rests a while)."""
     worker = os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw")
+    slot = os.environ.get(ENV_PORT_SLOT, "0")
     block = int(worker) % PORT_BLOCKS if worker.isdigit() else 0
+    if slot.isdigit():
+        block += int(slot) % PORT_SLOTS * PORT_BLOCKS
     start = PORT_BASE + block * PORT_BLOCK
     if start + PORT_BLOCK > _ephemeral_low():  # a machine whose ephemeral range is wider
         with socket.socket() as s:
