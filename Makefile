@@ -31,14 +31,11 @@ start: node
 ## Install everything the tests need and run them all (slow suites included). The PyTorch
 ## tests run on the CPU: TORCH_TEST is installed first so that the test extras' `torch` is
 ## satisfied by it (a plain `torch` from the registry is a CUDA build of several GB).
-## --no-compile: Python compiles the modules the tests import when they first import them,
-## instead of pip compiling every module of TensorFlow, PyTorch and the rest up front (about
-## half of their install time, most of it for modules no test imports).
 TORCH_TEST ?= torch==2.13.0
 test: node
 	bash .ci/install-test-deps
-	$(PIP) install -q --no-compile "$(TORCH_TEST)"
-	$(PIP) install -q --no-compile -e ".[test]"
+	$(PIP) install -q "$(TORCH_TEST)"
+	$(PIP) install -q -e ".[test]"
 	$(PYTHON) -m pytest -n $(TEST_WORKERS) --dist loadfile --durations=25 --cpu-report 25
 
 ## The fast tier only (the core, the simulator, the models, the service's units: no server,

@@ -153,10 +153,7 @@ def image(tmp_path_factory) -> Image:
     copy_checkout(img.repo)
     # What repo2docker does, in its order: the requirements, then postBuild, as the image's user.
     img.run([sys.executable, "-m", "venv", str(img.venv)], timeout=120)
-    # (--no-compile, unlike repo2docker: the modules the image runs are compiled when first
-    # imported, not every module of TensorFlow and JupyterLab up front; nothing else differs)
     pip = [str(img.venv / "bin/python"), "-m", "pip", "install", "--no-cache-dir", "-q"]
-    pip.append("--no-compile")
     img.run([*pip, "-r", "binder/requirements.txt"], timeout=900)
     img.run(["binder/postBuild"], timeout=900)
     return img
