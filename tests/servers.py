@@ -662,3 +662,39 @@ async def recording_service(tmp_path: Path, path: str = ":memory:", **settings):
         yield svc, launcher
     finally:
         await store.close()
+
+
+class PageServer(ThreadingHTTPServer):
+    """A server at 127.0.0.1 (started at once) whose every GET answers ``status`` with
+    ``page``; it counts the requests, and holds each until ``release`` is set while ``hold``
+    is (an exporter that never answers)."""
+
+    def __init__(self, page: str, path: str = "/metrics") -> None:
+        self.page, self.status = page, 200
+        self.hold, self.release = False, threading.Event()
+        self.requests = 0
+        server = self
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_GET(self) -> None:
+                server.requests += 1
+                if server.hold:
+                    server.release.wait(30)
+                body = server.page.encode()
+                self.send_response(server.status)
+                self.send_header("Content-Type", "text/plain; version=0.0.4")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+            def log_message(self, *args) -> None:
+                pass
+
+        super().__init__(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server_address[1]}{path}"
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+    def stop(self) -> None:
+        self.release.set()
+        self.shutdown()
+        self.server_close()

@@ -4,11 +4,10 @@ with a deadline; what the page cannot say stays unknown, never made up."""
 
 from __future__ import annotations
 
-import http.server
 import logging
-import threading
 
 import pytest
+from servers import PageServer
 
 from jupyter_elastic_gpu.scheduler.execution.dcgm import DcgmExporter, instance_figure, parse
 
@@ -50,44 +49,9 @@ def test_a_page_that_is_not_prometheus_text_is_refused():
         parse("<html><body>Grafana</body></html>\n")
 
 
-class Exporter(http.server.ThreadingHTTPServer):
-    """A server at 127.0.0.1 that answers GET /metrics with ``page``, or holds the request
-    until ``release`` is set when ``hold`` is."""
-
-    def __init__(self) -> None:
-        self.page, self.status = PAGE, 200
-        self.hold, self.release = False, threading.Event()
-        self.requests = 0
-        server = self
-
-        class Handler(http.server.BaseHTTPRequestHandler):
-            def do_GET(self) -> None:
-                server.requests += 1
-                if server.hold:
-                    server.release.wait(30)
-                body = server.page.encode()
-                self.send_response(server.status)
-                self.send_header("Content-Type", "text/plain; version=0.0.4")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args) -> None:
-                pass
-
-        super().__init__(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server_address[1]}/metrics"
-        threading.Thread(target=self.serve_forever, daemon=True).start()
-
-    def stop(self) -> None:
-        self.release.set()
-        self.shutdown()
-        self.server_close()
-
-
 @pytest.fixture
 def exporter():
-    server = Exporter()
+    server = PageServer(PAGE)
     yield server
     server.stop()
 

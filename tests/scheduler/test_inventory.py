@@ -566,52 +566,34 @@ def test_mig_utilisation_without_gpm_comes_from_a_dcgm_exporter(caplog):
     """An A100 in MIG mode (no GPM): each instance's figure is DCGM's for its GPU instance,
     read once per snapshot from the exporter's page (served here by a real HTTP server); an
     instance the page does not list, or an exporter that cannot be read, stays unknown."""
-    import http.server
-    import threading
+    from servers import PageServer
 
     from jupyter_elastic_gpu.scheduler.execution.dcgm import DcgmExporter
 
     gpus = mig_gpus()
     gpus[0]["gpm"] = False
     sample = 'DCGM_FI_PROF_GR_ENGINE_ACTIVE{{gpu="0",UUID="GPU-aaa",GPU_I_ID="{}"}} {}\n'
-    page = {"text": sample.format(2, 0.5) + sample.format(10, 0.125)}
-    hits = []
-
-    class Handler(http.server.BaseHTTPRequestHandler):
-        def do_GET(self) -> None:
-            hits.append(self.path)
-            body = page["text"].encode()
-            self.send_response(200)
-            self.send_header("Content-Length", str(len(body)))
-            self.end_headers()
-            self.wfile.write(body)
-
-        def log_message(self, *args) -> None:
-            pass
-
-    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
+    server = PageServer(sample.format(2, 0.5) + sample.format(10, 0.125))
     try:
-        url = f"http://127.0.0.1:{server.server_address[1]}/metrics"
+        url = server.url
         fake = FakeNvml(gpus)
         inv = NvmlInventory(node="box", nvml=fake, dcgm=DcgmExporter(url))
         # at the first snapshot already (DCGM averages for us); MIG-2 (instance 9) not listed
         assert [s.utilization for s in inv.snapshot()[0].mig] == [0.5, None, 0.125]
-        assert hits == ["/metrics"]  # one read for the three instances
+        assert server.requests == 1  # one read for the three instances
         assert "gpm_alloc" not in fake.calls
-        page["text"] = sample.format(9, 1.0)
+        server.page = sample.format(9, 1.0)
         assert [s.utilization for s in inv.snapshot()[0].mig] == [None, 1.0, None]
-        page["text"] = "not an exporter's page {"
+        server.page = "not an exporter's page {"
         with caplog.at_level(logging.WARNING):
             assert [s.utilization for s in inv.snapshot()[0].mig] == [None, None, None]
         assert f"DCGM Exporter at {url} cannot be read" in caplog.text
 
         # a GPU that has GPM keeps GPM's figures: the exporter is not read for it
-        hits.clear()
+        asked = server.requests
         inv = NvmlInventory(node="box", nvml=FakeNvml(mig_gpus()), dcgm=DcgmExporter(url))
         inv.snapshot()
         assert [s.utilization for s in inv.snapshot()[0].mig] == [0.55, 0.0, 0.125]
-        assert hits == []
+        assert server.requests == asked
     finally:
-        server.shutdown()
-        server.server_close()
+        server.stop()

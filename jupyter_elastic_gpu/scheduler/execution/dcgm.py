@@ -97,14 +97,12 @@ class DcgmExporter:
                 logging.INFO,
             )
         elif self._said is not None:
-            self._say("", logging.INFO)
+            self._said = None
+            log.info("DCGM Exporter at %s answers again", self.url)
         return figures
 
     def _say(self, what: str, level: int) -> None:
-        if what == self._said:
-            return
-        self._said = what
-        if what:
+        """Log what is wrong, unless it was the last thing said (reads come every few s)."""
+        if what != self._said:
+            self._said = what
             log.log(level, "DCGM Exporter at %s %s: MIG utilisation unknown", self.url, what)
-        else:
-            log.info("DCGM Exporter at %s answers again", self.url)
