@@ -23,12 +23,15 @@ from collections.abc import Collection, Iterable, Mapping
 ByKind = Mapping[str, Mapping[int, float]]
 
 
-def _ratio(a: Mapping[int, float], b: Mapping[int, float]) -> float | None:
+def _ratio(a: Mapping[int, float], b: Mapping[int, float], common: bool = False) -> float | None:
     """How much faster ``a`` is than ``b``: the geometric mean of their ratios at the counts
-    both measured, else of their per-GPU speeds at their fewest counts; None without both."""
-    common = [g for g in a if g in b and a[g] > 0 and b[g] > 0]
+    both measured, else (unless ``common``) of their per-GPU speeds at their fewest counts
+    (which counts the scaling lost between those counts as the kind's); None without both."""
+    both = [g for g in a if g in b and a[g] > 0 and b[g] > 0]
+    if both:
+        return math.exp(sum(math.log(a[g] / b[g]) for g in both) / len(both))
     if common:
-        return math.exp(sum(math.log(a[g] / b[g]) for g in common) / len(common))
+        return None
     ga = min((g for g in a if a[g] > 0), default=None)
     gb = min((g for g in b if b[g] > 0), default=None)
     if ga is None or gb is None:
@@ -71,14 +74,21 @@ def relative_speeds(
     out: dict[str, float] = {}
     if ran:
         base = max(ran, key=lambda k: (len(measured[k]), k))
+        out[base] = 1.0
         for kind in ran:
-            out[kind] = 1.0 if kind == base else (_ratio(measured[kind], measured[base]) or 1.0)
+            if kind != base and (r := _ratio(measured[kind], measured[base], common=True)):
+                out[kind] = r
     else:
         base = None
     for kind in kinds:
         if kind in out:
             continue
-        out[kind] = _guess(kind, base, out, prior) or _guess(kind, base, out, fleet) or 1.0
+        out[kind] = (
+            _guess(kind, base, out, prior)
+            or (_ratio(measured[kind], measured[base]) if kind in ran and base else None)
+            or _guess(kind, base, out, fleet)
+            or 1.0
+        )
     return out
 
 

@@ -130,6 +130,7 @@ def place(
     order: Sequence[str] | None = None,
     value: Mapping[str, Mapping[str, float]] | None = None,
     least: Mapping[str, int] | None = None,
+    chosen: Mapping[str, str] | None = None,
 ) -> dict[str, tuple[str, ...]]:
     """GPU ids for every job in ``counts``.
 
@@ -140,12 +141,14 @@ def place(
     holds it (placement by value: the fast GPUs go to the jobs that gain most from them); a
     job without one is placed by fit alone. Where kinds are mixed a job gets GPUs of one
     kind only, fewer than its count where that kind has fewer free (``least``: each job's
-    minimum, below which it spans kinds after all).
+    minimum, below which it spans kinds after all). ``chosen``: the kind the policy chose for
+    each job (its count is what that kind has room for): a job moves there from another kind,
+    and no job is moved or placed by value otherwise.
     """
     layout = _layout(gpus)
     node_of, rank, node_rank = layout.node_of, layout.rank, layout.node_rank
     unchanged = _unchanged(rank, current, counts)
-    if unchanged is not None and not (layout.mixed and value):  # (a job may move kinds)
+    if unchanged is not None and not (layout.mixed and (value or chosen)):  # (it may move kinds)
         return unchanged
     if sum(counts.values()) > layout.usable:
         raise PlacementError(f"{sum(counts.values())} GPUs asked for, {layout.usable} usable")
@@ -159,6 +162,12 @@ def place(
             result[job_id] = []
             continue
         held = [gid for gid in grant if gid in free]
+        if (
+            chosen
+            and job_id in chosen
+            and any(layout.kind_of[node_of[gid]] != chosen[job_id] for gid in held)
+        ):
+            held = []  # it moves to the kind chosen for it
         if not held:
             result[job_id] = []
             continue
@@ -174,7 +183,7 @@ def place(
 
     position = {job_id: i for i, job_id in enumerate(order or ())}
     worth = _worth(layout, value)
-    if layout.mixed and value:
+    if layout.mixed and value and chosen is None:
         _move_to_faster_kinds(layout, result, counts, free, worth)
 
     # 2. Grow jobs that already run, then start new jobs, largest first (packs better).
@@ -193,6 +202,9 @@ def place(
             # the kind it runs on, or the one worth most to it that has room; cut to what
             # that kind has free, unless that leaves it below its minimum.
             kind, room = _kind_for(layout, own, free_by_node, need, job_id, worth)
+            if chosen and job_id in chosen:
+                kind = chosen[job_id]
+                room = _free_by_kind(layout, free_by_node).get(kind, 0)
             if need <= room or len(result[job_id]) + room >= (least or {}).get(job_id, 1):
                 need = min(need, room)
                 free_by_node = {

@@ -87,6 +87,29 @@ class Waiting(Reason):
 
 
 @dataclass(frozen=True, slots=True)
+class Apart(Reason):
+    """A job that waits although as many GPUs as it needs are free: no group of them (a
+    server, or one kind on a server where kinds are mixed) holds its minimum together.
+    ``kinds``: the free GPUs by kind (``2 A100-80GB, 1 T4``), where kinds are mixed."""
+
+    needs: int
+    free: int
+    widest: int
+    kinds: str = ""
+    suspended: bool = False
+    kind = K.SPREAD
+
+    def figures(self) -> ReasonFigures:
+        return _given(
+            needs=self.needs,
+            free=self.free,
+            widest=self.widest,
+            kinds=self.kinds or None,
+            suspended=self.suspended or None,
+        )
+
+
+@dataclass(frozen=True, slots=True)
 class Running(Reason):
     """A job at the size a fixed-size policy gives it (its request)."""
 
@@ -301,6 +324,7 @@ __all__ = [
     "IN_PROGRESS",
     "RESIZED",
     "STARTED",
+    "Apart",
     "AtMaximum",
     "Cause",
     "Critical",

@@ -18,8 +18,7 @@ from collections.abc import Collection, Iterable, Mapping
 from elastic_gpu_sidecar.protocol import GrantAction, JobKind, JobState
 
 from ..core.placement import describe_kinds
-from ..core.reason_kinds import ReasonKind
-from ..core.reasons import Told
+from ..core.reasons import Apart
 from ..models import GrantView, Heartbeat
 from .execution.inventory import parent_pid, process_owner
 from .jobs import JobRecord
@@ -59,17 +58,18 @@ def spread(
     group: Mapping[str, str],
     kind: Mapping[str, str] | None,
     job: JobRecord,
-) -> Told:
+) -> Apart:
     """Why a queued job the policy gave ``wanted`` gets nothing after ``on_one_node``: those
     GPUs are not together (``group``: each GPU's node, or kind on its node; ``kind``: each
     GPU's kind where kinds are mixed, else None)."""
     sizes = Counter(group.get(g, "") for g in wanted)
-    figures: dict = {"needs": job.min_gpus, "free": len(wanted), "widest": max(sizes.values())}
-    if kind is not None:
-        figures["kinds"] = describe_kinds(kind.get(g, "") for g in wanted)
-    if job.started_at is not None:
-        figures["suspended"] = True
-    return Told(ReasonKind.SPREAD, figures)
+    return Apart(
+        job.min_gpus,
+        len(wanted),
+        max(sizes.values()),
+        describe_kinds(kind.get(g, "") for g in wanted) if kind is not None else "",
+        job.started_at is not None,
+    )
 
 
 def busy_elsewhere(job: JobRecord, jobs: Iterable[JobRecord]) -> set[str]:

@@ -212,13 +212,14 @@ class Simulation:
 
     # -- decisions ------------------------------------------------------------------------
     def _quiet(self) -> bool:
-        """True when no policy could change anything: nobody waits, nobody could grow."""
+        """True when no policy could change anything: nobody waits, nobody could grow, and
+        (where kinds are mixed) no GPU is free that a job could move to."""
         if self.quiet is None:
             elastic = self.policy.elastic
             self.quiet = all(
                 j.finish is None and j.gpus and not (elastic and len(j.gpus) < j.spec.max_gpus)
                 for j in self.active
-            )
+            ) and not (self.config.mixed and sum(len(j.gpus) for j in self.active) < len(self.gpus))
         return self.quiet
 
     def _surprised(self) -> bool:

@@ -34,7 +34,7 @@ from operator import attrgetter
 from typing import ClassVar
 
 from ..model import Decision, Job, Snapshot
-from ..placement import place
+from ..placement import mixed, place
 from ..reason_kinds import Ahead
 from ..reasons import (
     FINISHING,
@@ -51,6 +51,8 @@ from ..reasons import (
     Resized,
     ResizeWouldNotPay,
 )
+from .adaptive_kinds import apart, free_by_kind
+from .adaptive_kinds import hand_out as by_kind_hand_out
 from .adaptive_params import AdaptiveParams
 from .adaptive_reserve import reserve
 from .base import queued_reason, whole_grants_first
@@ -95,17 +97,28 @@ class _Reasons(Mapping[str, Reason]):
     """Each job's reason, worked out when first read: people read them, the simulator's
     thousands of decisions never do."""
 
-    __slots__ = ("_free", "_plans", "_policy", "_said")
+    __slots__ = ("_apart", "_free", "_plans", "_policy", "_said")
 
-    def __init__(self, policy: AdaptivePolicy, plans: list[_Plan], free: int) -> None:
+    def __init__(
+        self,
+        policy: AdaptivePolicy,
+        plans: list[_Plan],
+        free: int,
+        apart: Callable[[Job], Reason | None] | None = None,
+    ) -> None:
         self._policy, self._plans, self._free = policy, plans, free
+        self._apart = apart  # where kinds are mixed: why a job waits with GPUs free
         self._said: dict[str, Reason] | None = None
 
     def _worked_out(self) -> dict[str, Reason]:
         if self._said is None:
             plans, why = self._plans, self._policy.reason
             ahead = [p for p in plans if p.count]
-            self._said = {p.job.id: why(p, self._free, ahead) for p in plans}
+            apart = self._apart
+            self._said = {
+                p.job.id: (not p.count and apart and apart(p.job)) or why(p, self._free, ahead)
+                for p in plans
+            }
         return self._said
 
     def __getitem__(self, job_id: str) -> Reason:
@@ -248,43 +261,13 @@ class AdaptivePolicy:
                 best_ratio, best_g, bar = ratio, g, ratio + _EPS
         return (best_ratio, best_g) if best_g else None
 
-    # -- the decision ---------------------------------------------------------------------
-    def decide(self, snapshot: Snapshot, now: float) -> Decision:
-        total = len(snapshot.usable_gpus)
-        plans = self._plans(snapshot.jobs, now, total)
-        plans.sort(key=_key)
-        if len({p.key for p in plans}) < len(plans):  # equal keys: the tie-breaks decide
-            plans.sort(key=_rank)
-
-        # Jobs mid-resize or about to finish keep their GPUs whatever comes (whole grants
-        # first: one on a GPU that turned busy is moved, if there is room, or competes).
-        free = total
-        locked = [p for p in plans if p.frozen in _LOCKED]
-        kept = set()
-        for job in whole_grants_first([p.job for p in locked], snapshot) if locked else ():
-            if len(job.gpus) <= free:
-                free -= len(job.gpus)
-                kept.add(job.id)
-        for plan in locked:
-            if plan.job.id in kept:
-                plan.count = len(plan.job.gpus)
-            else:
-                plan.frozen = ""  # its GPUs failed under it: it competes like the others
-        open_plans = [p for p in plans if p.job.id not in kept] if kept else plans[:]
-
-        kept_jobs = [p.job for p in locked if p.job.id in kept]
-        fitted, path, changes_in = True, None, math.inf
-        if self.params.protect_critical:
-            committed = (
-                sum(len(plan.job.gpus) * plan.left for plan in locked if plan.job.id in kept),
-                sum(len(j.gpus) for j in kept_jobs),
-            )
-            free, fitted, path, changes_in = reserve(
-                self.params, open_plans, committed, total, free
-            )
-        exponent = self._exponent(open_plans)
+    def _hand_out(
+        self, open_plans: list[_Plan], exponent: float, margin: float, free: int
+    ) -> tuple[int, list[_Plan]]:
+        """Hand out ``free`` GPUs to ``open_plans`` (in the order), best value gained per GPU
+        first, blind to kinds; sets each plan's ``count``. Returns the GPUs left and the
+        waiting plans never weighed (``_Plan.first`` unset)."""
         m = len(open_plans)
-        margin = 1.0 + self.params.resize_margin
         prepare, best_move = self._prepare, self._best_move
         begin = free  # the GPUs free when the hand-out begins
         heap: list[tuple[float, int, int, int]] = []  # (-ratio, order, target, count at push)
@@ -335,6 +318,58 @@ class AdaptivePolicy:
                 if move:
                     heapq.heappush(heap, (-move[0], i, move[1], target))
         unjoined = [open_plans[i] for i in waiting[joined:]]
+        return free, unjoined
+
+    # -- the decision ---------------------------------------------------------------------
+    def decide(self, snapshot: Snapshot, now: float) -> Decision:
+        total = len(snapshot.usable_gpus)
+        plans = self._plans(snapshot.jobs, now, total)
+        plans.sort(key=_key)
+        if len({p.key for p in plans}) < len(plans):  # equal keys: the tie-breaks decide
+            plans.sort(key=_rank)
+
+        # Jobs mid-resize or about to finish keep their GPUs whatever comes (whole grants
+        # first: one on a GPU that turned busy is moved, if there is room, or competes).
+        free = total
+        locked = [p for p in plans if p.frozen in _LOCKED]
+        kept = set()
+        for job in whole_grants_first([p.job for p in locked], snapshot) if locked else ():
+            if len(job.gpus) <= free:
+                free -= len(job.gpus)
+                kept.add(job.id)
+        for plan in locked:
+            if plan.job.id in kept:
+                plan.count = len(plan.job.gpus)
+            else:
+                plan.frozen = ""  # its GPUs failed under it: it competes like the others
+        open_plans = [p for p in plans if p.job.id not in kept] if kept else plans[:]
+
+        kept_jobs = [p.job for p in locked if p.job.id in kept]
+        fitted, path, changes_in = True, None, math.inf
+        if self.params.protect_critical:
+            committed = (
+                sum(len(plan.job.gpus) * plan.left for plan in locked if plan.job.id in kept),
+                sum(len(j.gpus) for j in kept_jobs),
+            )
+            free, fitted, path, changes_in = reserve(
+                self.params, open_plans, committed, total, free
+            )
+        exponent = self._exponent(open_plans)
+        m = len(open_plans)
+        margin = 1.0 + self.params.resize_margin
+        prepare = self._prepare
+        begin = free  # the GPUs free when the hand-out begins
+        chosen: dict[str, str] | None = None
+        if snapshot.kind_speed and mixed(snapshot.gpus):
+            # Kinds differ: each job's count and kind are chosen together (adaptive_kinds).
+            by_kind = free_by_kind(snapshot, kept_jobs)
+            weights = [float(m - i) ** exponent for i in range(m)]
+            chosen = by_kind_hand_out(open_plans, snapshot, by_kind, margin, weights)
+            free = sum(by_kind.values())
+        if chosen is None:
+            free, unjoined = self._hand_out(open_plans, exponent, margin, free)
+        else:
+            unjoined = []
 
         order = tuple([p.job.id for p in plans])
         # Placement weighs only the jobs that hold or get GPUs; every other one waits.
@@ -348,11 +383,15 @@ class AdaptivePolicy:
                 order,
                 snapshot.kind_speed,
                 {p.job.id: p.job.min_gpus for p in moving},
+                chosen,
             )
         )
-        reasons = _Reasons(self, plans, free)
+        why_apart = apart(snapshot, allocations) if chosen is not None else None
+        reasons = _Reasons(self, plans, free, why_apart)
 
         def promise() -> float:  # worked out when read (the simulator asks for one in two)
+            if chosen is not None:
+                return now  # (the certificate below knows nothing of kinds)
             for i, plan in enumerate(open_plans):
                 plan.weight = float(m - i) ** exponent
             for plan in unjoined:  # (the certificate weighs every job's first move)
