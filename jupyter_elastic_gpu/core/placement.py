@@ -26,6 +26,12 @@ def mixed(gpus: Iterable[Gpu]) -> bool:
     return len({g.kind for g in gpus}) > 1
 
 
+def held_kind(gpus: Iterable[str], kind_of: Mapping[str, str]) -> str | None:
+    """The one kind a grant is on (None: no GPUs, or GPUs of several kinds)."""
+    kinds = {kind_of.get(g) for g in gpus}
+    return kinds.pop() if len(kinds) == 1 else None
+
+
 def group_of(gpu: Gpu) -> str:
     """The GPU's group where kinds are mixed: its kind on its node (a job keeps to one)."""
     return f"{gpu.node}/{gpu.kind}"

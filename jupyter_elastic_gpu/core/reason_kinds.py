@@ -175,6 +175,7 @@ class ReasonFigures(TypedDict, total=False):
     share: ShareFigures
     start_in_s: float
     start_after: JobRef
+    start_kind: str
     causes: list[IdleCause]
     at: float
     by: str

@@ -164,13 +164,18 @@ def _listed(items: list[str]) -> str:
     return items[0] if len(items) == 1 else f"{', '.join(items[:-1])} and {items[-1]}"
 
 
+def start_words(in_s: float, kind: str | None = None, after: str | None = None) -> str:
+    """``starts in ~3 min on A100-80GB, when 'mnist' finishes``: a forecast start in words."""
+    when = "starts in under a minute" if in_s < 60 else f"starts in {about(in_s)}"
+    on = f" on {kind}" if kind else ""
+    return f"{when}{on}, when {after} finishes" if after else f"{when}{on}"
+
+
 def _start(f: Mapping[str, Any]) -> str:
     if "start_in_s" not in f:
         return ""
-    s = f["start_in_s"]
-    when = "starts in under a minute" if s < 60 else f"starts in {about(s)}"
     after = f.get("start_after")
-    return f"; {when}, when {job_name(after)} finishes" if after else f"; {when}"
+    return "; " + start_words(f["start_in_s"], f.get("start_kind"), after and job_name(after))
 
 
 def _kept_figures(f: Mapping[str, Any]) -> str:
@@ -235,7 +240,7 @@ def _resized(f: Mapping[str, Any]) -> str:
 
 def parts(kind: ReasonKind | str, figures: Mapping[str, Any] | None = None) -> Parts:
     """The text of a reason of ``kind`` with ``figures``, in its parts; a queued job's
-    forecast (``start_in_s``, ``start_after``) at the end."""
+    forecast (``start_in_s``, ``start_kind``, ``start_after``) at the end."""
     p = _parts(kind, figures or {})
     start = _start(figures or {})
     if not start:

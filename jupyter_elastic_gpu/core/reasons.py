@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .reason_kinds import Ahead, Because, IdleCause, JobRef, ReasonFigures, ReasonKind
-from .reason_text import NAMED_HOLDERS, about, cause, plural, say
+from .reason_text import NAMED_HOLDERS, about, cause, plural, say, start_words
 
 K = ReasonKind
 
@@ -258,17 +258,22 @@ def user_cap(user: str, cap: int) -> ReasonFigures:
 @dataclass(frozen=True, slots=True)
 class Start:
     """When a queued job should get GPUs: in ``in_s`` seconds, when ``after`` (a job id, or
-    None) finishes. A driver's addition to a waiting job's figures, from the forecast."""
+    None) finishes, on GPUs of kind ``on`` where kinds are mixed. A driver's addition to a
+    waiting job's figures, from the forecast."""
 
     in_s: float
     after: str | None = None
+    on: str | None = None
 
     def figures(self) -> ReasonFigures:
-        return _given(start_in_s=self.in_s, start_after={"id": self.after} if self.after else None)
+        return _given(
+            start_in_s=self.in_s,
+            start_after={"id": self.after} if self.after else None,
+            start_kind=self.on or None,
+        )
 
     def __str__(self) -> str:
-        when = "starts in under a minute" if self.in_s < 60 else f"starts in {about(self.in_s)}"
-        return f"{when}, when {self.after} finishes" if self.after else when
+        return start_words(self.in_s, self.on, self.after)
 
 
 @dataclass(frozen=True, slots=True)

@@ -93,6 +93,9 @@ class ReasonFigures(Strict):
     share: ShareFigures | None = None
     start_in_s: Seconds | None = Field(None, description="when a queued job should start")
     start_after: JobRef | None = Field(None, description="the job whose end it starts at")
+    start_kind: str | None = Field(
+        None, max_length=120, description="the kind of GPU it starts on, where kinds are mixed"
+    )
     causes: list[IdleCause] | None = Field(None, max_length=MAX_NAMED)
     at: Seconds | None = Field(None, description="when the idle line was said")
     by: str | None = Field(None, description="who held, resumed or cancelled it")

@@ -98,7 +98,7 @@ def start(job_id: str, ahead: Forecast, now: float) -> Start | None:
     end, after = max(ends) if ends else (None, None)
     if end is None or guess.start - end > SAME_S:
         after = None
-    return Start(max(guess.start - now, 0.0), after)
+    return Start(max(guess.start - now, 0.0), after, guess.kind)
 
 
 class Estimates:

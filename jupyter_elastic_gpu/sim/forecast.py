@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 
 from ..core.model import Job, Snapshot, trusted_job
-from ..core.placement import groups
+from ..core.placement import groups, held_kind, mixed
 from ..core.policies import Policy
 from ..core.reasons import EstimateLimit
 from ..core.schedule import decide_together
@@ -50,10 +50,12 @@ _EPS = 1e-6  # seconds: a job this close to its end is done (times are ~1.7e9)
 class Estimate:
     """``start``: when a job that holds no GPUs now gets them (epoch seconds; None for a job
     that holds GPUs now, or when the run could not say); ``end``: when it finishes (None
-    when the run could not say)."""
+    when the run could not say); ``kind``: where kinds are mixed, the kind of GPU it starts
+    on (None otherwise)."""
 
     start: float | None
     end: float | None
+    kind: str | None = None
 
 
 @dataclass(frozen=True)
@@ -85,6 +87,7 @@ class _Run:
         "seen",
         "speed",
         "start",
+        "start_gpus",
         "work_done",
     )
 
@@ -98,6 +101,7 @@ class _Run:
         since = job.last_change if job.last_change is not None else now
         self.pause_until = max(now, since + job.resize_cost) if job.pinned else now
         self.start: float | None = None
+        self.start_gpus: tuple[str, ...] = ()
         self.end: float | None = None
         #: The job the last decision saw, while only its time waited has changed since.
         self.seen: Job | None = None
@@ -150,7 +154,7 @@ class _Run:
         if self.gpus:
             self.resizes += 1
         elif gpus and self.start is None and not self.job.gpus:
-            self.start = t
+            self.start, self.start_gpus = t, gpus
         self.gpus, self.last_change, self.seen = gpus, t, None
         self.speed = self.job.speed.throughput(len(gpus))
         self.pause_until = t + self.job.resize_cost if gpus else t
@@ -217,7 +221,11 @@ def forecast(
             decisions, last, pending = decisions + 1, t, False
     if open_ and decisions >= max_decisions:
         limits.append("decisions")
-    estimates = {job_id: Estimate(r.start, r.end) for job_id, r in runs.items()}
+    kind_of = {g.id: g.kind for g in snapshot.gpus} if mixed(snapshot.gpus) else None
+    estimates = {
+        job_id: Estimate(r.start, r.end, kind_of and held_kind(r.start_gpus, kind_of))
+        for job_id, r in runs.items()
+    }
     complete = not open_ and not skipped
     return Forecast(now, estimates, decisions, complete, tuple(limits), skipped)
 

@@ -710,6 +710,8 @@ export interface ReasonFigures {
   start_in_s?: number | null;
   /** the job whose end it starts at */
   start_after?: JobRef | null;
+  /** the kind of GPU it starts on, where kinds are mixed */
+  start_kind?: string | null;
   causes?: IdleCause[] | null;
   /** when the idle line was said */
   at?: number | null;

@@ -224,10 +224,12 @@ interface IStartSplit {
   reason: string;
   /** The job whose end the start waits for, if the forecast says. */
   after: IJobRef | null;
+  /** The kind of GPU it starts on, where kinds are mixed. */
+  kind: string | null;
 }
 
 /**
- * A queued job's reason split from its forecast (`start_in_s`, `start_after` of its figures),
+ * A queued job's reason split from its forecast (`start_in_s`, `start_kind`, `start_after`),
  * when the card shows the start time: the card's "Starts about 14:03 (in 3 min)" line says
  * when, to the minute and kept current, so the reason line leaves it out.
  */
@@ -241,8 +243,12 @@ function startOfForecast(job: IJob): IStartSplit | null {
   ) {
     return null;
   }
-  const { start_in_s: _in, start_after: after, ...rest } = figures;
-  return { reason: reasonAfterState(job.state, job.reason_kind, rest), after: after ?? null };
+  const { start_in_s: _in, start_after: after, start_kind: kind, ...rest } = figures;
+  return {
+    reason: reasonAfterState(job.state, job.reason_kind, rest),
+    after: after ?? null,
+    kind: kind ?? null
+  };
 }
 
 /** The reason beside the job's badge, without the state the badge says. */
@@ -410,10 +416,11 @@ function forecastLine(job: IJob, ctx: ICardContext, forecast: IStartSplit | null
     const first = forecast?.after;
     const name = first ? ctx.nameOf?.(first.id) || first.name || first.id : null;
     const after = name ? `, when ${name} finishes` : '';
+    const on = forecast?.kind ? ` on ${forecast.kind}` : '';
     parts.push(
       job.estimated_start === null
         ? 'No start time can be estimated yet.'
-        : `Starts ${at(job.estimated_start)}${after}.`
+        : `Starts ${at(job.estimated_start)}${on}${after}.`
     );
   }
   // A lease ends when its kernel does (or idles): no forecast can say when.

@@ -173,7 +173,10 @@ function start(f: IReasonFigures): string {
   }
   const s = f.start_in_s;
   const when = s < 60 ? 'starts in under a minute' : `starts in ${about(s)}`;
-  return f.start_after ? `; ${when}, when ${jobName(f.start_after)} finishes` : `; ${when}`;
+  const on = f.start_kind ? ` on ${f.start_kind}` : '';
+  return f.start_after
+    ? `; ${when}${on}, when ${jobName(f.start_after)} finishes`
+    : `; ${when}${on}`;
 }
 
 function keptFigures(f: IReasonFigures): string {

@@ -175,6 +175,19 @@ describe('a queued job with its forecast', () => {
     expect(texts(card).start).toBe(`Starts about ${clock} (in 4 min), when mnist finishes.`);
   });
 
+  it('names the kind of GPU it starts on where kinds are mixed, once', () => {
+    const card = new JobCard({ detail: 'compact', onAction: jest.fn() });
+    const onA100 = { ...forecast, start_kind: 'A100-80GB' };
+    card.update(queued({ ...waiting, ...onA100 }), { me, canOpenNotebook: false, now });
+    expect(texts(card)).toEqual({
+      reason: shown,
+      start: `Starts about ${clock} (in 4 min) on A100-80GB, when j-12 finishes.`
+    });
+    expect(card.node.querySelector('.jp-ElasticGpu-reason')!.getAttribute('title')).toBe(
+      `queued: ${shown}; starts in ~4 min on A100-80GB, when j-12 finishes`
+    );
+  });
+
   it('drops the forecast words without a job to wait for, and under a minute', () => {
     const card = new JobCard({ detail: 'compact', onAction: jest.fn() });
     card.update(queued({ ...waiting, start_in_s: 20 }), { me, canOpenNotebook: false, now });

@@ -158,3 +158,33 @@ def test_with_two_kinds_free_a_job_needing_both_waits_and_the_one_behind_it_star
     assert ahead.estimates["f"].start == pytest.approx(NOW)
     # e starts once two GPUs of one kind are free: not before a (1,000 s) or c (2,000 s) ends
     assert ahead.estimates["e"].start >= NOW + 1000.0
+
+
+def test_where_kinds_are_mixed_the_estimate_names_the_kind_a_job_starts_on():
+    """Two A100s held by a job that ends in about a minute, two T4s by one that ends in about
+    17 minutes (both about to finish: kept whatever comes): a waiting job three times as fast
+    on an A100 starts on the A100s (named in its estimate and in its reason's words); on GPUs
+    of one kind, no kind is named."""
+    gpus = tuple(Gpu(f"g{i}", "box", kind=k) for i, k in enumerate(["A100", "A100", "T4", "T4"]))
+    held = {"last_change": NOW - 3600, "max_gpus": 2, "resize_cost": 300.0}
+    a = job("a", 1_000.0, gpus=["g0", "g1"], **held)
+    t = job("t", 20_000.0, gpus=["g2", "g3"], **held)
+    w = job("w", 1e5, max_gpus=2)
+    speeds = {"a": {"A100": 1.0, "T4": 1.0}, "t": {"A100": 1.0, "T4": 1.0}}
+    speeds["w"] = {"A100": 3.0, "T4": 1.0}
+    snap = Snapshot(gpus, (a, t, w), kind_speed=speeds)
+    ahead = forecast(make_policy("adaptive"), snap, NOW)
+    assert ahead.estimates["w"].kind == "A100"
+    assert NOW < ahead.estimates["w"].start < NOW + 200.0  # (a ends, then the next decision)
+    from jupyter_elastic_gpu.core.reason_text import say
+    from jupyter_elastic_gpu.scheduler.estimates import start
+
+    shown = start("w", ahead, NOW)
+    assert shown is not None and shown.on == "A100"
+    words = say("waiting", {"needs": 1, "free": 0, **shown.figures()})
+    assert words.endswith("starts in under a minute on A100, when a finishes")
+    alike = tuple(replace(g, kind="A100") for g in gpus)
+    assert (
+        forecast(make_policy("adaptive"), replace(snap, gpus=alike), NOW).estimates["w"].kind
+        is None
+    )

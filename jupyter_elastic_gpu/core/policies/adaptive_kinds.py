@@ -37,7 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from ..model import Job, Snapshot
-from ..placement import MOVE_GAIN, describe_kinds, groups
+from ..placement import MOVE_GAIN, describe_kinds, groups, held_kind
 from ..reasons import Apart
 
 if TYPE_CHECKING:
@@ -58,12 +58,6 @@ class _Choice:
         self.allowed: list[str] = []
         self.vals: dict[str, list[float]] = {}
         self.speeds: Mapping[str, float] = {}
-
-
-def held_kind(gpus: Sequence[str], kind_of: Mapping[str, str]) -> str | None:
-    """The one kind a grant is on (None: no GPUs, or GPUs of several kinds)."""
-    kinds = {kind_of.get(g) for g in gpus}
-    return kinds.pop() if len(kinds) == 1 else None
 
 
 def free_by_kind(snapshot: Snapshot, kept: Sequence[Job]) -> dict[str, int]:
@@ -267,4 +261,4 @@ def _upgrade(choices: list[_Choice], free: dict[str, int]) -> None:
             c.kind = kind
 
 
-__all__ = ["apart", "free_by_kind", "hand_out", "held_kind", "prices"]
+__all__ = ["apart", "free_by_kind", "hand_out", "prices"]
