@@ -207,10 +207,11 @@ def place(
             # One kind per job (data parallel across kinds goes at the slower kind's pace):
             # the kind it runs on, or the one worth most to it that has room; cut to what
             # that kind has free, unless that leaves it below its minimum.
-            kind, room = _kind_for(layout, own, free_by_node, need, job_id, worth)
             if chosen and job_id in chosen:
                 kind = chosen[job_id]
                 room = _free_by_kind(layout, free_by_node).get(kind, 0)
+            else:
+                kind, room = _kind_for(layout, own, free_by_node, need, job_id, worth)
             if need <= room or len(result[job_id]) + room >= (least or {}).get(job_id, 1):
                 need = min(need, room)
                 free_by_node = {

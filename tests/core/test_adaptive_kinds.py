@@ -121,3 +121,17 @@ def test_a_prior_beats_per_gpu_speeds_compared_at_different_counts():
     speeds = relative_speeds(("A100", "T4"), measured, prior={"A100": 5.0, "T4": 1.0})
     assert max(speeds.values()) / min(speeds.values()) == pytest.approx(5.0)
     assert speeds["A100"] > speeds["T4"]
+
+
+def test_a_job_waiting_with_enough_gpus_free_but_not_of_one_kind_is_told_so():
+    gpus = cluster(1, 1)
+    wide = job("wide", lo=2, hi=2)
+    decision = make_policy("adaptive").decide(
+        Snapshot(gpus, (wide,), kind_speed={"wide": {"A100": 2.0, "T4": 1.0}}), 0.0
+    )
+    assert decision.allocations["wide"] == ()
+    reason = decision.reasons["wide"]
+    assert reason.kind == "spread"
+    assert str(reason) == (
+        "queued: needs 2 GPUs of one kind on one server: 2 free, at most 1 together (1 A100, 1 T4)"
+    )

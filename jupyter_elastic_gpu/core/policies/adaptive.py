@@ -51,7 +51,8 @@ from ..reasons import (
     Resized,
     ResizeWouldNotPay,
 )
-from .adaptive_kinds import apart, free_by_kind
+from .adaptive_kinds import apart as apart_reason
+from .adaptive_kinds import free_by_kind
 from .adaptive_kinds import hand_out as by_kind_hand_out
 from .adaptive_params import AdaptiveParams
 from .adaptive_reserve import reserve
@@ -92,6 +93,23 @@ class _Plan:
     start: int = 0  # its GPUs when the hand-out begins (a reservation on the critical path)
     first: tuple[float, int] | None = None  # its first move in the hand-out: (ratio, count)
 
+    def penalty(self, margin: float) -> float:
+        """What leaving the count it holds costs, in value at its weight: its speed-up there
+        times the share of its time left that a resize takes, times ``margin``."""
+        job = self.job
+        held, r = len(job.gpus), self.left
+        if not held or job.resize_cost <= 0 or not 0 < r < math.inf:
+            return 0.0
+        return self.weight * job.speed.speedup(job.min_gpus, held) * job.resize_cost * margin / r
+
+    def reach(self) -> tuple[float, ...]:
+        """Its throughputs (``curve``) up to the counts it may have now: resized moments ago,
+        it may shrink, not grow."""
+        held = len(self.job.gpus)
+        if self.frozen and held < len(self.curve) - 1:
+            return self.curve[: held + 1]
+        return self.curve
+
 
 class _Reasons(Mapping[str, Reason]):
     """Each job's reason, worked out when first read: people read them, the simulator's
@@ -104,17 +122,19 @@ class _Reasons(Mapping[str, Reason]):
         policy: AdaptivePolicy,
         plans: list[_Plan],
         free: int,
-        apart: Callable[[Job], Reason | None] | None = None,
+        placed: tuple[Snapshot, Mapping[str, Sequence[str]]] | None = None,
     ) -> None:
         self._policy, self._plans, self._free = policy, plans, free
-        self._apart = apart  # where kinds are mixed: why a job waits with GPUs free
+        # Where kinds are mixed, the snapshot and the allocations: a job may wait with GPUs
+        # free that are not together (``adaptive_kinds.apart``).
+        self._apart = placed
         self._said: dict[str, Reason] | None = None
 
     def _worked_out(self) -> dict[str, Reason]:
         if self._said is None:
             plans, why = self._plans, self._policy.reason
             ahead = [p for p in plans if p.count]
-            apart = self._apart
+            apart = apart_reason(*self._apart) if self._apart else None
             self._said = {
                 p.job.id: (not p.count and apart and apart(p.job)) or why(p, self._free, ahead)
                 for p in plans
@@ -221,19 +241,10 @@ class AdaptivePolicy:
     def _prepare(plan: _Plan, margin: float, free: int) -> tuple[float, int] | None:
         """Work out the plan's values V(g) (``_Plan.values``) at its weight, and its first move
         in the hand-out, from its count with ``free`` GPUs to take from (``_Plan.first``)."""
-        job, weight = plan.job, plan.weight
-        speed, lo = job.speed, job.min_gpus
         x_min = plan.x_lo
-        scale = weight * lo / x_min if x_min > 0 else 0.0  # V(g) = scale x X(g) ...
-        held, penalty = len(job.gpus), 0.0  # ... less this at every count but ``held``
-        if held and job.resize_cost > 0:
-            # Leaving its count costs the share of its time left that a resize takes.
-            r = plan.left
-            if 0 < r < math.inf:
-                penalty = weight * speed.speedup(lo, held) * job.resize_cost * margin / r
-        curve = plan.curve  # (up to its maximum within the cluster)
-        if plan.frozen and held < len(curve) - 1:  # resized moments ago: may shrink, not grow
-            curve = curve[: held + 1]
+        scale = plan.weight * plan.job.min_gpus / x_min if x_min > 0 else 0.0  # V(g) = scale X(g)
+        penalty = plan.penalty(margin)  # ... less this at every count but the one it holds
+        held, curve = len(plan.job.gpus), plan.reach()
         plan.values = values = [scale * x - penalty for x in curve]
         if held < len(curve):
             values[held] = scale * curve[held]
@@ -359,17 +370,16 @@ class AdaptivePolicy:
         margin = 1.0 + self.params.resize_margin
         prepare = self._prepare
         begin = free  # the GPUs free when the hand-out begins
-        chosen: dict[str, str] | None = None
+        chosen: dict[str, str] | None = None  # each job's kind, where kinds are mixed
+        unjoined: list[_Plan] = []
         if snapshot.kind_speed and mixed(snapshot.gpus):
             # Kinds differ: each job's count and kind are chosen together (adaptive_kinds).
             by_kind = free_by_kind(snapshot, kept_jobs)
             weights = [float(m - i) ** exponent for i in range(m)]
             chosen = by_kind_hand_out(open_plans, snapshot, by_kind, margin, weights)
             free = sum(by_kind.values())
-        if chosen is None:
-            free, unjoined = self._hand_out(open_plans, exponent, margin, free)
         else:
-            unjoined = []
+            free, unjoined = self._hand_out(open_plans, exponent, margin, free)
 
         order = tuple([p.job.id for p in plans])
         # Placement weighs only the jobs that hold or get GPUs; every other one waits.
@@ -386,8 +396,9 @@ class AdaptivePolicy:
                 chosen,
             )
         )
-        why_apart = apart(snapshot, allocations) if chosen is not None else None
-        reasons = _Reasons(self, plans, free, why_apart)
+        reasons = _Reasons(
+            self, plans, free, (snapshot, allocations) if chosen is not None else None
+        )
 
         def promise() -> float:  # worked out when read (the simulator asks for one in two)
             if chosen is not None:

@@ -149,22 +149,16 @@ def _prepare(
     at every kind and count but the ones it holds."""
     c = _Choice(plan)
     c.speeds = speeds
-    job = plan.job
     x_min = plan.x_lo
-    scale = plan.weight * job.min_gpus / x_min if x_min > 0 else 0.0
-    held = len(job.gpus)
-    c.held_kind = here = held_kind(job.gpus, kind_of) if held else None
+    scale = plan.weight * plan.job.min_gpus / x_min if x_min > 0 else 0.0
+    held = len(plan.job.gpus)
+    c.held_kind = here = held_kind(plan.job.gpus, kind_of) if held else None
     if here not in speeds:
         here = None  # (none of its kind is usable now: it moves wherever it goes)
     mean = math.exp(sum(math.log(v) for v in speeds.values()) / len(speeds))
     worth = {k: speeds[k] / mean / price[k] for k in speeds}
-    penalty = 0.0
-    if held and job.resize_cost > 0 and 0 < plan.left < math.inf:
-        penalty = plan.weight * job.speed.speedup(job.min_gpus, held) * job.resize_cost * margin
-        penalty *= worth.get(here, 1.0) / plan.left if here else 1.0 / plan.left
-    curve = plan.curve
-    if plan.frozen and held < len(curve) - 1:  # resized moments ago: may shrink, not grow
-        curve = curve[: held + 1]
+    penalty = plan.penalty(margin) * (worth[here] if here else 1.0)
+    curve = plan.reach()
     if here is None:
         c.allowed = list(speeds)
     elif plan.frozen:
