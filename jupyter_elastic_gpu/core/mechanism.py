@@ -45,9 +45,12 @@ class Mechanism:
         checkpoint interval."""
         return self.pause_s + (self.checkpoint_interval / 2 if self.loses_work else 0.0)
 
-    def policy_cost_s(self) -> float:
-        """The resize cost the policy decides with."""
-        return self.expected_cost_s() if self.priced_at_s is None else self.priced_at_s
+    def policy_cost_s(self, pause_s: float | None = None) -> float:
+        """The resize cost the policy decides with; ``pause_s``: a job's own pause per change,
+        where it has one (``JobSpec.restart_s``), instead of this mechanism's."""
+        if self.priced_at_s is not None:
+            return self.priced_at_s
+        return self.expected_cost_s() + (0.0 if pause_s is None else pause_s - self.pause_s)
 
 
 def sidecar(pause_s: float = 6.0) -> Mechanism:

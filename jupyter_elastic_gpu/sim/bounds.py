@@ -43,7 +43,11 @@ def lower_bounds(
     workload: Workload, total_gpus: int, gpus_per_node: int, start_cost_s: float = 0.0
 ) -> dict[str, float]:
     jobs = workload.jobs  # sorted by submit time
-    best = [start_cost_s + best_time(j, total_gpus, gpus_per_node) for j in jobs]
+    best = [
+        (start_cost_s if j.restart_s is None else j.restart_s)
+        + best_time(j, total_gpus, gpus_per_node)
+        for j in jobs
+    ]
     first = jobs[0].submit_time
     finish = max(j.submit_time + b for j, b in zip(jobs, best))
     suffix = 0.0

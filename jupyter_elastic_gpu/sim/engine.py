@@ -96,6 +96,13 @@ class Simulation:
         self.on_finish = on_finish
         self.now = 0.0
         self.jobs = [SimJob(spec) for spec in workload.jobs]
+        #: The resize cost the policy is told of each job whose restarts take a time of
+        #: their own (``JobSpec.restart_s``); the others are told the mechanism's.
+        self.own_costs = {
+            spec.job_id: mechanism.policy_cost_s(spec.restart_s)
+            for spec in workload.jobs
+            if spec.restart_s is not None
+        }
         self.by_id: dict[str, SimJob] = {}  # the active jobs by id (and some finished ones)
         self.active: list[SimJob] = []
         self.timeline: list[tuple[float, int]] = [(0.0, 0)]
@@ -202,7 +209,10 @@ class Simulation:
             job.speed = 0.0 if job.segment is None else job.segment.speed
             if job.segment is not None and job.batches[-1:] != [job.segment.batch]:
                 job.batches.append(job.segment.batch)
-        pause = self.config.start_cost_s if not job.started else mech.pause_s
+        if spec.restart_s is not None:
+            pause = spec.restart_s
+        else:
+            pause = self.config.start_cost_s if not job.started else mech.pause_s
         if job.started:
             job.lost_gpu_s += pause * len(new)
         job.started = True
@@ -234,7 +244,9 @@ class Simulation:
 
     def _snapshot(self) -> Snapshot:
         cost = self.mechanism.policy_cost_s()
-        return snapshot(self.active, self.gpus, cost, self.now, self.config, self.usage)
+        return snapshot(
+            self.active, self.gpus, cost, self.now, self.config, self.usage, self.own_costs
+        )
 
     def _holds(self, t: float) -> bool:
         """The last decision holds at ``t``: its policy said so, and only time has passed."""

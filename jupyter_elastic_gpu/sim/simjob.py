@@ -71,10 +71,12 @@ def snapshot(
     now: float,
     cfg: SimConfig,
     usage: Mapping[str, float],
+    own_costs: Mapping[str, float] | None = None,
 ) -> Snapshot:
     """What a policy sees of the run at ``now``: the ``active`` jobs not finished, each as
     the live scheduler would show it (``cost``: the resize cost the mechanism tells the
-    policy), under the run's rules (``usage``: decayed GPU-seconds per user)."""
+    policy, ``own_costs`` that of the jobs whose restarts take a time of their own), under the
+    run's rules (``usage``: decayed GPU-seconds per user)."""
     jobs = []
     for j in active:
         if j.finish is not None:
@@ -110,7 +112,7 @@ def snapshot(
                 s.user,
                 1.0,
                 j.model or j.speed_model(),
-                cost,
+                own_costs.get(s.job_id, cost) if own_costs else cost,
                 j.gpus,
                 j.started,
                 j.attained_gpu_s,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -44,6 +45,11 @@ class JobSpec:
     the same per kind (``placement_speed``/``batching`` are then its first kind's), and
     ``kind_prior`` its speed on one GPU of each kind: what a short profile of the job on each
     kind tells a policy before it has run there (Sia profiles every job so).
+
+    ``restart_s``, where the trace says what a (re)start of this job's application takes (Sia's
+    per-application restart times: an ImageNet job's 250 s, a CIFAR-10 job's 50 s), is the pause
+    of its first start and of every change of its GPUs, and the resize cost its policy is told;
+    None: the run's (``SimConfig.start_cost_s``, the mechanism's pause).
     """
 
     job_id: str
@@ -66,6 +72,12 @@ class JobSpec:
         default_factory=dict, compare=False, repr=False
     )
     kind_prior: Mapping[str, float] = field(default_factory=dict, compare=False)
+    restart_s: float | None = None
+
+    def __post_init__(self) -> None:
+        r = self.restart_s
+        if r is not None and not (math.isfinite(r) and r >= 0):
+            raise ValueError(f"job {self.job_id}: a restart must take 0 or more seconds, got {r}")
 
     def pace(self, kinds: Collection[str]) -> str | None:
         """The kind a grant of GPUs of ``kinds`` goes at: the slowest of them for this job

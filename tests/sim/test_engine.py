@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import gc
+import math
+from dataclasses import replace
 
 import pytest
 
@@ -89,6 +91,35 @@ def test_start_cost_delays_every_job_once():
     wl = Workload("w", [linear_job("a", 0, 100, 1, 1)])
     r = simulate(wl, make_policy("static"), FREE, SimConfig(1, 1, start_cost_s=7))
     assert jcts(r) == {"a": 107.0}
+
+
+def test_a_job_with_its_own_restart_time_pauses_that_long_and_its_policy_is_told_so():
+    # srtf preempts a (100 s of work) for b (10 s) at t=50. a's restarts take 20 s (its first
+    # start too), b's 3 s: the run's own costs (start 7 s, the sidecar's 5 s) are never charged.
+    a = replace(linear_job("a", 0, 100, 1, 1), restart_s=20.0)
+    b = replace(linear_job("b", 50, 10, 1, 1), restart_s=3.0)
+    wl = Workload("w", [a, b])
+    r = simulate(wl, make_policy("srtf"), sidecar(5.0), SimConfig(1, 1, start_cost_s=7.0))
+    # a: 20 s start, 30 s of work by t=50; b: 3 s start, done at 63; a resumes 20 s later.
+    assert jcts(r) == pytest.approx({"a": 20.0 + 100.0 + 3.0 + 10.0 + 20.0, "b": 13.0})
+    assert lower_bounds(wl, 1, 1, 7.0)["mean_jct_s"] == pytest.approx((120.0 + 13.0) / 2)
+    # A policy is told each job's own cost; one with none, the mechanism's.
+    c = linear_job("c", 0, 100, 1, 1)
+    sim = Simulation(Workload("w", [a, c]), make_policy("adaptive"), sidecar(5.0), one_node(2))
+    sim.active = sim.jobs
+    assert {j.id: j.resize_cost for j in sim._snapshot().jobs} == {"a": 20.0, "c": 5.0}
+    # ... where the mechanism loses work, that too (half a checkpoint interval on average)
+    sim = Simulation(
+        Workload("w", [a]), make_policy("adaptive"), termination(5.0, 30.0), one_node(1)
+    )
+    sim.active = sim.jobs
+    assert sim._snapshot().jobs[0].resize_cost == pytest.approx(20.0 + 15.0)
+
+
+@pytest.mark.parametrize("bad", [-1.0, math.nan, math.inf])
+def test_a_restart_time_must_be_a_number_of_seconds(bad):
+    with pytest.raises(ValueError, match="job a: a restart must take 0 or more seconds"):
+        replace(linear_job("a", 0, 100), restart_s=bad)
 
 
 def test_rounds_mode_waits_for_the_next_tick():

@@ -34,6 +34,13 @@ def test_work_and_speed_follow_the_measurements():
     assert b.submit_time == 70.0
 
 
+def test_restart_times_are_per_application_where_given():
+    toy = str(FIX / "workloads" / "toy.csv")
+    assert {j.restart_s for j in read_pollux(toy, str(FIX), 2, 2).jobs} == {None}  # the run's
+    wl = read_pollux(toy, str(FIX), 2, 2, restart_s={"toy": 42.0, "other": 1.0})
+    assert [j.restart_s for j in wl.jobs] == [42.0, 42.0]
+
+
 def test_yolov3_is_capped_at_8_images_a_gpu_unless_other_limits_are_given():
     apps = load_applications(str(DATA))
     assert apps["yolov3"].max_local_bsz == 8  # the Pollux artifact's limit

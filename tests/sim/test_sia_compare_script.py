@@ -164,7 +164,7 @@ def test_a_whole_run_against_a_stand_in_artifact(tmp_path):
     assert out.startswith("$ python benchmarks/sia_compare.py --artifact ")
     assert "cluster: 16 nodes x 4 aws GPUs" in out
     assert "ours, cifar10: Sia's aws measurements, times x1.8" in out
-    assert "workload-1 50.0 s" in out  # cifar10's restart time, every job's
+    assert "restart time: cifar10 50 s (the artifact's per application" in out
     for label in (
         "adaptive (ours), batch sizes fixed",
         "adaptive (ours), batch_policy=goodput",

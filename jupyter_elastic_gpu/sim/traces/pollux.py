@@ -255,9 +255,12 @@ def read_pollux(
     name: str | None = None,
     batch_policy: str = "fixed",
     limits: Mapping[str, Mapping[str, int]] | None = None,
+    restart_s: Mapping[str, float] | None = None,
 ) -> Workload:
     """Read a Pollux workload; ``max_gpus`` caps elastic bounds (the cluster size);
-    ``limits``: as ``load_applications``'s (the Pollux artifact's by default).
+    ``limits``: as ``load_applications``'s (the Pollux artifact's by default);
+    ``restart_s``: seconds a (re)start of each application's jobs takes (``JobSpec.restart_s``;
+    an application not in it: the run's cost).
 
     ``batch_policy``: ``fixed`` runs each job at its row's batch size; ``goodput`` lets it
     train at any measured batch, chosen at each (re)start (``traces.goodput``), and its elastic
@@ -370,6 +373,7 @@ def read_pollux(
                 else {},
                 kind_batching=kind_batching if mixed else {},
                 kind_prior={k: f((1,)) for k, f in speeds.items()} if mixed else {},
+                restart_s=(restart_s or {}).get(app_name),
             )
         )
     if not jobs:
