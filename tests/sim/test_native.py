@@ -61,6 +61,21 @@ def test_round_trip(tmp_path):
     assert (tmp_path / "j.csv").read_text().splitlines()[0] == HEADER.strip()
 
 
+def test_a_job_s_own_restart_time_reads_and_writes_back(tmp_path):
+    jobs, profiles = _write(
+        tmp_path,
+        "job_id,submit_time,profile,requested_gpus,work,restart_s\nx,5,p,2,90,250\ny,6,p,1,9,\n",
+    )
+    x, y = read_native(jobs, profiles).jobs
+    assert (x.restart_s, y.restart_s) == (250.0, None)  # empty: the run's costs
+    w = Workload("w", [x, y])
+    write_native(w, tmp_path / "j.csv", tmp_path / "p.csv")
+    assert read_native(tmp_path / "j.csv", tmp_path / "p.csv").jobs == w.jobs
+    assert (tmp_path / "j.csv").read_text().splitlines()[0] == HEADER.strip() + ",restart_s"
+    err = _error(tmp_path, HEADER.strip() + ",restart_s\na,0,u,p,1,1,1,10,-1\n")
+    _assert_names(err, "jobs.csv", 1, "restart_s")
+
+
 def test_write_keeps_awkward_values_exact(tmp_path):
     t1 = {1: 0.1 + 0.2, 3: 1e-7}
     t2 = {1: 2.0}

@@ -17,6 +17,7 @@ from .csvutil import PathLike, csv_stem, open_csv
 __all__ = [
     "JOB_COLUMNS",
     "PROFILE_COLUMNS",
+    "RESTART_COLUMN",
     "read_native",
     "read_profiles",
     "write_native",
@@ -35,6 +36,9 @@ JOB_COLUMNS = (
     "work",
 )
 REQUIRED_JOB_COLUMNS = ("job_id", "submit_time", "profile", "requested_gpus", "work")
+#: Optional, after those: seconds each start and restart of the job takes (``JobSpec.restart_s``);
+#: empty or absent, the run's costs. Written only where some job has one.
+RESTART_COLUMN = "restart_s"
 PROFILE_COLUMNS = ("profile", "gpus", "throughput")
 
 
@@ -90,6 +94,7 @@ def read_native(jobs_path: PathLike, profiles_path: PathLike, name: str | None =
             min_gpus = row.get_int("min_gpus", default=requested)
             max_gpus = row.get_int("max_gpus", default=requested)
             work = row.get_nonnegative("work")
+            restart = row.get_nonnegative(RESTART_COLUMN) if row.has(RESTART_COLUMN) else None
 
             top = max(profile)
             if min_gpus < 1:
@@ -121,6 +126,7 @@ def read_native(jobs_path: PathLike, profiles_path: PathLike, name: str | None =
                     requested_gpus=requested,
                     user=user,
                     profile_name=profile_name,
+                    restart_s=restart,
                 )
             )
     if not jobs:
@@ -186,10 +192,12 @@ def write_native(workload: Workload, jobs_path: PathLike, profiles_path: PathLik
         for name, table in tables.items():
             for gpus in sorted(table):
                 out.writerow((name, int(gpus), _number(table[gpus])))
+    own = any(job.restart_s is not None for job in workload.jobs)
     with open(jobs_path, "w", newline="", encoding="utf-8") as f:
         out = csv.writer(f, lineterminator="\n")
-        out.writerow(JOB_COLUMNS)
+        out.writerow((*JOB_COLUMNS, RESTART_COLUMN) if own else JOB_COLUMNS)
         for job, name in zip(workload.jobs, names):
+            restart = ("" if job.restart_s is None else _number(job.restart_s),) if own else ()
             out.writerow(
                 (
                     job.job_id,
@@ -200,5 +208,6 @@ def write_native(workload: Workload, jobs_path: PathLike, profiles_path: PathLik
                     job.min_gpus,
                     job.max_gpus,
                     _number(job.work),
+                    *restart,
                 )
             )
