@@ -67,6 +67,8 @@ class Comparison:
     lower_bound: dict[str, float] = field(default_factory=dict)
     #: Runs that never finished, with the reason (shown instead of a row of figures).
     stalled: dict[str, str] = field(default_factory=dict)
+    #: Jobs whose starts and restarts take a time of their own (``JobSpec.restart_s``).
+    own_restarts: int = 0
 
     def summaries(self) -> dict[str, dict]:
         return {name: r.summary() for name, r in self.results.items()}
@@ -104,7 +106,8 @@ def compare(
     config = config or SimConfig()
     costs = costs or Costs()
     plan = [(name, *parse_run(name)) for name in runs]  # fail before any work on a typo
-    out = Comparison(workload.name, len(workload), config, costs)
+    own = sum(j.restart_s is not None for j in workload.jobs)
+    out = Comparison(workload.name, len(workload), config, costs, own_restarts=own)
     out.lower_bound = lower_bounds(
         workload, config.total_gpus, config.node_size, config.start_cost_s
     )

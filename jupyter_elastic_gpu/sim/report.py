@@ -50,6 +50,8 @@ def format_table(comp: Comparison) -> str:
         f"{costs.checkpoint_interval:g} s); start {cfg.start_cost_s:g} s; "
         f"{'decisions every ' + format(cfg.tick_s, 'g') + ' s only' if cfg.rounds else 'decisions at every event and every ' + format(cfg.tick_s, 'g') + ' s'}"
     )
+    if comp.own_restarts:
+        head += f"; {comp.own_restarts} of the jobs restart in a time of their own (restart_s)"
     if cfg.user_gpu_cap:
         head += f"; at most {cfg.user_gpu_cap} GPUs per user"
     if cfg.fair_share:

@@ -103,6 +103,8 @@ def test_a_job_with_its_own_restart_time_pauses_that_long_and_its_policy_is_told
     # a: 20 s start, 30 s of work by t=50; b: 3 s start, done at 63; a resumes 20 s later.
     assert jcts(r) == pytest.approx({"a": 20.0 + 100.0 + 3.0 + 10.0 + 20.0, "b": 13.0})
     assert lower_bounds(wl, 1, 1, 7.0)["mean_jct_s"] == pytest.approx((120.0 + 13.0) / 2)
+    table = format_table(compare(wl, ["srtf"], SimConfig(1, 1, start_cost_s=7.0), progress=False))
+    assert "2 of the jobs restart in a time of their own (restart_s)" in table
     # A policy is told each job's own cost; one with none, the mechanism's.
     c = linear_job("c", 0, 100, 1, 1)
     sim = Simulation(Workload("w", [a, c]), make_policy("adaptive"), sidecar(5.0), one_node(2))
