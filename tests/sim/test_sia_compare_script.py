@@ -231,6 +231,30 @@ def test_the_artifact_measurements_in_our_layout(tmp_path):
     assert (plain / "cifar10" / "placements.csv").is_symlink()
 
 
+def test_ours_charges_each_job_its_application_s_restart_time(tmp_path):
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import sia_compare
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    artifact = tmp_path / "artifact"
+    artifact.mkdir()
+    stand_in_artifact(artifact)
+    csv_path = artifact / "workloads" / "philly" / "workload-1.csv"
+    assert sia_compare.restart_times(csv_path, {"cifar10": 50, "bert": 120}) == {"cifar10": 50.0}
+    assert sia_compare.restart_times(csv_path, {}) == {"cifar10": sia_compare.DEFAULT_RESTART_S}
+    folder = tmp_path / "ours"
+    folder.mkdir()
+    sia_compare.traces_folder(artifact, "aws", ["cifar10"], {}, folder)
+    kinds = [("aws", 16, 4)]
+    quick, slow = (
+        sia_compare.ours(csv_path, {"aws": folder}, "fixed", kinds, {"cifar10": t})
+        for t in (50.0, 2000.0)
+    )
+    # Every job waits out at least its first start: 1,950 s more each, and its mean with it.
+    assert slow["mean_jct_s"] >= quick["mean_jct_s"] + 1950.0
+
+
 def test_ratios_and_their_geometric_mean():
     sys.path.insert(0, str(BENCHMARKS))
     try:
