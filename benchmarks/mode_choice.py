@@ -16,10 +16,13 @@ favours. Candidates and rules (``--variants``, ``name:rule:value``):
 * ``full:-:E``: the order alone throughout against the critical path throughout, the same rule.
 * ``weigh:F:W``: like ``defer`` (F = 0: like ``full``), taken when the mean JCT it saves, as a
   share, is more than W times the makespan it adds, as a share.
+* ``lookahead:-:W``: the product's own, ``adaptive`` with ``lookahead`` and
+  ``makespan_weight`` W (``core.policies.lookahead``: the mode with the smaller makespan^W x
+  mean JCT, chosen at every change of the jobs).
 
 It prints, per variant, on how many workloads each criterion is met, with the two modes
-alone for reference. No variant is a shipped policy: docs/policies.md has the figures and why
-none is in.
+alone for reference. docs/policies.md has the figures; of the rules, only ``lookahead`` is in the
+product, as a setting (off by default).
 
     python benchmarks/mode_choice.py [--seeds 6] [--first-seed 1] [--variants ...]
 """
@@ -45,7 +48,9 @@ from jupyter_elastic_gpu.sim.engine import simulate
 from jupyter_elastic_gpu.sim.forecast import forecast
 
 #: The variants run by default (see the module's docstring).
-VARIANTS = "defer:0.1:0.01,defer:0.1:0,full:-:0.01,weigh:0:1.5,weigh:0:3,weigh:0.2:1.5"
+VARIANTS = (
+    "defer:0.1:0.01,defer:0.1:0,full:-:0.01,weigh:0:1.5,weigh:0:3,weigh:0.2:1.5,lookahead:-:2"
+)
 #: Decisions each forward run may make (the live forecast's budget is 400).
 ROLLOUT_DECISIONS = 120
 
@@ -120,11 +125,15 @@ def run_one(task: tuple) -> tuple[str, str, int, float, float, int]:
     wl = workload(kind, seed)
     if variant in ("critical path", "order alone"):
         policy = AdaptivePolicy(protect_critical=variant == "critical path")
+    elif variant.startswith("lookahead:"):
+        policy = AdaptivePolicy(lookahead=True, makespan_weight=float(variant.split(":")[2]))
     else:
         rule, share, value = variant.split(":")
         policy = ModeChoice(rule, 0.0 if share == "-" else float(share), float(value))
     s = simulate(wl, policy, sidecar(6.0), CONFIG).summary()
-    return variant, kind, seed, s["makespan_s"], s["mean_jct_s"], getattr(policy, "rollouts", 0)
+    chooser = getattr(policy, "chooser", None)  # (two forward runs per choice)
+    choices = chooser.rollouts // 2 if chooser else getattr(policy, "rollouts", 0)
+    return variant, kind, seed, s["makespan_s"], s["mean_jct_s"], choices
 
 
 def main() -> None:
@@ -137,8 +146,8 @@ def main() -> None:
     variants = ["critical path", "order alone"]
     for v in args.variants.split(","):
         parts = v.split(":")
-        if len(parts) != 3 or parts[0] not in ("defer", "full", "weigh"):
-            ap.error(f"variant {v!r}: expected defer|full|weigh:SHARE:VALUE")
+        if len(parts) != 3 or parts[0] not in ("defer", "full", "weigh", "lookahead"):
+            ap.error(f"variant {v!r}: expected defer|full|weigh|lookahead:SHARE:VALUE")
         try:
             float(parts[2])
             if parts[1] != "-":

@@ -54,7 +54,8 @@ minutes a workload, with batch sizes fixed 2-3.5 minutes, Gavel 1-1.5 minutes; o
         "cvxpy<1.5" cylp psutil
     python benchmarks/sia_compare.py --artifact sia-artifacts/sia-simulator \
         --python sia-env/bin/python [--heterogeneous] [--workloads 1,2] \
-        [--schedulers sia,pollux-fixed,gavel] [--runs 1] [--workers 1]
+        [--schedulers sia,pollux-fixed,gavel] [--runs 1] [--workers 1] \
+        [--adaptive lookahead=true]
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from _artifacts import ArtifactError, artifact_run, collect
-from _common import command_line, positive, trace_data, whole
+from _common import adaptive_params, add_adaptive_option, command_line, positive, trace_data, whole
 from tqdm import tqdm
 
 from jupyter_elastic_gpu.core.mechanism import Mechanism
@@ -226,11 +227,12 @@ def ours(
     batch_policy: str,
     kinds: list[tuple[str, int, int]],
     restart: dict[str, float],
+    params: dict | None = None,
 ) -> dict:
-    """Our ``adaptive`` in our simulator, in the artifact's settings (as
-    ``pollux_batch_sizes.py`` runs it): 60 s rounds, each (re)start of a job as long as
-    ``restart`` says of its application, on nodes of ``kinds`` ((kind, nodes, GPUs per node)
-    each), each kind's measurements in ``folders``."""
+    """Our ``adaptive`` (with ``params``, ``--adaptive``) in our simulator, in the artifact's
+    settings (as ``pollux_batch_sizes.py`` runs it): 60 s rounds, each (re)start of a job as
+    long as ``restart`` says of its application, on nodes of ``kinds`` ((kind, nodes, GPUs per
+    node) each), each kind's measurements in ``folders``."""
     total = sum(nodes * per_node for _, nodes, per_node in kinds)
     traces = {kind: str(folders[kind]) for kind, _, _ in kinds}
     wl = read_pollux(
@@ -248,7 +250,8 @@ def ours(
         cluster = {"nodes": kinds[0][1], "gpus_per_node": kinds[0][2]}
     # (every job has its own restart time: the run's below is never charged)
     cfg = SimConfig(**cluster, tick_s=60, rounds=True, start_cost_s=DEFAULT_RESTART_S)
-    result = simulate(wl, make_policy("adaptive"), Mechanism("restart", DEFAULT_RESTART_S), cfg)
+    policy = make_policy("adaptive", **(params or {}))
+    result = simulate(wl, policy, Mechanism("restart", DEFAULT_RESTART_S), cfg)
     s = result.summary()
     return {
         "mean_jct_s": float(s["mean_jct_s"]),
@@ -349,7 +352,9 @@ def main() -> None:
         action="store_true",
         help="ours at the measured speeds, not slowed as the artifact slows its jobs",
     )
+    add_adaptive_option(ap)
     args = ap.parse_args()
+    params = adaptive_params(ap, args.adaptive)
     artifact = Path(args.artifact)
     if not (artifact / "multi_simulator.py").is_file():
         ap.error(f"{artifact} has no multi_simulator.py: pass the artifact's sia-simulator/ folder")
@@ -409,7 +414,7 @@ def main() -> None:
             for n, policy in tqdm(
                 [(n, p) for n in names for p, _ in OURS], desc="our runs", leave=False
             ):
-                mine[(n, policy)] = ours(csvs[n], folders, policy, kinds, restart[n])
+                mine[(n, policy)] = ours(csvs[n], folders, policy, kinds, restart[n], params)
     layout = ", ".join(f"{nodes} nodes x {per_node} {kind}" for kind, nodes, per_node in kinds)
     which = "mixed" if len(kinds) > 1 else "homogeneous"
     print(f"cluster: {layout} GPUs (Sia's {which} cluster), 60 s rounds")

@@ -31,7 +31,7 @@ from ..core.model import Snapshot
 from ..core.policies import Policy
 from ..core.reasons import EstimateLimit, Idle, Start
 from ..core.schedule import decide, idle_reason
-from ..sim.forecast import Forecast, forecast
+from ..sim.forecast import Forecast, forecast, played_forward
 from . import policies
 from .jobs import JobRecord
 from .settings import SchedulerSettings
@@ -65,6 +65,7 @@ def outlook(
 ) -> Outlook:
     """``snap`` played forward from ``now`` (bounded as ``forecast`` is), and why the decision
     now leaves GPUs idle."""
+    policy = played_forward(policy)  # in this thread: never the policy's own choice
     idle = idle_reason(snap, decide(policy, snap, now), now)
     ahead = forecast(policy, snap, now, max_jobs=max_jobs, order=order, out_of_time=out_of_time)
     return Outlook(**{f.name: getattr(ahead, f.name) for f in fields(Forecast)}, idle=idle)
@@ -104,7 +105,8 @@ def start(job_id: str, ahead: Forecast, now: float) -> Start | None:
 class Estimates:
     """The forecast of the service's open jobs (``await estimates.forecast()``).
 
-    Given the job table, the live settings (its policy and budget), ``current_version``
+    Given the job table, the live settings (its policy and budget), the service's ``decider``
+    (whose mode a policy that chooses between modes is played forward in), ``current_version``
     (the state version a forecast is of), what the forecast depends on besides the jobs
     (``gpu_infos``, the ``external`` processes on each GPU, the ``drained`` GPUs),
     ``snapshot`` (the state as the policy sees it), the log and ``changed``, to tell
@@ -115,6 +117,7 @@ class Estimates:
         *,
         jobs: Mapping[str, JobRecord],
         settings: SchedulerSettings,
+        decider: Policy,
         current_version: Callable[[], int],
         gpu_infos: Callable[[], list[Any]],
         external: Callable[[], dict[str, list[Any]]],
@@ -124,6 +127,7 @@ class Estimates:
         changed: Callable[[], Awaitable[None]],
     ) -> None:
         self.jobs, self.settings, self.current_version = jobs, settings, current_version
+        self.decider = decider
         self.gpu_infos, self.external, self.drained = gpu_infos, external, drained
         self.snapshot, self.log, self.changed = snapshot, log, changed
         # A policy of its own: the forward run decides in another thread.
@@ -191,9 +195,11 @@ class Estimates:
                 (j for j in self.jobs.values() if not j.final),
                 key=lambda j: (j.rank is None, j.rank or 0, j.submitted_at, j.id),
             )  # the queue's order (views.queue)
+            # The decider's mode where it chooses one (a policy of its own, as ``_policy``).
+            played = played_forward(self.decider)
             result = await asyncio.to_thread(
                 outlook,
-                self._policy,
+                self._policy if played is self.decider else played,
                 snap,
                 now,
                 [j.id for j in ranked],

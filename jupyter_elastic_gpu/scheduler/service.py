@@ -102,6 +102,7 @@ class SchedulerService(SchedulerSettings):
         self.estimates = Estimates(  # the queue's estimated starts and ends
             jobs=self.jobs,
             settings=self,
+            decider=self.decider,
             current_version=lambda: self.version,
             gpu_infos=self.gpu_infos,
             external=self.external,

@@ -175,6 +175,7 @@ def forecast(
     """Play ``snapshot`` forward from ``now`` under ``policy``; an estimate for every job it
     plays (at most ``max_jobs``: those that hold GPUs, then the first of ``order``, the queue
     order, then the snapshot's) until ``out_of_time()``."""
+    policy = played_forward(policy)
     snapshot, skipped = _bounded(snapshot, max_jobs, order)
     limits: list[EstimateLimit] = ["jobs"] if skipped else []
     runs = {job.id: _Run(job, now) for job in snapshot.jobs}
@@ -228,6 +229,13 @@ def forecast(
     }
     complete = not open_ and not skipped
     return Forecast(now, estimates, decisions, complete, tuple(limits), skipped)
+
+
+def played_forward(policy: Policy) -> Policy:
+    """The policy a forward run plays for ``policy``: itself, or where it chooses between modes
+    by playing forward itself (``adaptive`` with ``lookahead``), the mode it follows now."""
+    played = getattr(policy, "played_forward", None)
+    return played() if played is not None else policy
 
 
 def _bounded(
@@ -312,4 +320,12 @@ def _decide(
             busy.pop(job_id, None)
 
 
-__all__ = ["HORIZON_S", "MAX_DECISIONS", "TICK_S", "Estimate", "Forecast", "forecast"]
+__all__ = [
+    "HORIZON_S",
+    "MAX_DECISIONS",
+    "TICK_S",
+    "Estimate",
+    "Forecast",
+    "forecast",
+    "played_forward",
+]

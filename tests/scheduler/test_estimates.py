@@ -146,3 +146,32 @@ async def test_no_end_is_told_until_the_pace_has_settled(tmp_path):
         # Another user is not told whether ann's job is estimating.
         other = next(e for e in (await backend.queue(BOB)).queue if e.id == job.id)
         assert not other.estimating
+
+
+async def test_a_policy_that_looks_ahead_chooses_once_per_change_and_forecasts_its_mode(tmp_path):
+    """``adaptive`` with ``lookahead`` (docs/policies.md): the service's decisions choose a mode
+    when the jobs change; the queue's forecast plays that mode and chooses nothing."""
+    store = await Store.open(":memory:")
+    svc = SchedulerService(
+        store,
+        SimulatedInventory(1),
+        RecordingLauncher(),
+        lambda j: "",
+        job_root=str(tmp_path),
+        policy_params={"lookahead": True, "makespan_weight": 0.0},
+    )
+    try:
+        look = svc.decider.chooser
+        first = await svc.submit(ANN, synthetic(work=10_000))
+        await run(svc, first, done=9_000)
+        assert look.rollouts == 2  # the first job: both modes played forward once
+        second = await svc.submit(ANN, synthetic(work=50_000))
+        await svc.step(time.time())
+        await svc.step(time.time())
+        assert look.rollouts == 4  # an arrival: once more, and not at the next decision
+        queue = (await LocalBackend(svc).queue(ANN)).queue
+        by_id = {e.id: e for e in queue}
+        assert by_id[second.id].estimated_start == by_id[first.id].estimated_end is not None
+        assert look.rollouts == 4  # the forecast chose nothing
+    finally:
+        await store.close()

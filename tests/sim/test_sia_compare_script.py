@@ -127,6 +127,7 @@ def test_a_folder_without_the_artifact_is_a_usage_error(tmp_path):
         (["--workloads", "2"], 2, "workload-2.csv: pass the artifact's sia-simulator/ folder"),
         (["--schedulers", "themis"], 2, "--schedulers: unknown themis; known: sia, sia-fixed"),
         (["--runs", "0"], 2, "must be a whole number of at least 1, got '0'"),
+        (["--adaptive", "lookahead=maybe"], 2, "lookahead is true or false"),
         (["--python", "no-python"], 1, "cannot run --python"),
         (["--break"], 1, "the artifact's simulator failed (settings"),
     ],
@@ -135,6 +136,7 @@ def test_a_folder_without_the_artifact_is_a_usage_error(tmp_path):
         "missing workload",
         "unknown scheduler",
         "no runs",
+        "bad adaptive",
         "no python",
         "simulator fails",
     ],
@@ -231,7 +233,7 @@ def test_the_artifact_measurements_in_our_layout(tmp_path):
     assert (plain / "cifar10" / "placements.csv").is_symlink()
 
 
-def test_ours_charges_each_job_its_application_s_restart_time(tmp_path):
+def test_ours_charges_each_job_its_application_s_restart_time(tmp_path, monkeypatch):
     sys.path.insert(0, str(BENCHMARKS))
     try:
         import sia_compare
@@ -253,6 +255,16 @@ def test_ours_charges_each_job_its_application_s_restart_time(tmp_path):
     )
     # Every job waits out at least its first start: 1,950 s more each, and its mean with it.
     assert slow["mean_jct_s"] >= quick["mean_jct_s"] + 1950.0
+    # ``--adaptive`` reaches the policy (the stand-in's jobs all fit at once, so no setting
+    # changes its run: the policy made is what is checked).
+    made = []
+    real = sia_compare.make_policy
+    monkeypatch.setattr(
+        sia_compare, "make_policy", lambda *a, **kw: made.append(kw) or real(*a, **kw)
+    )
+    params = {"lookahead": True, "makespan_weight": 0.5}
+    sia_compare.ours(csv_path, {"aws": folder}, "fixed", kinds, {"cifar10": 50.0}, params)
+    assert made == [params]
 
 
 def test_ratios_and_their_geometric_mean():

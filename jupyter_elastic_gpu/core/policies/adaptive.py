@@ -29,7 +29,7 @@ import heapq
 import itertools
 import math
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from operator import attrgetter
 from typing import ClassVar
 
@@ -59,6 +59,7 @@ from .adaptive_reserve import reserve
 from .base import queued_reason, whole_grants_first
 from .critical_holds import path_holds_until
 from .holds import holds_until
+from .lookahead import Lookahead
 
 _EPS = 1e-12
 _LOCKED = (IN_PROGRESS, FINISHING)
@@ -169,6 +170,24 @@ class AdaptivePolicy:
     def __init__(self, params: AdaptiveParams | None = None, **overrides: float) -> None:
         base = params or AdaptiveParams()
         self.params = AdaptiveParams(**{**base.__dict__, **overrides}) if overrides else base
+        #: With ``lookahead``: what chooses the mode (``core.policies.lookahead``).
+        self.chooser: Lookahead | None = None
+        if self.params.lookahead:
+            plain = replace(self.params, lookahead=False)
+            self.chooser = Lookahead(
+                AdaptivePolicy(replace(plain, protect_critical=True)),
+                AdaptivePolicy(replace(plain, protect_critical=False)),
+                self.params.makespan_weight,
+            )
+
+    def played_forward(self) -> AdaptivePolicy:
+        """The policy a forward run plays (``sim.forecast``): this one, or with ``lookahead`` the
+        mode it follows now (a forward run that chose again at each of its own changes would
+        cost a forward run per step), as a policy of its own: a live forward run decides in
+        another thread."""
+        if self.chooser is None:
+            return self
+        return AdaptivePolicy(self.chooser.current().params)
 
     # -- step 1 ---------------------------------------------------------------------------
     def priority_key(self, job: Job) -> float:
@@ -333,6 +352,8 @@ class AdaptivePolicy:
 
     # -- the decision ---------------------------------------------------------------------
     def decide(self, snapshot: Snapshot, now: float) -> Decision:
+        if self.chooser is not None:
+            return self.chooser.decide(snapshot, now)
         total = len(snapshot.usable_gpus)
         plans = self._plans(snapshot.jobs, now, total)
         plans.sort(key=_key)

@@ -38,6 +38,14 @@ class AdaptiveParams:
     #: Serve the critical path first (False: the order and weights alone, which serve mean JCT
     #: and start the longest job last; docs/policies.md has both sides' figures).
     protect_critical: bool = True
+    #: Choose between the two modes (the critical path first or the order alone) by playing
+    #: the open jobs forward under each whenever they change, and follow the one with the
+    #: smaller makespan^``makespan_weight`` x mean JCT (``core.policies.lookahead``; this then
+    #: overrides ``protect_critical``). Off by default: two forward runs per change of the
+    #: jobs, about what the sidebar's forecast costs, where a decision costs milliseconds.
+    lookahead: bool = False
+    #: How much the makespan counts against the mean JCT when ``lookahead`` chooses.
+    makespan_weight: float = 2.0
 
     def __post_init__(self) -> None:
         for name in (
@@ -48,6 +56,7 @@ class AdaptiveParams:
             "min_cooldown_s",
             "horizon_slack",
             "queue_slack",
+            "makespan_weight",
         ):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative")
