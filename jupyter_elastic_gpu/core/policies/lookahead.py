@@ -12,9 +12,10 @@ jobs no choice is made and the mode followed stays.
 Why a choice per set of jobs and not per decision: between two changes of the set only time
 passes, which the forward runs have already played; and a decision held by its promise
 (``Decision.holds_until``) stays the decision of the mode that made it. The policy object keeps
-the last few choices by set of jobs (id, submission, work) (a decision made again without the jobs that cannot start
-together, ``core.schedule.decide_together``, has its own set and must not undo the choice of
-the whole one). docs/policies.md has the figures, and what it costs.
+its last few choices by set of jobs (each job's id, submission and work): a decision made again
+without the jobs that cannot start together (``core.schedule.decide_together``) has a set of
+its own and must not undo the choice of the whole one. docs/policies.md has the figures, and
+what it costs.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ ROLLOUT_DECISIONS = 150
 #: of 200 jobs on 64 GPUs take about 0.16 s of the decision that makes them, and a live
 #: scheduler decides on its event loop.
 ROLLOUT_JOBS = 200
-#: Choices remembered (by set of job ids).
+#: Choices remembered (by set of jobs).
 REMEMBERED = 4
 
 
