@@ -7,8 +7,8 @@ from __future__ import annotations
 from needs import missing
 
 try:
-    from playwright.sync_api import expect
+    from playwright.sync_api import TimeoutError, expect
 except ImportError:
     missing("playwright is not installed", module_level=True)
 
-__all__ = ["expect"]
+__all__ = ["TimeoutError", "expect"]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import replace
 from unittest import mock
 
@@ -11,7 +12,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jupyter_elastic_gpu.core import Gpu, Job, Snapshot, SpeedModel
-from jupyter_elastic_gpu.core.policies import POLICIES, AdaptivePolicy, UnknownPolicy, make_policy
+from jupyter_elastic_gpu.core.policies import (
+    POLICIES,
+    AdaptiveParams,
+    AdaptivePolicy,
+    UnknownPolicy,
+    make_policy,
+)
 
 ALL = sorted(POLICIES)
 
@@ -321,6 +328,24 @@ def test_adaptive_weighs_only_the_waiting_jobs_whose_turn_could_come():
 def test_unknown_policy_names_the_known_ones():
     with pytest.raises(UnknownPolicy, match="known: adaptive"):
         make_policy("fifo")
+
+
+@pytest.mark.parametrize(
+    ("given", "says"),
+    [
+        ({"protect_critical": "false"}, "protect_critical must be true or false, got 'false'"),
+        ({"lookahead": 1}, "lookahead must be true or false, got 1"),
+        ({"aging_s": float("nan")}, "aging_s must be a finite number, got nan"),
+        ({"makespan_weight": float("inf")}, "makespan_weight must be a finite number"),
+        ({"queue_slack": "2"}, "queue_slack must be a finite number, got '2'"),
+        ({"cooldown": True}, "cooldown must be a finite number, got True"),
+        ({"resize_budget": 2.5}, "resize_budget must be a whole number, got 2.5"),
+    ],
+)
+def test_adaptive_settings_of_the_wrong_kind_are_refused(given, says):
+    with pytest.raises(ValueError, match=re.escape(says)):
+        AdaptiveParams(**given)
+    AdaptiveParams(aging_s=600, makespan_weight=1)  # a whole number where a float is asked: fine
 
 
 def test_invalid_job_is_refused():

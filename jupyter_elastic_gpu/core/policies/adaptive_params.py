@@ -4,7 +4,8 @@ docs/policies.md has what each one trades."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import math
+from dataclasses import dataclass, fields
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,20 @@ class AdaptiveParams:
     makespan_weight: float = 2.0
 
     def __post_init__(self) -> None:
+        # Of the type of its default: a setting written "false" (a string) or NaN is refused,
+        # not taken as true or as a number no comparison below would catch.
+        for f in fields(self):
+            value, kind = getattr(self, f.name), type(f.default)
+            if kind is bool:
+                if not isinstance(value, bool):
+                    raise ValueError(f"{f.name} must be true or false, got {value!r}")
+            elif (
+                isinstance(value, bool)
+                or not isinstance(value, int if kind is int else (int, float))
+                or not math.isfinite(value)
+            ):
+                what = "a whole number" if kind is int else "a finite number"
+                raise ValueError(f"{f.name} must be {what}, got {value!r}")
         for name in (
             "aging_s",
             "resize_margin",
