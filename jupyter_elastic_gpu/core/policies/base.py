@@ -12,7 +12,9 @@ from ..reasons import Reason, Running, Waiting
 
 
 class Policy(Protocol):
-    """A scheduling policy: a pure function of the snapshot and the time.
+    """A scheduling policy: a function of the snapshot and the time (``adaptive`` with
+    ``lookahead`` also of the choices it made at earlier changes of the jobs:
+    ``core.policies.lookahead``).
 
     ``elastic`` says whether it changes the GPU count of a running job; ``preemptive`` whether it
     may take all GPUs from a running job. Both are facts shown in reports, not switches.
