@@ -42,10 +42,10 @@ from tqdm import tqdm
 from jupyter_elastic_gpu.core.mechanism import sidecar
 from jupyter_elastic_gpu.core.model import Decision, Snapshot
 from jupyter_elastic_gpu.core.policies.adaptive import AdaptivePolicy
+from jupyter_elastic_gpu.core.policies.lookahead import outcome
 from jupyter_elastic_gpu.options import Parser
 from jupyter_elastic_gpu.sim.bounds import lower_bounds
 from jupyter_elastic_gpu.sim.engine import simulate
-from jupyter_elastic_gpu.sim.forecast import forecast
 
 #: The variants run by default (see the module's docstring).
 VARIANTS = (
@@ -70,13 +70,9 @@ class _Switch:
 
 
 def _outcome(policy, snapshot: Snapshot, now: float) -> tuple[float, float]:
-    """(makespan end, mean JCT) of the present jobs played forward under ``policy``."""
-    run = forecast(policy, snapshot, now, max_decisions=ROLLOUT_DECISIONS)
-    ends = {i: e.end for i, e in run.estimates.items()}
-    if not ends or None in ends.values():
-        return math.inf, math.inf
-    submitted = {j.id: j.submit_time for j in snapshot.jobs}
-    return max(ends.values()), sum(ends[i] - submitted[i] for i in ends) / len(ends)
+    """(makespan end, mean JCT) of the present jobs played forward under ``policy`` (infinite
+    when a job is left without an end)."""
+    return outcome(policy, snapshot, now, ROLLOUT_DECISIONS) or (math.inf, math.inf)
 
 
 class ModeChoice:
@@ -131,8 +127,8 @@ def run_one(task: tuple) -> tuple[str, str, int, float, float, int]:
         rule, share, value = variant.split(":")
         policy = ModeChoice(rule, 0.0 if share == "-" else float(share), float(value))
     s = simulate(wl, policy, sidecar(6.0), CONFIG).summary()
-    chooser = getattr(policy, "chooser", None)  # (two forward runs per choice)
-    choices = chooser.rollouts // 2 if chooser else getattr(policy, "rollouts", 0)
+    chooser = getattr(policy, "chooser", None)
+    choices = chooser.choices if chooser else getattr(policy, "rollouts", 0)
     return variant, kind, seed, s["makespan_s"], s["mean_jct_s"], choices
 
 

@@ -125,6 +125,7 @@ def test_a_forward_run_that_leaves_a_job_without_an_end_keeps_the_critical_path(
     snap = Snapshot(GPUS[:4], (*SHORTS[:3], huge))
     policy = AdaptivePolicy(lookahead=True, makespan_weight=0.0)
     decide(policy, snap, 0.0)
+    assert policy.chooser.choices == 1
     assert policy.chooser.rollouts == 1  # the critical path's run says nothing: no second
     assert policy.played_forward().params.protect_critical is True
 

@@ -20,11 +20,16 @@ ANN, BOB = Principal("ann"), Principal("bob")
 
 
 @contextlib.asynccontextmanager
-async def service(tmp_path, gpus: int = 1):
+async def service(tmp_path, gpus: int = 1, **settings):
     store = await Store.open(":memory:")
     launcher = RecordingLauncher()
     svc = SchedulerService(
-        store, SimulatedInventory(gpus), launcher, lambda j: "", job_root=str(tmp_path)
+        store,
+        SimulatedInventory(gpus),
+        launcher,
+        lambda j: "",
+        job_root=str(tmp_path),
+        **settings,
     )
     try:
         yield svc
@@ -151,16 +156,8 @@ async def test_no_end_is_told_until_the_pace_has_settled(tmp_path):
 async def test_a_policy_that_looks_ahead_chooses_once_per_change_and_forecasts_its_mode(tmp_path):
     """``adaptive`` with ``lookahead`` (docs/policies.md): the service's decisions choose a mode
     when the jobs change; the queue's forecast plays that mode and chooses nothing."""
-    store = await Store.open(":memory:")
-    svc = SchedulerService(
-        store,
-        SimulatedInventory(1),
-        RecordingLauncher(),
-        lambda j: "",
-        job_root=str(tmp_path),
-        policy_params={"lookahead": True, "makespan_weight": 0.0},
-    )
-    try:
+    params = {"lookahead": True, "makespan_weight": 0.0}
+    async with service(tmp_path, policy_params=params) as svc:
         look = svc.decider.chooser
         first = await svc.submit(ANN, synthetic(work=10_000))
         await run(svc, first, done=9_000)
@@ -173,5 +170,3 @@ async def test_a_policy_that_looks_ahead_chooses_once_per_change_and_forecasts_i
         by_id = {e.id: e for e in queue}
         assert by_id[second.id].estimated_start == by_id[first.id].estimated_end is not None
         assert look.rollouts == 4  # the forecast chose nothing
-    finally:
-        await store.close()

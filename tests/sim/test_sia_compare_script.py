@@ -87,6 +87,26 @@ def run(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.fixture
+def sia_compare():
+    """The script as a module (its functions, tested one by one)."""
+    sys.path.insert(0, str(BENCHMARKS))
+    try:
+        import sia_compare
+    finally:
+        sys.path.remove(str(BENCHMARKS))
+    return sia_compare
+
+
+@pytest.fixture
+def artifact(tmp_path) -> Path:
+    """A stand-in artifact in ``tmp_path/artifact``."""
+    folder = tmp_path / "artifact"
+    folder.mkdir()
+    stand_in_artifact(folder)
+    return folder
+
+
 def stand_in_artifact(folder: Path, modules: dict[str, str] = STAND_IN) -> Path:
     """An artifact folder laid out as Sia's: the stand-in modules, one Philly workload, and
     cifar10's measurements (the shipped Pollux ones) under the artifact's per-GPU names, as
@@ -197,15 +217,7 @@ def test_a_whole_run_on_the_mixed_cluster_against_a_stand_in_artifact(tmp_path):
     assert mine and mine[0][0] == "workload-1"
 
 
-def test_the_artifact_measurements_in_our_layout(tmp_path):
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import sia_compare
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-    artifact = tmp_path / "artifact"
-    artifact.mkdir()
-    stand_in_artifact(artifact)
+def test_the_artifact_measurements_in_our_layout(tmp_path, sia_compare, artifact):
     broken = artifact / "traces" / "bert"
     broken.mkdir()
     (broken / "placements-aws.csv").write_text("placement,local_bsz\n1,2\n")
@@ -233,15 +245,9 @@ def test_the_artifact_measurements_in_our_layout(tmp_path):
     assert (plain / "cifar10" / "placements.csv").is_symlink()
 
 
-def test_ours_charges_each_job_its_application_s_restart_time(tmp_path, monkeypatch):
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import sia_compare
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-    artifact = tmp_path / "artifact"
-    artifact.mkdir()
-    stand_in_artifact(artifact)
+def test_ours_charges_each_job_its_application_s_restart_time(
+    tmp_path, monkeypatch, sia_compare, artifact
+):
     csv_path = artifact / "workloads" / "philly" / "workload-1.csv"
     assert sia_compare.restart_times(csv_path, {"cifar10": 50, "bert": 120}) == {"cifar10": 50.0}
     assert sia_compare.restart_times(csv_path, {}) == {"cifar10": sia_compare.DEFAULT_RESTART_S}
@@ -267,12 +273,7 @@ def test_ours_charges_each_job_its_application_s_restart_time(tmp_path, monkeypa
     assert made == [params]
 
 
-def test_ratios_and_their_geometric_mean():
-    sys.path.insert(0, str(BENCHMARKS))
-    try:
-        import sia_compare
-    finally:
-        sys.path.remove(str(BENCHMARKS))
+def test_ratios_and_their_geometric_mean(sia_compare):
     assert sia_compare.ratio(50.0, [100.0, 100.0]) == 0.5
     assert sia_compare.ratio(50.0, [None]) is None
     assert sia_compare.geomean([0.5, 2.0, None]) == pytest.approx(1.0)

@@ -25,6 +25,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING
 
 from ..model import Decision, Snapshot
+from .base import Policy
 
 if TYPE_CHECKING:
     from .adaptive import AdaptivePolicy
@@ -51,8 +52,9 @@ class Lookahead:
         self._chosen: OrderedDict[frozenset[tuple[str, float, float]], AdaptivePolicy] = (
             OrderedDict()
         )
-        #: Forward runs made (two per choice): what the choice has cost.
-        self.rollouts = 0
+        #: Choices made by playing forward, and the forward runs they made (two each, one where
+        #: the first says nothing): what the choosing has cost.
+        self.choices = self.rollouts = 0
 
     def current(self) -> AdaptivePolicy:
         """The mode followed since the last choice (the critical path before any)."""
@@ -75,6 +77,7 @@ class Lookahead:
     def _choose(self, snapshot: Snapshot, now: float) -> AdaptivePolicy:
         if not snapshot.jobs:
             return self.critical
+        self.choices += 1
         critical = self._outcome(self.critical, snapshot, now)
         order = None if critical is None else self._outcome(self.order, snapshot, now)
         if critical is None or order is None:
@@ -84,23 +87,38 @@ class Lookahead:
     def _outcome(self, mode: AdaptivePolicy, snapshot: Snapshot, now: float) -> float | None:
         """w x log(makespan from now) + log(mean JCT) of the present jobs under ``mode``; None
         when the forward run leaves some job without an end."""
-        # The forward run is the simulator's (pure, no I/O); imported here because it plays
-        # ``core`` policies itself.
-        from ...sim.forecast import forecast
-
         self.rollouts += 1
-        ahead = forecast(mode, snapshot, now, max_decisions=ROLLOUT_DECISIONS)
-        last, jct = now, 0.0
-        for job in snapshot.jobs:
-            guess = ahead.estimates.get(job.id)
-            if guess is None or guess.end is None:
-                return None
-            last = max(last, guess.end)
-            jct += guess.end - job.submit_time
-        span, mean = last - now, jct / len(snapshot.jobs)
+        played = outcome(mode, snapshot, now, ROLLOUT_DECISIONS)
+        if played is None:
+            return None
+        last, mean = played
+        span = last - now
         if span <= 0 or mean <= 0:
             return None
         return self.weight * math.log(span) + math.log(mean)
 
 
-__all__ = ["REMEMBERED", "ROLLOUT_DECISIONS", "ROLLOUT_JOBS", "Lookahead"]
+def outcome(
+    policy: Policy, snapshot: Snapshot, now: float, decisions: int
+) -> tuple[float, float] | None:
+    """(the last end, the mean JCT) of the present jobs played forward under ``policy`` from
+    ``now`` (``sim.forecast``, at most ``decisions``); None when some job is left without an
+    end, or there are no jobs."""
+    # The forward run is the simulator's (pure, no I/O); imported here because it plays
+    # ``core`` policies itself.
+    from ...sim.forecast import forecast
+
+    if not snapshot.jobs:
+        return None
+    ahead = forecast(policy, snapshot, now, max_decisions=decisions)
+    last, jct = now, 0.0
+    for job in snapshot.jobs:
+        guess = ahead.estimates.get(job.id)
+        if guess is None or guess.end is None:
+            return None
+        last = max(last, guess.end)
+        jct += guess.end - job.submit_time
+    return last, jct / len(snapshot.jobs)
+
+
+__all__ = ["REMEMBERED", "ROLLOUT_DECISIONS", "ROLLOUT_JOBS", "Lookahead", "outcome"]
